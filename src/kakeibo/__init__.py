@@ -1,0 +1,7 @@
+"""kakeibo: differential privacy around an auditable privacy-budget ledger."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,305 @@
+"""Privacy-loss values and the conversions between them.
+
+A privacy loss is what a measurement costs under its neighbour relation. kakeibo knows four kinds:
+
+* :class:`PureDP` -- epsilon-DP (Dwork et al. 2006).
+* :class:`ApproxDP` -- (epsilon, delta)-DP.
+* :class:`ZCDP` -- rho-zero-concentrated DP (Bun and Steinke 2016).
+* :class:`RDPCurve` -- Renyi DP (Mironov 2017): epsilon(alpha) on a finite grid of orders.
+
+Budgets are added and compared with exact rational arithmetic (:class:`fractions.Fraction`): a float such
+as ``0.1`` is converted to the exact binary value it denotes, so 100 charges of 0.01 against a budget of 1
+never overspend through rounding. Comparison is the product order: ``a <= b`` holds only when every
+coordinate of ``a`` is at most the matching coordinate of ``b``; two losses can be incomparable.
+
+Conversions (all sound, i.e. they never understate the loss):
+
+* pure -> approximate: epsilon-DP is (epsilon, 0)-DP.
+* pure -> zCDP: epsilon-DP implies (epsilon^2 / 2)-zCDP (Bun and Steinke 2016, Prop. 1.4).
+* zCDP -> approximate: the conversion of Canonne, Kamath and Steinke 2020 (Cor. 13),
+  ``delta = inf_{a>1} exp((a-1)(a rho - eps)) / a * (1 - 1/a)^(a-1)``, which is never worse than
+  Bun and Steinke's ``eps = rho + 2 sqrt(rho ln(1/delta))`` (also exposed).
+* RDP -> approximate: ``eps = eps(a) + ln((a-1)/a) - (ln delta + ln a)/(a-1)`` minimised over the
+  curve's orders (Canonne, Kamath and Steinke 2020, Prop. 12; Balle et al. 2020).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Union
+
+from scipy import optimize
+
+__all__ = [
+    "ApproxDP",
+    "Number",
+    "PrivacyLoss",
+    "PureDP",
+    "RDPCurve",
+    "ZCDP",
+    "as_fraction",
+    "zcdp_delta",
+    "zcdp_epsilon",
+    "zcdp_epsilon_bun_steinke",
+]
+
+Number = Union[int, float, Fraction, str]
+
+
+def as_fraction(value: Number, name: str) -> Fraction:
+    """Convert ``value`` to an exact :class:`Fraction`, refusing NaN and infinities.
+
+    >>> as_fraction(0.5, "epsilon")
+    Fraction(1, 2)
+    >>> as_fraction("1/3", "epsilon")
+    Fraction(1, 3)
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, not a bool.")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}.")
+    try:
+        return Fraction(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a finite number, got {value!r}.") from exc
+
+
+def _non_negative(value: Number, name: str) -> Fraction:
+    frac = as_fraction(value, name)
+    if frac < 0:
+        raise ValueError(f"{name} must be non-negative, got {float(frac)}.")
+    return frac
+
+
+class PrivacyLoss:
+    """Base class of the privacy-loss values. Instances are immutable and hashable."""
+
+    def to_approx(self, delta: Number = 0) -> ApproxDP:
+        """The tightest (epsilon, delta)-DP guarantee this loss implies at the given delta."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PureDP(PrivacyLoss):
+    """epsilon-differential privacy: ``Pr[M(D) in S] <= exp(epsilon) Pr[M(D') in S]`` for neighbours.
+
+    >>> PureDP(0.5) + PureDP(0.25)
+    PureDP(epsilon=Fraction(3, 4))
+    """
+
+    epsilon: Fraction
+
+    def __init__(self, epsilon: Number) -> None:
+        object.__setattr__(self, "epsilon", _non_negative(epsilon, "epsilon"))
+
+    def __add__(self, other: PureDP) -> PureDP:
+        if not isinstance(other, PureDP):
+            return NotImplemented
+        return PureDP(self.epsilon + other.epsilon)
+
+    def __mul__(self, k: int) -> PureDP:
+        return PureDP(self.epsilon * k)
+
+    __rmul__ = __mul__
+
+    def __le__(self, other: PureDP) -> bool:
+        if not isinstance(other, PureDP):
+            return NotImplemented
+        return self.epsilon <= other.epsilon
+
+    def __lt__(self, other: PureDP) -> bool:
+        if not isinstance(other, PureDP):
+            return NotImplemented
+        return self.epsilon < other.epsilon
+
+    def to_approx(self, delta: Number = 0) -> ApproxDP:
+        return ApproxDP(self.epsilon, delta)
+
+    def to_zcdp(self) -> ZCDP:
+        """epsilon-DP implies (epsilon^2/2)-zCDP (Bun and Steinke 2016, Prop. 1.4)."""
+        return ZCDP(self.epsilon**2 / 2)
+
+
+@dataclass(frozen=True)
+class ApproxDP(PrivacyLoss):
+    """(epsilon, delta)-DP: ``Pr[M(D) in S] <= exp(epsilon) Pr[M(D') in S] + delta``.
+
+    Ordered by the product order: neither of (1, 1e-6) and (2, 1e-9) is below the other.
+
+    >>> ApproxDP(1, 1e-6) <= ApproxDP(2, 1e-9), ApproxDP(2, 1e-9) <= ApproxDP(1, 1e-6)
+    (False, False)
+    """
+
+    epsilon: Fraction
+    delta: Fraction
+
+    def __init__(self, epsilon: Number, delta: Number) -> None:
+        eps = _non_negative(epsilon, "epsilon")
+        dlt = _non_negative(delta, "delta")
+        if dlt >= 1:
+            raise ValueError(f"delta must lie in [0, 1), got {float(dlt)}.")
+        object.__setattr__(self, "epsilon", eps)
+        object.__setattr__(self, "delta", dlt)
+
+    def __add__(self, other: ApproxDP) -> ApproxDP:
+        if not isinstance(other, ApproxDP):
+            return NotImplemented
+        total_delta = self.delta + other.delta
+        if total_delta >= 1:
+            raise ValueError("the composed delta reaches 1, so the combined guarantee would be vacuous.")
+        return ApproxDP(self.epsilon + other.epsilon, total_delta)
+
+    def __le__(self, other: ApproxDP) -> bool:
+        if not isinstance(other, ApproxDP):
+            return NotImplemented
+        return self.epsilon <= other.epsilon and self.delta <= other.delta
+
+    def __lt__(self, other: ApproxDP) -> bool:
+        if not isinstance(other, ApproxDP):
+            return NotImplemented
+        return self <= other and self != other
+
+    def to_approx(self, delta: Number = 0) -> ApproxDP:
+        if as_fraction(delta, "delta") < self.delta:
+            raise ValueError(f"an (epsilon, {float(self.delta)})-DP loss cannot be stated at a smaller delta.")
+        return ApproxDP(self.epsilon, delta)
+
+
+@dataclass(frozen=True)
+class ZCDP(PrivacyLoss):
+    """rho-zCDP: ``D_alpha(M(D) || M(D')) <= rho * alpha`` for every order alpha > 1.
+
+    >>> ZCDP(0.25) + ZCDP(0.25)
+    ZCDP(rho=Fraction(1, 2))
+    """
+
+    rho: Fraction
+
+    def __init__(self, rho: Number) -> None:
+        object.__setattr__(self, "rho", _non_negative(rho, "rho"))
+
+    def __add__(self, other: ZCDP) -> ZCDP:
+        if not isinstance(other, ZCDP):
+            return NotImplemented
+        return ZCDP(self.rho + other.rho)
+
+    def __le__(self, other: ZCDP) -> bool:
+        if not isinstance(other, ZCDP):
+            return NotImplemented
+        return self.rho <= other.rho
+
+    def __lt__(self, other: ZCDP) -> bool:
+        if not isinstance(other, ZCDP):
+            return NotImplemented
+        return self.rho < other.rho
+
+    def to_approx(self, delta: Number = 0) -> ApproxDP:
+        dlt = float(as_fraction(delta, "delta"))
+        if not 0 < dlt < 1:
+            raise ValueError("converting zCDP to (epsilon, delta)-DP needs delta in (0, 1).")
+        return ApproxDP(zcdp_epsilon(float(self.rho), dlt), delta)
+
+    def to_rdp(self, orders: tuple[float, ...] | None = None) -> RDPCurve:
+        """rho-zCDP is the RDP curve ``eps(alpha) = rho * alpha``."""
+        grid = orders or DEFAULT_ORDERS
+        return RDPCurve(grid, tuple(float(self.rho) * a for a in grid))
+
+
+DEFAULT_ORDERS: tuple[float, ...] = (
+    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0,
+    96.0, 128.0, 256.0, 512.0, 1024.0,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RDPCurve(PrivacyLoss):
+    """Renyi DP on a grid of orders: ``D_alpha(M(D) || M(D')) <= epsilons[i]`` at ``alpha = orders[i]``.
+
+    Curves on the same grid compose by pointwise addition (Mironov 2017, Prop. 1). Values are floats:
+    RDP is an analysis tool whose conversions already involve transcendental functions.
+
+    >>> c = RDPCurve((2.0, 4.0), (0.5, 1.0))
+    >>> (c + c).epsilons
+    (1.0, 2.0)
+    """
+
+    orders: tuple[float, ...]
+    epsilons: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.orders) != len(self.epsilons) or not self.orders:
+            raise ValueError("an RDP curve needs the same, non-zero number of orders and epsilons.")
+        if any(not (math.isfinite(a) and a > 1) for a in self.orders):
+            raise ValueError("every Renyi order must be a finite number greater than 1.")
+        if any(not (math.isfinite(e) and e >= 0) for e in self.epsilons):
+            raise ValueError("every Renyi epsilon must be finite and non-negative.")
+
+    def __add__(self, other: RDPCurve) -> RDPCurve:
+        if not isinstance(other, RDPCurve):
+            return NotImplemented
+        if self.orders != other.orders:
+            raise ValueError("RDP curves compose only on the same grid of orders.")
+        return RDPCurve(self.orders, tuple(a + b for a, b in zip(self.epsilons, other.epsilons)))
+
+    def __le__(self, other: RDPCurve) -> bool:
+        if not isinstance(other, RDPCurve):
+            return NotImplemented
+        return self.orders == other.orders and all(a <= b for a, b in zip(self.epsilons, other.epsilons))
+
+    def to_approx(self, delta: Number = 0) -> ApproxDP:
+        """Canonne-Kamath-Steinke 2020, Prop. 12, minimised over the curve's orders."""
+        dlt = float(as_fraction(delta, "delta"))
+        if not 0 < dlt < 1:
+            raise ValueError("converting RDP to (epsilon, delta)-DP needs delta in (0, 1).")
+        best = min(
+            e + math.log1p(-1 / a) - (math.log(dlt) + math.log(a)) / (a - 1)
+            for a, e in zip(self.orders, self.epsilons)
+        )
+        return ApproxDP(max(best, 0.0), delta)
+
+
+def zcdp_epsilon_bun_steinke(rho: float, delta: float) -> float:
+    """Bun and Steinke 2016, Prop. 1.3: rho-zCDP implies (rho + 2 sqrt(rho ln(1/delta)), delta)-DP.
+
+    >>> round(zcdp_epsilon_bun_steinke(0.5, 1e-6), 4)
+    5.7565
+    """
+    return rho + 2 * math.sqrt(rho * math.log(1 / delta))
+
+
+def zcdp_delta(rho: float, epsilon: float) -> float:
+    """Smallest delta with rho-zCDP => (epsilon, delta)-DP by Canonne-Kamath-Steinke 2020, Cor. 13."""
+    if rho == 0:
+        return 0.0
+
+    def log_delta(alpha: float) -> float:
+        return (alpha - 1) * (alpha * rho - epsilon) - math.log(alpha) + (alpha - 1) * math.log1p(-1 / alpha)
+
+    # The exponent is convex in alpha; its minimiser lies near (epsilon + rho) / (2 rho) + 1.
+    upper = max(2.0, (epsilon + rho) / rho + 2)
+    res = optimize.minimize_scalar(log_delta, bounds=(1.0 + 1e-9, upper), method="bounded")
+    return min(1.0, math.exp(min(float(res.fun), log_delta(upper))))
+
+
+def zcdp_epsilon(rho: float, delta: float) -> float:
+    """Smallest epsilon with ``zcdp_delta(rho, epsilon) <= delta`` (bisection, rounded up).
+
+    Never larger than Bun and Steinke's bound:
+
+    >>> zcdp_epsilon(0.5, 1e-6) <= zcdp_epsilon_bun_steinke(0.5, 1e-6)
+    True
+    """
+    if rho == 0:
+        return 0.0
+    lo, hi = 0.0, zcdp_epsilon_bun_steinke(rho, delta)
+    if zcdp_delta(rho, lo) <= delta:
+        return 0.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if zcdp_delta(rho, mid) <= delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
