@@ -28,24 +28,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Union
 
 from scipy import optimize
 
 __all__ = [
+    "ZCDP",
     "ApproxDP",
     "Number",
     "PrivacyLoss",
     "PureDP",
     "RDPCurve",
-    "ZCDP",
     "as_fraction",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_epsilon_bun_steinke",
 ]
 
-Number = Union[int, float, Fraction, str]
+Number = int | float | Fraction | str
 
 
 def as_fraction(value: Number, name: str) -> Fraction:
@@ -163,7 +162,9 @@ class ApproxDP(PrivacyLoss):
 
     def to_approx(self, delta: Number = 0) -> ApproxDP:
         if as_fraction(delta, "delta") < self.delta:
-            raise ValueError(f"an (epsilon, {float(self.delta)})-DP loss cannot be stated at a smaller delta.")
+            raise ValueError(
+                f"an (epsilon, {float(self.delta)})-DP loss cannot be stated at a smaller delta."
+            )
         return ApproxDP(self.epsilon, delta)
 
 
@@ -241,12 +242,14 @@ class RDPCurve(PrivacyLoss):
             return NotImplemented
         if self.orders != other.orders:
             raise ValueError("RDP curves compose only on the same grid of orders.")
-        return RDPCurve(self.orders, tuple(a + b for a, b in zip(self.epsilons, other.epsilons)))
+        return RDPCurve(self.orders, tuple(a + b for a, b in zip(self.epsilons, other.epsilons, strict=True)))
 
     def __le__(self, other: RDPCurve) -> bool:
         if not isinstance(other, RDPCurve):
             return NotImplemented
-        return self.orders == other.orders and all(a <= b for a, b in zip(self.epsilons, other.epsilons))
+        return self.orders == other.orders and all(
+            a <= b for a, b in zip(self.epsilons, other.epsilons, strict=True)
+        )
 
     def to_approx(self, delta: Number = 0) -> ApproxDP:
         """Canonne-Kamath-Steinke 2020, Prop. 12, minimised over the curve's orders."""
@@ -255,7 +258,7 @@ class RDPCurve(PrivacyLoss):
             raise ValueError("converting RDP to (epsilon, delta)-DP needs delta in (0, 1).")
         best = min(
             e + math.log1p(-1 / a) - (math.log(dlt) + math.log(a)) / (a - 1)
-            for a, e in zip(self.orders, self.epsilons)
+            for a, e in zip(self.orders, self.epsilons, strict=True)
         )
         return ApproxDP(max(best, 0.0), delta)
 

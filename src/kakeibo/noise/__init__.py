@@ -48,7 +48,7 @@ def exact_ratio(value: Number, name: str) -> tuple[int, int]:
     >>> exact_ratio(0.5, "scale"), exact_ratio("1/3", "scale")
     ((1, 2), (1, 3))
     >>> exact_ratio(0.1, "scale")  # 0.1 has a 2**-55 denominator
-    (1677722, 16777216)
+    (838861, 8388608)
     """
     frac = as_fraction(value, name)
     if frac <= 0:

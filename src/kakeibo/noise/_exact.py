@@ -14,6 +14,7 @@ Arithmetic is in ``int64`` where the operands provably fit and falls back to Pyt
 from __future__ import annotations
 
 from math import isqrt
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -65,7 +66,7 @@ def _bernoulli_exp_fraction(num: IntArray, den: int | IntArray, source: RandomSo
     result = np.empty(n, dtype=np.bool_)
     live = np.arange(n)
     live_num = num
-    live_den = den if np.ndim(den) == 0 else np.asarray(den)
+    live_den: Any = den if np.ndim(den) == 0 else np.asarray(den)
     k = 1
     while live.size:
         a = uniform_below(live_den, live.size, source) < live_num

@@ -39,7 +39,7 @@ def granularity_exponent(room: float) -> int:
     """
     if not (math.isfinite(room) and room > 0):
         raise ValueError(f"grid room must be a positive finite number, got {room}.")
-    mantissa, exponent = math.frexp(room)  # room = mantissa * 2**exponent, mantissa in [0.5, 1)
+    _, exponent = math.frexp(room)  # room = mantissa * 2**exponent, mantissa in [0.5, 1)
     return exponent - 1
 
 

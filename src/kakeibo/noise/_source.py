@@ -92,9 +92,11 @@ def resolve_source(rng: np.random.Generator | RandomSource | None) -> RandomSour
         if source is None:
             source = SecureSource()
             _local.source = source
-        return source  # type: ignore[no-any-return]
+        return source
     if isinstance(rng, np.random.Generator):
         return GeneratorSource(rng)
     if isinstance(rng, RandomSource):
         return rng
-    raise TypeError(f"rng must be None, a numpy.random.Generator or a RandomSource, not {type(rng).__name__}.")
+    raise TypeError(
+        f"rng must be None, a numpy.random.Generator or a RandomSource, not {type(rng).__name__}."
+    )
