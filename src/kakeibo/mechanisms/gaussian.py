@@ -111,34 +111,38 @@ class Gaussian(Mechanism):
     def privacy_loss(self) -> ApproxDP:
         return self._loss
 
-    def grid(self, size: int) -> tuple[int, int]:
-        """``(k, sigma2)``: grid exponent and integer variance parameter in grid steps for ``size`` values."""
+    def grid(self, size: int) -> tuple[int, int, int]:
+        """``(k, sigma2, t)`` for ``size`` values: grid exponent, integer variance parameter in grid steps,
+        and the sampler's proposal scale ``t`` -- a power of two near sigma that divides ``sigma2``
+        (``sigma2`` is rounded up to a multiple of ``t``, adding at most a factor 1 + 1/sigma)."""
         room = self._sensitivity * GRID_SLACK
         k = granularity_exponent(float(room) / math.sqrt(size))
         while Fraction(4) ** k * size > room**2:  # exact check of sqrt(d) 2**k <= room
             k -= 1
-        sigma2 = math.ceil(Fraction(self.sigma) ** 2 / Fraction(4) ** k)
-        if sigma2 >= 2**48:
+        exact_sigma2 = Fraction(self.sigma) ** 2 / Fraction(4) ** k
+        t = 2 ** granularity_exponent(math.sqrt(float(exact_sigma2)))
+        sigma2 = t * math.ceil(exact_sigma2 / t)
+        if sigma2 >= 2**60:
             raise ValueError(f"an answer of {size} values is too large for the exact Gaussian sampler.")
-        return k, sigma2
+        return k, sigma2, t
 
     def release(self, value: ArrayLike, rng: Rng = None) -> Any:
         arr = check_values(value)
-        k, sigma2 = self.grid(max(arr.size, 1))
-        return as_output(grid_gaussian(arr, k, sigma2, resolve_source(rng)), value)
+        k, sigma2, t = self.grid(max(arr.size, 1))
+        return as_output(grid_gaussian(arr, k, sigma2, t, resolve_source(rng)), value)
 
     def error_bound(self, beta: float) -> float:
         """``a`` with ``Pr(|y_i - x_i| > a) <= beta``: the discrete Gaussian is sub-Gaussian,
         ``Pr(|Z| >= z) <= 2 exp(-z^2 / (2 sigma^2))`` (CKS 2020, Prop. 25), plus half a grid step."""
         beta = check_beta(beta)
-        k, sigma2 = self.grid(1)
+        k, sigma2, _ = self.grid(1)
         sigma_real = math.ldexp(math.sqrt(sigma2), k)
         return sigma_real * math.sqrt(2 * math.log(2 / beta)) + math.ldexp(1.0, k - 1)
 
     @property
     def variance(self) -> float:
         """Upper bound on the noise variance (a discrete Gaussian's variance is below its sigma^2)."""
-        k, sigma2 = self.grid(1)
+        k, sigma2, _ = self.grid(1)
         return math.ldexp(float(sigma2), 2 * k)
 
 

@@ -13,6 +13,7 @@ Arithmetic is in ``int64`` where the operands provably fit and falls back to Pyt
 
 from __future__ import annotations
 
+from fractions import Fraction
 from math import isqrt
 from typing import Any
 
@@ -32,8 +33,6 @@ IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 
 _U64_MAX = np.uint64(2**64 - 1)
-#: Largest parameter handled on the int64 path (keeps t * V and m * m below 2**63).
-_INT64_SAFE = 2**31
 
 
 def uniform_below(m: int | IntArray, size: int, source: RandomSource) -> IntArray:
@@ -59,18 +58,22 @@ def uniform_below(m: int | IntArray, size: int, source: RandomSource) -> IntArra
 def _bernoulli_exp_fraction(num: IntArray, den: int | IntArray, source: RandomSource) -> BoolArray:
     """Bernoulli(exp(-num/den)) for ``0 <= num <= den`` (CKS Algorithm 1, gamma in [0, 1]).
 
-    Draw A_k ~ Bernoulli(gamma / k) for k = 1, 2, ... until the first failure at k = K; return [K odd].
-    A_k is drawn as Bernoulli(num/den) AND Bernoulli(1/k): independent, so exactly gamma / k.
+    Draw A_k ~ Bernoulli(gamma / k) = [Uniform{0..k den - 1} < num] for k = 1, 2, ... until the first
+    failure at k = K; return [K odd]. When ``k den`` could reach 2**63 the draw is split into the
+    independent Bernoulli(num/den) and Bernoulli(1/k), whose conjunction has the same probability.
     """
     n = num.size
     result = np.empty(n, dtype=np.bool_)
     live = np.arange(n)
     live_num = num
     live_den: Any = den if np.ndim(den) == 0 else np.asarray(den)
+    merged_ok = int(np.max(den, initial=1)) < 2**48
     k = 1
     while live.size:
-        a = uniform_below(live_den, live.size, source) < live_num
-        if k > 1:
+        if merged_ok and k < 2**15:
+            a = uniform_below(live_den * k, live.size, source) < live_num
+        else:  # Bernoulli(num/den) AND Bernoulli(1/k): independent, so exactly num/(den k)
+            a = uniform_below(live_den, live.size, source) < live_num
             a &= uniform_below(k, live.size, source) == 0
         result[live[~a]] = k % 2 == 1
         live, live_num = live[a], live_num[a]
@@ -180,31 +183,40 @@ def discrete_laplace(scale_num: int, scale_den: int, size: int, source: RandomSo
     return out
 
 
-def discrete_gaussian(sigma2_num: int, sigma2_den: int, size: int, source: RandomSource) -> IntArray:
+def discrete_gaussian(
+    sigma2_num: int, sigma2_den: int, size: int, source: RandomSource, proposal_scale: int | None = None
+) -> IntArray:
     """``size`` draws of the discrete Gaussian ``P(X = x) ~ exp(-x^2 / (2 sigma^2))`` with
     ``sigma^2 = sigma2_num / sigma2_den`` (CKS Algorithm 3).
 
-    With t = floor(sigma) + 1: draw Y ~ discrete Laplace(scale t) and accept it with probability
-    exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2)) = exp(-(|Y| b t - a)^2 / (2 a b t^2)) for sigma^2 = a/b.
+    Draw Y ~ discrete Laplace(scale t) and accept it with probability exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2)).
+    The paper takes t = floor(sigma) + 1 (the default), but the output is exact for any integer t > 0: the
+    target-to-proposal ratio is proportional to that acceptance probability, which is at most 1. With
+    sigma^2/t = p/q in lowest terms the exponent is (|Y| q - p)^2 b / (2 a q^2); callers that choose t
+    dividing sigma^2 (q = 1) keep it in int64 for sigma up to about 1e9.
     """
     a = _check_positive_int(sigma2_num, "sigma2_num", 2**62)
     b = _check_positive_int(sigma2_den, "sigma2_den", 2**62)
-    t = isqrt(a * b) // b + 1
-    den = 2 * a * b * t * t
-    int64_ok = a < _INT64_SAFE and den < 2**62
+    t = isqrt(a * b) // b + 1 if proposal_scale is None else _check_positive_int(proposal_scale, "t")
+    ratio = Fraction(a, b * t)
+    p, q = ratio.numerator, ratio.denominator
+    den = 2 * a * q * q
+    # Fast path: (|Y| q - p)^2 b < 2**63 and den < 2**62.
+    diff_limit = isqrt((2**63 - 1) // b)
+    int64_ok = den < 2**62 and p <= diff_limit and q < 2**62
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
         m = pending.size
         y = discrete_laplace(t, 1, m, source)
         mag = np.abs(y)
-        fast = mag <= (_INT64_SAFE // (b * t) if int64_ok else -1)
+        fast = mag <= ((p + diff_limit) // q if int64_ok else -1)
         accept = np.empty(m, dtype=np.bool_)
         if fast.any():
-            diff = mag[fast] * (b * t) - a
-            accept[fast] = bernoulli_exp(diff * diff, den, source)
+            diff = mag[fast] * q - p
+            accept[fast] = bernoulli_exp(diff * diff * b, den, source)
         for i in np.flatnonzero(~fast).tolist():
-            accept[i] = _bernoulli_exp_int((int(mag[i]) * b * t - a) ** 2, den, source)
+            accept[i] = _bernoulli_exp_int((int(mag[i]) * q - p) ** 2 * b, den, source)
         out[pending[accept]] = y[accept]
         pending = pending[~accept]
     return out

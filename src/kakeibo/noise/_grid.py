@@ -61,7 +61,12 @@ def grid_laplace(values: FloatArray, k: int, scale_grid: int, source: RandomSour
     return _release(index, discrete_laplace(scale_grid, 1, index.size, source).reshape(index.shape), k)
 
 
-def grid_gaussian(values: FloatArray, k: int, sigma2_grid: int, source: RandomSource) -> FloatArray:
-    """``(rint(x / 2**k) + Z) * 2**k`` with ``Z`` discrete Gaussian of integer variance parameter."""
+def grid_gaussian(
+    values: FloatArray, k: int, sigma2_grid: int, proposal_scale: int, source: RandomSource
+) -> FloatArray:
+    """``(rint(x / 2**k) + Z) * 2**k`` with ``Z`` discrete Gaussian of integer variance parameter
+    ``sigma2_grid``, sampled with a discrete Laplace proposal of scale ``proposal_scale`` (which should
+    divide ``sigma2_grid`` to keep the exact arithmetic in int64; see ``discrete_gaussian``)."""
     index = round_to_grid(values, k)
-    return _release(index, discrete_gaussian(sigma2_grid, 1, index.size, source).reshape(index.shape), k)
+    noise = discrete_gaussian(sigma2_grid, 1, index.size, source, proposal_scale)
+    return _release(index, noise.reshape(index.shape), k)

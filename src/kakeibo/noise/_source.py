@@ -44,6 +44,7 @@ class SecureSource:
     secure = True
 
     def __init__(self) -> None:
+        self._zeros = b""
         self._rekey()
 
     def _rekey(self) -> None:
@@ -57,7 +58,9 @@ class SecureSource:
         if self._pid != os.getpid() or self._emitted + nbytes > _REKEY_BYTES:
             self._rekey()
         self._emitted += nbytes
-        stream = self._encryptor.update(bytes(nbytes))
+        if len(self._zeros) < nbytes:
+            self._zeros = bytes(nbytes)
+        stream = self._encryptor.update(memoryview(self._zeros)[:nbytes])
         return np.frombuffer(stream, dtype=np.uint64)
 
 
