@@ -45,7 +45,8 @@ def granularity_exponent(room: float) -> int:
 
 def round_to_grid(values: FloatArray, k: int) -> NDArray[np.int64]:
     """Nearest grid points ``rint(x / 2**k)`` as integers; refuses values whose grid index overflows."""
-    scaled = np.ldexp(values, -k)
+    with np.errstate(over="ignore"):
+        scaled = np.ldexp(values, -k)
     if not np.all(np.isfinite(scaled)) or np.max(np.abs(scaled), initial=0.0) >= 2.0**62:
         raise ValueError("value is not finite or too large for the noise grid; clamp it before release.")
     return np.rint(scaled).astype(np.int64)
