@@ -19,13 +19,13 @@ from kakeibo.privacy import (
 )
 
 
-def test_hundred_charges_of_one_hundredth_sum_exactly_to_the_float_one_hundredth_times_100() -> None:
+def test_hundred_charges_of_float_one_hundredth_sum_exactly_to_one() -> None:
+    """A float is read as the decimal it prints as: 0.01 is 1/100, not 0.01000000000000000020816..."""
     total = PureDP(0)
     for _ in range(100):
         total = total + PureDP(0.01)
-    # 0.01 is the binary float 0.01000000000000000020816681711721685...; the sum is exact.
-    assert total.epsilon == 100 * Fraction(0.01)
-    assert total == PureDP(0.01) * 100
+    assert total == PureDP(1) == PureDP(0.01) * 100
+    assert PureDP(0.1).epsilon == Fraction(1, 10) != Fraction(0.1)
 
 
 def test_string_budgets_are_exact_decimals() -> None:

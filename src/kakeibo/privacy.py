@@ -7,9 +7,11 @@ A privacy loss is what a measurement costs under its neighbour relation. kakeibo
 * :class:`ZCDP` -- rho-zero-concentrated DP (Bun and Steinke 2016).
 * :class:`RDPCurve` -- Renyi DP (Mironov 2017): epsilon(alpha) on a finite grid of orders.
 
-Budgets are added and compared with exact rational arithmetic (:class:`fractions.Fraction`): a float such
-as ``0.1`` is converted to the exact binary value it denotes, so 100 charges of 0.01 against a budget of 1
-never overspend through rounding. Comparison is the product order: ``a <= b`` holds only when every
+Budgets are added and compared with exact rational arithmetic (:class:`fractions.Fraction`). A float is
+read as the shortest decimal that prints as it (``0.01`` means 1/100, as the user wrote it), so 100
+charges of 0.01 fill a budget of 1 exactly. This is sound because every mechanism calibrates its noise
+against that same rational (in exact arithmetic, or in floats with a margin far larger than the 1e-17
+gap to the binary value). Comparison is the product order: ``a <= b`` holds only when every
 coordinate of ``a`` is at most the matching coordinate of ``b``; two losses can be incomparable.
 
 Conversions (all sound, i.e. they never understate the loss):
@@ -50,15 +52,19 @@ Number = int | float | Fraction | str
 def as_fraction(value: Number, name: str) -> Fraction:
     """Convert ``value`` to an exact :class:`Fraction`, refusing NaN and infinities.
 
-    >>> as_fraction(0.5, "epsilon")
-    Fraction(1, 2)
+    Floats are read as the shortest decimal that round-trips to them:
+
+    >>> as_fraction(0.01, "epsilon"), as_fraction(0.5, "epsilon")
+    (Fraction(1, 100), Fraction(1, 2))
     >>> as_fraction("1/3", "epsilon")
     Fraction(1, 3)
     """
     if isinstance(value, bool):
         raise TypeError(f"{name} must be a number, not a bool.")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}.")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be finite, got {value}.")
+        return Fraction(repr(value))
     try:
         return Fraction(value)
     except (TypeError, ValueError) as exc:

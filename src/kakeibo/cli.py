@@ -1,0 +1,137 @@
+"""The ``kakeibo`` command line.
+
+* ``kakeibo --version`` -- print ``kakeibo <version>``.
+* ``kakeibo ledger show PATH`` -- the ledger's budgets (with spent and remaining) and its entries.
+* ``kakeibo ledger verify PATH`` -- re-check the hash chains; exit 0 if intact, 1 listing the problems.
+
+Exit status 2 means the command could not run (no such ledger, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from . import __version__
+from .accounting import Ledger, LedgerEntry, Scope
+from .accounting.ledger import describe_loss
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kakeibo", description="Differential privacy around an auditable privacy-budget ledger."
+    )
+    parser.add_argument("--version", action="version", version=f"kakeibo {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    ledger = commands.add_parser("ledger", help="inspect a privacy-budget ledger")
+    actions = ledger.add_subparsers(dest="action", metavar="ACTION")
+    show = actions.add_parser("show", help="print budgets, spending and entries")
+    show.add_argument("path", metavar="PATH", help="the ledger's SQLite file")
+    verify = actions.add_parser("verify", help="check the hash chains (exit 1 if tampered)")
+    verify.add_argument("path", metavar="PATH", help="the ledger's SQLite file")
+    return parser
+
+
+def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip(), file=out
+        )
+
+
+def _scope_name(scope: Scope) -> str:
+    if scope.analyst is None and scope.dataset is None:
+        return "global"
+    parts = []
+    if scope.analyst is not None:
+        parts.append(f"analyst={scope.analyst}")
+    if scope.dataset is not None:
+        parts.append(f"dataset={scope.dataset}")
+    return " ".join(parts)
+
+
+def _entry_row(entry: LedgerEntry) -> list[str]:
+    return [
+        str(entry.seq),
+        entry.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        describe_loss(entry.loss),
+        entry.label,
+        entry.analyst or "-",
+        entry.dataset or "-",
+        entry.request_id or "-",
+        "-" if entry.region is None else str(entry.region),
+    ]
+
+
+def _show(ledger: Ledger, out: TextIO) -> int:
+    entries = ledger.entries()
+    print(f"ledger      {ledger.path}", file=out)
+    config = ledger.composition.config()
+    extra = ", ".join(f"{k}={v}" for k, v in sorted(config.items()) if k != "name")
+    print(f"composition {config['name']}" + (f" ({extra})" if extra else ""), file=out)
+    print(f"entries     {len(entries)}", file=out)
+    print(f"head hash   {ledger.head_hash}", file=out)
+    print(file=out)
+    rows = [["scope", "budget", "spent", "remaining"]]
+    for scope, budget in sorted(ledger.budgets().items(), key=lambda kv: _scope_name(kv[0])):
+        spent = ledger.spent(scope.analyst, scope.dataset)
+        remaining = ledger.remaining(scope.analyst, scope.dataset)
+        rows.append(
+            [_scope_name(scope), describe_loss(budget), describe_loss(spent), describe_loss(remaining)]
+        )
+    _table(rows, out)
+    print(file=out)
+    if entries:
+        header = ["seq", "created (UTC)", "loss", "label", "analyst", "dataset", "request id", "region"]
+        _table([header, *(_entry_row(entry) for entry in entries)], out)
+    else:
+        print("no entries", file=out)
+    return 0
+
+
+def _verify(ledger: Ledger, out: TextIO) -> int:
+    result = ledger.verify()
+    if result:
+        print(f"ok: {result.entries} entries, hash chain intact, head {ledger.head_hash}", file=out)
+        return 0
+    print(f"FAILED: {len(result.problems)} problem(s) in {ledger.path}", file=out)
+    for problem in result.problems:
+        print(f"  - {problem}", file=out)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command != "ledger" or args.action is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        ledger = Ledger(args.path)
+    except FileNotFoundError:
+        print(f"kakeibo: there is no ledger at {args.path}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as exc:
+        if args.action == "verify":  # a ledger too damaged to open has failed verification
+            print(f"FAILED: cannot open {args.path}: {exc}")
+            return 1
+        print(f"kakeibo: cannot open {args.path}: {exc}", file=sys.stderr)
+        return 2
+    with ledger:
+        if args.action == "verify":
+            return _verify(ledger, sys.stdout)
+        try:
+            return _show(ledger, sys.stdout)
+        except Exception as exc:  # a damaged ledger: say so, and point at verify
+            print(f"kakeibo: cannot show {args.path} ({exc}); run `kakeibo ledger verify`.", file=sys.stderr)
+            return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
