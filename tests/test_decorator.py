@@ -131,3 +131,17 @@ def test_sigkill_never_leaves_a_released_value_without_its_entry(tmp_path: Path)
         assert printed, "the child released nothing before it was killed; raise the delay"
         assert entries in (printed[-1], printed[-1] + 1)
         ledger.close()
+
+
+def test_selection_mechanisms_release_without_an_error_interval(ledger: Ledger) -> None:
+    from kakeibo.mechanisms import Exponential
+
+    @private(mechanism=Exponential(utility_sensitivity=1, epsilon=0.5), ledger=ledger, label="argmax")
+    def best(scores: list[float]) -> np.ndarray:
+        return np.asarray(scores)
+
+    r = best([1.0, 5.0, 2.0], rng=np.random.default_rng(1))
+    assert r.value in (0, 1, 2) and r.error_bound is None
+    with pytest.raises(ValueError, match="no error interval"):
+        _ = r.confidence_interval
+    assert len(ledger.entries()) == 1

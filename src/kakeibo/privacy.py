@@ -28,6 +28,7 @@ Conversions (all sound, i.e. they never understate the loss):
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -61,10 +62,11 @@ def as_fraction(value: Number, name: str) -> Fraction:
     """
     if isinstance(value, bool):
         raise TypeError(f"{name} must be a number, not a bool.")
-    if isinstance(value, float):
-        if not math.isfinite(value):
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):  # floats, numpy floats
+        as_float = float(value)
+        if not math.isfinite(as_float):
             raise ValueError(f"{name} must be finite, got {value}.")
-        return Fraction(repr(value))
+        return Fraction(repr(as_float))
     try:
         return Fraction(value)
     except (TypeError, ValueError) as exc:

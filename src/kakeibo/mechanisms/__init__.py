@@ -7,16 +7,63 @@ PureDP(epsilon=Fraction(1, 1))
 
 from __future__ import annotations
 
+from . import sensitivity
 from ._base import Mechanism
+from .accuracy import (
+    AccuracyWarning,
+    check_accuracy,
+    gaussian_epsilon_for,
+    gaussian_error,
+    gaussian_failure_probability,
+    geometric_epsilon_for,
+    geometric_error,
+    geometric_failure_probability,
+    laplace_epsilon_for,
+    laplace_error,
+    laplace_failure_probability,
+)
+from .exponential import Exponential
 from .gaussian import DiscreteGaussian, Gaussian, analytic_gaussian_delta, analytic_gaussian_sigma
 from .laplace import Geometric, Laplace
+from .randomized_response import FrequencyEstimate, RandomizedResponse
+from .sensitivity import (
+    Neighbour,
+    count_sensitivity,
+    group_privacy,
+    histogram_sensitivity,
+    mean_sensitivity,
+    sum_sensitivity,
+    user_level,
+)
 
 __all__ = [
+    "AccuracyWarning",
     "DiscreteGaussian",
+    "Exponential",
+    "FrequencyEstimate",
     "Gaussian",
     "Geometric",
     "Laplace",
     "Mechanism",
+    "Neighbour",
+    "RandomizedResponse",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
+    "check_accuracy",
+    "count_sensitivity",
+    "gaussian_epsilon_for",
+    "gaussian_error",
+    "gaussian_failure_probability",
+    "geometric_epsilon_for",
+    "geometric_error",
+    "geometric_failure_probability",
+    "group_privacy",
+    "histogram_sensitivity",
+    "laplace_epsilon_for",
+    "laplace_error",
+    "laplace_failure_probability",
+    "mean_sensitivity",
+    "sensitivity",
+    "sum_sensitivity",
+    "user_level",
 ]

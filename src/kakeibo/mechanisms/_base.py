@@ -70,6 +70,9 @@ class Mechanism(ABC):
         "datasets whose query answers differ by at most `sensitivity` in the stated norm "
         "(the caller states the neighbour relation that bounds it: add/remove or change one record or user)"
     )
+    #: False for mechanisms whose output is not "answer + noise" (a selected index, a randomized report):
+    #: they have no additive :meth:`error_bound`.
+    additive: bool = True
 
     @property
     @abstractmethod
@@ -83,6 +86,14 @@ class Mechanism(ABC):
     @abstractmethod
     def error_bound(self, beta: float) -> float:
         """A bound ``a`` with ``Pr(|release(x)_i - x_i| > a) <= beta`` for every coordinate ``i``."""
+
+    @abstractmethod
+    def failure_probability(self, tolerance: float) -> float:
+        """An upper bound on ``Pr(|release(x)_i - x_i| > tolerance)`` for every coordinate ``i``.
+
+        The inverse of :meth:`error_bound`, from the same tail bound: ``failure_probability(error_bound(beta))
+        <= beta`` (up to floating-point rounding). A negative tolerance gives 1.
+        """
 
     def confidence_interval(self, released: ArrayLike, alpha: float = 0.05) -> tuple[Any, Any]:
         """An interval that contains the true value with probability at least ``1 - alpha`` (per coordinate).

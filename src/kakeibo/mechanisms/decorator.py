@@ -4,8 +4,8 @@ The seed describes a mechanism ``m(q, D)`` as something that wraps a query and a
 function producing the (noisy) result -- a Decorator. ``@private(mechanism=..., ledger=...)`` turns a plain
 query function ``f(data) -> number | array`` into a differentially private release:
 
-1. the query runs and the mechanism draws its noise (in memory; nothing is returned yet, so a query or
-   mechanism error costs nothing),
+1. the query runs, the mechanism draws its noise and its error bound is computed (in memory; nothing
+   is returned yet, so a query or mechanism error costs nothing),
 2. the ledger is charged the mechanism's privacy loss in one transaction (refusal raises and the noisy
    value is discarded),
 3. only then is the value returned, as a :class:`Release` carrying its error bound and ledger entry.
@@ -37,7 +37,8 @@ class Release:
     """A differentially private value with what it cost and how accurate it is.
 
     ``error_bound`` is the half-width of a ``confidence``-level interval around each coordinate:
-    ``Pr(|value_i - true_i| > error_bound) <= 1 - confidence``. ``seeded`` is True when the noise came
+    ``Pr(|value_i - true_i| > error_bound) <= 1 - confidence`` (``None`` for mechanisms such as
+    ``Exponential`` whose output is not the answer plus noise). ``seeded`` is True when the noise came
     from a caller-supplied generator (reproducible, hence not private against whoever knows the seed).
     """
 
@@ -45,13 +46,17 @@ class Release:
     mechanism: str
     privacy_loss: PrivacyLoss
     confidence: float
-    error_bound: float
+    error_bound: float | None
     entry: LedgerEntry
     seeded: bool
 
     @property
     def confidence_interval(self) -> tuple[Any, Any]:
         """``(value - error_bound, value + error_bound)`` per coordinate."""
+        if self.error_bound is None:
+            raise ValueError(
+                f"a {self.mechanism} release is not answer-plus-noise and has no error interval."
+            )
         return self.value - self.error_bound, self.value + self.error_bound
 
 
@@ -92,6 +97,7 @@ def private(
             rng: Rng = kwargs.pop("rng", None)  # type: ignore[assignment]
             request_id: str | None = kwargs.pop("request_id", None)  # type: ignore[assignment]
             noisy = mechanism.release(query(*args, **kwargs), rng=rng)
+            bound = mechanism.error_bound(1 - confidence) if mechanism.additive else None
             entry = ledger.charge(
                 mechanism.privacy_loss,
                 label=name,
@@ -105,7 +111,7 @@ def private(
                 mechanism=type(mechanism).__name__,
                 privacy_loss=mechanism.privacy_loss,
                 confidence=confidence,
-                error_bound=mechanism.error_bound(1 - confidence),
+                error_bound=bound,
                 entry=entry,
                 seeded=not resolve_source(rng).secure,
             )

@@ -47,8 +47,8 @@ def exact_ratio(value: Number, name: str) -> tuple[int, int]:
 
     >>> exact_ratio(0.5, "scale"), exact_ratio("1/3", "scale")
     ((1, 2), (1, 3))
-    >>> exact_ratio(0.1, "scale")  # 0.1 has a 2**-55 denominator
-    (838861, 8388608)
+    >>> exact_ratio(Fraction(1, 3**40), "scale")  # denominator above 2**48: rounded up
+    (1, 16777216)
     """
     frac = as_fraction(value, name)
     if frac <= 0:
@@ -88,6 +88,10 @@ def bernoulli_exp(
     gamma: Number, size: int | None = None, rng: np.random.Generator | RandomSource | None = None
 ) -> NDArray[np.bool_] | bool:
     """Exact Bernoulli(exp(-gamma)) for a rational ``gamma >= 0`` (CKS 2020, Alg. 1).
+
+    ``gamma`` goes through :func:`exact_ratio`, so a gamma whose numerator or denominator reaches 2**48 is
+    rounded *up* (the success probability goes down). Callers for whom that direction matters (a privacy
+    argument that needs the probability at least exp(-gamma)) must pass a gamma that is exact.
 
     >>> bool(bernoulli_exp(0, rng=np.random.default_rng(1)))
     True

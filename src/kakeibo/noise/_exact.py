@@ -159,8 +159,8 @@ def discrete_laplace(scale_num: int, scale_den: int, size: int, source: RandomSo
     successes before the first failure; X = U + tV is then geometric with ratio exp(-1/t);
     Y = floor(X/s); a fair sign B, rejecting (B=1, Y=0); output (1-2B)Y.
     """
-    t = _check_positive_int(scale_num, "scale_num")
-    s = _check_positive_int(scale_den, "scale_den")
+    t = _check_positive_int(scale_num, "scale_num", 2**52)
+    s = _check_positive_int(scale_den, "scale_den", 2**52)
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
@@ -173,8 +173,8 @@ def discrete_laplace(scale_num: int, scale_den: int, size: int, source: RandomSo
             ok = _bernoulli_exp_minus_one(live.size, source)
             live = live[ok]
             v[live] += 1
-        if v.max(initial=0) >= 2**62 // t:
-            raise OverflowError("discrete Laplace draw exceeds int64 (probability below exp(-16384)).")
+        if v.max(initial=0) >= 2**62 // t:  # t < 2**52, so this needs V >= 1024: probability e**-1024
+            raise OverflowError("a discrete Laplace draw exceeded int64 (probability below exp(-1024)).")
         y = (u + t * v) // s
         negative = (source.words(m) & np.uint64(1)).astype(np.bool_)
         keep &= ~(negative & (y == 0))

@@ -70,10 +70,11 @@ class GeneratorSource:
     secure = False
 
     def __init__(self, generator: np.random.Generator) -> None:
-        self._bits = generator.bit_generator
+        self._generator = generator
 
     def words(self, n: int) -> NDArray[np.uint64]:
-        return np.asarray(self._bits.random_raw(n), dtype=np.uint64).reshape(n)
+        # Not ``bit_generator.random_raw``: 32-bit generators (MT19937) return 32-bit words there.
+        return self._generator.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
 
 
 _local = threading.local()

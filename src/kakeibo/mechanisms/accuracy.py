@@ -1,0 +1,282 @@
+"""Accuracy planning: how large an error to expect, and a warning when a large one is too likely.
+
+Seed 000, ch. 8 states the Laplace accuracy theorem,
+``Pr(|y - q(D)| > (Delta / epsilon) ln(1/beta)) <= beta``, works the example of a mean over ``n = 1000``
+records (sensitivity ``1/n``) at ``epsilon = 0.001`` -- the error exceeds 1 with probability about 0.38 --
+and asks for a warning when the failure probability for the tolerated error is large. Each noise has a
+trio of functions here, all keyword-only:
+
+* ``*_error(...)`` -- the error ``a`` exceeded with probability at most ``beta``;
+* ``*_failure_probability(...)`` -- the probability that the error exceeds ``tolerance``;
+* ``*_epsilon_for(...)`` -- the smallest epsilon that keeps that probability at or below ``beta``.
+
+These describe the ideal noise (continuous Laplace, discrete Laplace of scale ``Delta/epsilon``, continuous
+Gaussian with Balle-Wang calibration) and are meant for planning a budget. kakeibo's own mechanisms add a
+little to the noise (grid rounding, a reserved slack); their ``failure_probability(tolerance)`` method
+includes it, and :func:`check_accuracy` uses that.
+
+>>> round(laplace_failure_probability(sensitivity=1 / 1000, epsilon=0.001, tolerance=1), 4)
+0.3679
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+from typing import Protocol
+
+from scipy.special import ndtr, ndtri
+
+from ..privacy import Number, as_fraction
+from ._base import check_beta
+from .gaussian import analytic_gaussian_sigma
+
+__all__ = [
+    "AccuracyWarning",
+    "check_accuracy",
+    "gaussian_epsilon_for",
+    "gaussian_error",
+    "gaussian_failure_probability",
+    "geometric_epsilon_for",
+    "geometric_error",
+    "geometric_failure_probability",
+    "laplace_epsilon_for",
+    "laplace_error",
+    "laplace_failure_probability",
+]
+
+#: Relative margin by which computed epsilons are rounded up, so that the tolerance is met despite
+#: floating-point rounding in the formulas.
+_UP = 1 + 1e-12
+
+
+class AccuracyWarning(UserWarning):
+    """The error of a release exceeds the tolerated one with a probability above the accepted level."""
+
+
+class SupportsFailureProbability(Protocol):
+    """Anything that bounds the probability of an error above a tolerance, such as a kakeibo mechanism."""
+
+    def failure_probability(self, tolerance: float) -> float: ...
+
+
+def _positive(value: Number, name: str) -> Fraction:
+    frac = as_fraction(value, name)
+    if frac <= 0:
+        raise ValueError(f"{name} must be positive, got {float(frac)}.")
+    return frac
+
+
+def _delta(value: Number) -> float:
+    frac = as_fraction(value, "delta")
+    if not 0 < frac < 1:
+        raise ValueError(f"delta must lie strictly between 0 and 1, got {float(frac)}.")
+    return float(frac)
+
+
+# --- Laplace ---------------------------------------------------------------------------------------------
+
+
+def laplace_error(*, sensitivity: Number, epsilon: Number, beta: float) -> float:
+    """``(Delta / epsilon) ln(1/beta)``: Laplace noise of scale ``Delta / epsilon`` exceeds it with
+    probability exactly ``beta`` (seed 000, ch. 8).
+
+    >>> round(laplace_error(sensitivity=1, epsilon=0.5, beta=0.05), 4)  # 2 ln 20
+    5.9915
+    """
+    scale = _positive(sensitivity, "sensitivity") / _positive(epsilon, "epsilon")
+    return float(scale) * -math.log(check_beta(beta))
+
+
+def laplace_failure_probability(*, sensitivity: Number, epsilon: Number, tolerance: Number) -> float:
+    """``Pr(|Laplace(Delta/epsilon)| > tolerance) = exp(-tolerance epsilon / Delta)``.
+
+    Seed 000 ch. 8: the mean of 1000 records at epsilon 0.001 misses by more than 1 with probability e^-1.
+
+    >>> laplace_failure_probability(sensitivity=1 / 1000, epsilon=0.001, tolerance=1) == math.exp(-1)
+    True
+    """
+    ratio = (
+        _positive(tolerance, "tolerance")
+        * _positive(epsilon, "epsilon")
+        / _positive(sensitivity, "sensitivity")
+    )
+    return math.exp(-float(ratio))
+
+
+def laplace_epsilon_for(*, sensitivity: Number, tolerance: Number, beta: float) -> float:
+    """Smallest epsilon with ``Pr(|error| > tolerance) <= beta``: ``(Delta / tolerance) ln(1/beta)``.
+
+    >>> round(laplace_epsilon_for(sensitivity=1 / 1000, tolerance=1, beta=0.05), 6)  # ln(20) / 1000
+    0.002996
+    """
+    per_unit = _positive(sensitivity, "sensitivity") / _positive(tolerance, "tolerance")
+    return float(per_unit) * -math.log(check_beta(beta)) * _UP
+
+
+# --- Geometric (discrete Laplace) ------------------------------------------------------------------------
+
+
+def _geometric_log_tail(ratio: float, j: int) -> float:
+    """``ln Pr(|Z| >= j) = ln(2 q^j / (1 + q))`` for ``j >= 1`` and discrete Laplace with ``q = e^-ratio``."""
+    return math.log(2) - j * ratio - math.log1p(math.exp(-ratio))
+
+
+def geometric_failure_probability(*, sensitivity: Number, epsilon: Number, tolerance: Number) -> float:
+    """Exact ``Pr(|Z| > tolerance) = 2 q^j / (1 + q)`` for discrete Laplace noise ``Z`` of scale
+    ``Delta/epsilon`` (``q = exp(-epsilon/Delta)``, ``j = floor(tolerance) + 1``; Ghosh, Roughgarden and
+    Sundararajan 2009).
+
+    >>> round(geometric_failure_probability(sensitivity=1, epsilon=1, tolerance=2), 6)
+    0.072795
+    """
+    ratio = float(_positive(epsilon, "epsilon") / _positive(sensitivity, "sensitivity"))
+    tol = as_fraction(tolerance, "tolerance")
+    if tol < 0:
+        raise ValueError(f"tolerance must be non-negative, got {float(tol)}.")
+    return min(1.0, math.exp(_geometric_log_tail(ratio, math.floor(tol) + 1)))
+
+
+def geometric_error(*, sensitivity: Number, epsilon: Number, beta: float) -> float:
+    """Least integer ``m`` with ``Pr(|Z| > m) <= beta`` (exact discrete tail; the same figure as
+    :meth:`Geometric.error_bound <kakeibo.mechanisms.Geometric.error_bound>` when the scale is exact).
+
+    >>> geometric_error(sensitivity=1, epsilon=1, beta=0.05)
+    3.0
+    """
+    ratio = float(_positive(epsilon, "epsilon") / _positive(sensitivity, "sensitivity"))
+    beta = check_beta(beta)
+    log_beta = math.log(beta)
+    # Pr(|Z| > m) = Pr(|Z| >= m + 1); start from the closed form and correct for rounding by exact steps.
+    m = max(0, math.ceil((math.log(2) - math.log1p(math.exp(-ratio)) - log_beta) / ratio) - 1)
+    while m > 0 and _geometric_log_tail(ratio, m) <= log_beta:
+        m -= 1
+    while _geometric_log_tail(ratio, m + 1) > log_beta:
+        m += 1
+    return float(m)
+
+
+def geometric_epsilon_for(*, sensitivity: Number, tolerance: Number, beta: float) -> float:
+    """Smallest epsilon with ``Pr(|Z| > tolerance) <= beta`` for discrete Laplace noise of scale
+    ``Delta/epsilon`` (bisection on the exact tail, which decreases in epsilon; rounded up).
+
+    >>> eps = geometric_epsilon_for(sensitivity=1, tolerance=3, beta=0.05)
+    >>> geometric_failure_probability(sensitivity=1, epsilon=eps, tolerance=3) <= 0.05
+    True
+    """
+    delta_1 = _positive(sensitivity, "sensitivity")
+    tol = as_fraction(tolerance, "tolerance")
+    if tol < 0:
+        raise ValueError(f"tolerance must be non-negative, got {float(tol)}.")
+    log_beta = math.log(check_beta(beta))
+    j = math.floor(tol) + 1
+    # ratio = epsilon / Delta. At ratio = ln(2/beta)/j the tail is 2 q^j / (1 + q) <= 2 q^j = beta.
+    lo, hi = 0.0, (math.log(2) - log_beta) / j
+    while hi - lo > 1e-14 * hi:
+        mid = (lo + hi) / 2
+        if _geometric_log_tail(mid, j) <= log_beta:
+            hi = mid
+        else:
+            lo = mid
+    return hi * float(delta_1) * _UP
+
+
+# --- Gaussian --------------------------------------------------------------------------------------------
+
+
+def gaussian_error(*, sensitivity: Number, epsilon: Number, delta: Number, beta: float) -> float:
+    """``sigma * Phi^-1(1 - beta/2)``: the two-sided error of the analytic Gaussian mechanism (Balle and Wang
+    2018) that is exceeded with probability exactly ``beta``.
+
+    >>> sigma = analytic_gaussian_sigma(1.0, 1e-5, 1.0)
+    >>> round(gaussian_error(sensitivity=1, epsilon=1, delta=1e-5, beta=0.05) / sigma, 4)  # 97.5% quantile
+    1.96
+    """
+    sigma = _gaussian_sigma(sensitivity, epsilon, delta)
+    return sigma * float(-ndtri(check_beta(beta) / 2))
+
+
+def gaussian_failure_probability(
+    *, sensitivity: Number, epsilon: Number, delta: Number, tolerance: Number
+) -> float:
+    """``Pr(|N(0, sigma^2)| > tolerance) = 2 Phi(-tolerance / sigma)`` with the analytic calibration of sigma.
+
+    >>> sigma = analytic_gaussian_sigma(1.0, 1e-5, 1.0)
+    >>> round(gaussian_failure_probability(sensitivity=1, epsilon=1, delta=1e-5, tolerance=sigma), 4)
+    0.3173
+    """
+    sigma = _gaussian_sigma(sensitivity, epsilon, delta)
+    return float(2 * ndtr(-float(_positive(tolerance, "tolerance")) / sigma))
+
+
+def gaussian_epsilon_for(*, sensitivity: Number, delta: Number, tolerance: Number, beta: float) -> float:
+    """Smallest epsilon (at the given delta) with ``Pr(|error| > tolerance) <= beta``, analytic Gaussian.
+
+    The largest admissible sigma is ``tolerance / Phi^-1(1 - beta/2)``; the analytic sigma decreases in
+    epsilon, so bisection finds the epsilon that reaches it (rounded up). Returns 0.0 when even epsilon -> 0
+    meets the tolerance (delta alone then carries the guarantee).
+
+    >>> eps = gaussian_epsilon_for(sensitivity=1, delta=1e-5, tolerance=10, beta=0.05)
+    >>> gaussian_error(sensitivity=1, epsilon=eps, delta=1e-5, beta=0.05) <= 10
+    True
+    """
+    sens = float(_positive(sensitivity, "sensitivity"))
+    dlt = _delta(delta)
+    sigma_max = float(_positive(tolerance, "tolerance")) / float(-ndtri(check_beta(beta) / 2))
+    if analytic_gaussian_sigma(0.0, dlt, sens) <= sigma_max:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while analytic_gaussian_sigma(hi, dlt, sens) > sigma_max:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1e-10 * hi:
+        mid = (lo + hi) / 2
+        if analytic_gaussian_sigma(mid, dlt, sens) <= sigma_max:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _gaussian_sigma(sensitivity: Number, epsilon: Number, delta: Number) -> float:
+    sens = float(_positive(sensitivity, "sensitivity"))
+    eps = float(_positive(epsilon, "epsilon"))
+    return analytic_gaussian_sigma(eps, _delta(delta), sens)
+
+
+# --- The warning -----------------------------------------------------------------------------------------
+
+
+def check_accuracy(
+    mechanism: SupportsFailureProbability, tolerance: float, max_failure_probability: float
+) -> float:
+    """The probability that ``mechanism`` misses a coordinate by more than ``tolerance``; warns with an
+    :class:`AccuracyWarning` (attributed to the caller's line) when it exceeds ``max_failure_probability``.
+
+    Seed 000 ch. 8: decide how large an error is tolerable, and warn when the matching failure
+    probability is large.
+
+    >>> import warnings
+    >>> from kakeibo.mechanisms import Laplace
+    >>> mean_query = Laplace(sensitivity=1 / 1000, epsilon=0.001)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     p = check_accuracy(mean_query, tolerance=1.0, max_failure_probability=0.05)
+    >>> round(p, 3), caught[0].category.__name__
+    (0.368, 'AccuracyWarning')
+    >>> print(caught[0].message)  # doctest: +ELLIPSIS
+    Laplace: the error exceeds 1 with probability up to 0.368, above the accepted 0.05; spend more ...
+    """
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < math.inf:
+        raise ValueError(f"tolerance must be a positive finite number, got {tolerance!r}.")
+    limit = check_beta(max_failure_probability, "max_failure_probability")
+    failure = mechanism.failure_probability(float(tolerance))
+    if failure > limit:
+        warnings.warn(
+            f"{type(mechanism).__name__}: the error exceeds {tolerance:g} with probability up to "
+            f"{failure:.3g}, above the accepted {limit:.3g}; spend more epsilon, tolerate a larger error or "
+            "ask a less sensitive query.",
+            AccuracyWarning,
+            stacklevel=2,
+        )
+    return failure
