@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,17 @@ from numpy.typing import ArrayLike, NDArray
 from ..noise import RandomSource
 from ..privacy import Number, PrivacyLoss, as_fraction
 
-__all__ = ["Mechanism", "Rng", "as_output", "check_beta", "check_integers", "check_positive", "check_values"]
+__all__ = [
+    "Mechanism",
+    "Rng",
+    "as_output",
+    "check_beta",
+    "check_integers",
+    "check_positive",
+    "check_tolerance",
+    "check_values",
+    "release_integers",
+]
 
 Rng = np.random.Generator | RandomSource | None
 
@@ -50,6 +61,20 @@ def check_integers(value: ArrayLike) -> NDArray[np.int64]:
             raise ValueError("this mechanism releases integers; round the answer or use a real-valued one.")
         arr = as_float
     return arr.astype(np.int64)
+
+
+def check_tolerance(tolerance: float) -> float:
+    """A tolerance for :meth:`Mechanism.failure_probability`: any real number but NaN (negative: certain)."""
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or math.isnan(tolerance):
+        raise ValueError(f"tolerance must be a number, got {tolerance!r}.")
+    return float(tolerance)
+
+
+def release_integers(value: ArrayLike, draw: Callable[[int], NDArray[np.int64]]) -> Any:
+    """``value + draw(size)`` for an integer answer (scalar in, Python int out; array in, array out)."""
+    ints = check_integers(value)
+    noise = draw(max(ints.size, 1))
+    return as_output(ints + noise[: ints.size].reshape(ints.shape), value)
 
 
 def as_output(arr: NDArray[Any], like: ArrayLike) -> Any:

@@ -22,7 +22,7 @@ from ..noise import _exact as exact
 from ..noise import resolve_source
 from ..noise._source import RandomSource
 from ..privacy import Number, PureDP, as_fraction
-from ._base import Mechanism, Rng, check_beta, check_positive
+from ._base import Mechanism, Rng, check_beta, check_positive, check_tolerance
 
 __all__ = ["Exponential"]
 
@@ -159,8 +159,7 @@ class Exponential(Mechanism):
         True
         """
         n = _check_count(n_candidates)
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or math.isnan(tolerance):
-            raise ValueError(f"tolerance must be a number, got {tolerance!r}.")
+        tolerance = check_tolerance(tolerance)
         if n == 1 or tolerance == math.inf:
             return 0.0
         if tolerance <= 0:

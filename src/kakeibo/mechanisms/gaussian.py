@@ -20,7 +20,16 @@ from scipy.special import log_ndtr
 from ..noise import _exact as exact
 from ..noise import exact_ratio, granularity_exponent, grid_gaussian, resolve_source
 from ..privacy import ZCDP, ApproxDP, Number, as_fraction
-from ._base import Mechanism, Rng, as_output, check_beta, check_integers, check_positive, check_values
+from ._base import (
+    Mechanism,
+    Rng,
+    as_output,
+    check_beta,
+    check_positive,
+    check_tolerance,
+    check_values,
+    release_integers,
+)
 
 __all__ = ["DiscreteGaussian", "Gaussian", "analytic_gaussian_delta", "analytic_gaussian_sigma"]
 
@@ -148,8 +157,7 @@ class Gaussian(Mechanism):
         >>> m.failure_probability(m.error_bound(0.05)) <= 0.05 * (1 + 1e-12)
         True
         """
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or math.isnan(tolerance):
-            raise ValueError(f"tolerance must be a number, got {tolerance!r}.")
+        tolerance = check_tolerance(tolerance)
         k, sigma2, _ = self.grid(1)
         excess = tolerance - math.ldexp(1.0, k - 1)
         if excess <= 0:
@@ -196,9 +204,8 @@ class DiscreteGaussian(Mechanism):
         return self._loss
 
     def release(self, value: ArrayLike, rng: Rng = None) -> Any:
-        ints = check_integers(value)
-        noise = exact.discrete_gaussian(self._num, self._den, max(ints.size, 1), resolve_source(rng))
-        return as_output(ints + noise[: ints.size].reshape(ints.shape), value)
+        source = resolve_source(rng)
+        return release_integers(value, lambda n: exact.discrete_gaussian(self._num, self._den, n, source))
 
     def error_bound(self, beta: float) -> float:
         """Largest integer below ``sigma sqrt(2 ln(2/beta))`` (sub-Gaussian tail, CKS 2020, Prop. 25)."""
@@ -212,8 +219,7 @@ class DiscreteGaussian(Mechanism):
         >>> round(DiscreteGaussian(sensitivity=1, rho=0.5).failure_probability(2), 6)  # 2 e^(-9/2)
         0.022218
         """
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or math.isnan(tolerance):
-            raise ValueError(f"tolerance must be a number, got {tolerance!r}.")
+        tolerance = check_tolerance(tolerance)
         if tolerance < 0:
             return 1.0
         if math.isinf(tolerance):

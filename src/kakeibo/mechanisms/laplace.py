@@ -23,10 +23,11 @@ from ._base import (
     Rng,
     as_output,
     check_beta,
-    check_integers,
     check_positive,
+    check_tolerance,
     check_values,
     log_ratio,
+    release_integers,
 )
 
 __all__ = ["Geometric", "Laplace"]
@@ -122,8 +123,7 @@ class Laplace(Mechanism):
         >>> round(Laplace(sensitivity=1 / 1000, epsilon=0.001).failure_probability(1.0), 4)
         0.3679
         """
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or math.isnan(tolerance):
-            raise ValueError(f"tolerance must be a number, got {tolerance!r}.")
+        tolerance = check_tolerance(tolerance)
         k, t = self.grid(1)
         step = math.ldexp(1.0, k)
         excess = tolerance - step / 2
@@ -172,9 +172,8 @@ class Geometric(Mechanism):
         return PureDP(self._epsilon)
 
     def release(self, value: ArrayLike, rng: Rng = None) -> Any:
-        ints = check_integers(value)
-        noise = exact.discrete_laplace(self._num, self._den, max(ints.size, 1), resolve_source(rng))
-        return as_output(ints + noise[: ints.size].reshape(ints.shape), value)
+        source = resolve_source(rng)
+        return release_integers(value, lambda n: exact.discrete_laplace(self._num, self._den, n, source))
 
     def error_bound(self, beta: float) -> float:
         """Least integer ``m`` with ``Pr(|Z| > m) <= beta``; ``Pr(|Z| >= j) = 2e^(-j/s) / (1 + e^(-1/s))``."""
@@ -190,8 +189,7 @@ class Geometric(Mechanism):
         >>> round(Geometric(sensitivity=1, epsilon=1).failure_probability(2), 6)  # 2 e^-3 / (1 + e^-1)
         0.072795
         """
-        if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or math.isnan(tolerance):
-            raise ValueError(f"tolerance must be a number, got {tolerance!r}.")
+        tolerance = check_tolerance(tolerance)
         if tolerance < 0:
             return 1.0
         if math.isinf(tolerance):
