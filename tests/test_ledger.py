@@ -466,3 +466,31 @@ def test_entries_round_trip(path: Path) -> None:
     assert stored.loss == ApproxDP(Fraction(1, 3), Fraction(1, 10**7))
     assert stored.region == box and stored.created_at.tzinfo == timezone.utc
     assert len(stored.hash) == 64
+
+
+def test_incremental_region_totals_match_a_recomputation_from_scratch(path: Path) -> None:
+    """The ledger keeps running per-region sums (repeated boxes merged); after 300 seeded charges over 12
+    boxes, mixed with region-less charges, its spent equals sum(plain) + max weighted depth over all
+    charged boxes, computed here directly from the list of charges."""
+    import random
+
+    from kakeibo.accounting import max_weighted_depth
+
+    rng = random.Random(5)
+    boxes = [
+        Box({"age": (a, a + rng.randint(1, 30)), "height": (h, h + rng.randint(5, 60))}, unit="record")
+        for a, h in ((rng.randint(0, 80), rng.randint(100, 190)) for _ in range(12))
+    ]
+    ledger = Ledger(path, budget=10**6)
+    charged: list[tuple[Box | None, Fraction]] = []
+    for _ in range(300):
+        box = rng.choice([*boxes, None])
+        eps = Fraction(rng.randint(1, 50), 100)
+        ledger.charge(eps, label="q", dataset="t", region=box)
+        charged.append((box, eps))
+    plain = sum((e for b, e in charged if b is None), Fraction(0))
+    regional = [(b, e) for b, e in charged if b is not None]
+    expected = plain + max_weighted_depth([b for b, _ in regional], [e for _, e in regional])
+    assert ledger.spent() == PureDP(expected)
+    assert Ledger(path).spent() == PureDP(expected)  # a fresh process rebuilds the same totals
+    assert ledger.verify()

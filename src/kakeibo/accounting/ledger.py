@@ -340,6 +340,62 @@ class _Item:
     dataset: str | None
 
 
+_Key = tuple[str | None, str | None]
+
+
+class _Tally:
+    """Charges grouped by (analyst, dataset): exact running sums of those without a region, and per distinct
+    region the summed weights of the charges over it (identical boxes always overlap, so merging them
+    keeps the maximum weighted depth). A budget check then costs O(groups + distinct regions), not
+    O(entries)."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.counts: dict[_Key, int] = {}
+        self.plain: dict[_Key, list[Fraction]] = {}
+        self.regions: dict[_Key, dict[Box, list[Fraction]]] = {}
+
+    def add(self, item: _Item) -> None:
+        key = (item.analyst, item.dataset)
+        self.counts[key] = self.counts.get(key, 0) + 1
+        if item.region is None:
+            sums = self.plain.setdefault(key, [Fraction(0)] * self.width)
+        else:
+            sums = self.regions.setdefault(key, {}).setdefault(item.region, [Fraction(0)] * self.width)
+        for j, weight in enumerate(item.weights):
+            sums[j] += weight
+
+    def sums(self, scope: Scope, extra: _Item | None = None) -> tuple[tuple[Fraction, ...], bool]:
+        """Per-weight totals of the charges ``scope`` covers (plus ``extra``): plain sums, plus the maximum
+        weighted depth of the regions per dataset; and whether there is any charge at all."""
+        covered = [key for key in self.counts if scope.covers(*key)]
+        totals = [Fraction(0)] * self.width
+        by_dataset: dict[str | None, dict[Box, list[Fraction]]] = {}
+        for key in covered:
+            for j, weight in enumerate(self.plain.get(key, ())):
+                totals[j] += weight
+            for box, weights in self.regions.get(key, {}).items():
+                merged = by_dataset.setdefault(key[1], {}).setdefault(box, [Fraction(0)] * self.width)
+                for j, weight in enumerate(weights):
+                    merged[j] += weight
+        if extra is not None:
+            if extra.region is None:
+                target = totals
+            else:
+                target = by_dataset.setdefault(extra.dataset, {}).setdefault(
+                    extra.region, [Fraction(0)] * self.width
+                )
+            for j, weight in enumerate(extra.weights):
+                target[j] += weight
+        for group in by_dataset.values():
+            boxes = list(group)
+            for j in range(self.width):
+                column = [group[box][j] for box in boxes]
+                if any(column):
+                    totals[j] += max_weighted_depth(boxes, column)
+        return tuple(totals), bool(covered) or extra is not None
+
+
 class Ledger:
     """A privacy-budget ledger stored in the SQLite file ``path`` (see the module docstring).
 
@@ -398,6 +454,7 @@ class Ledger:
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._cache: list[tuple[LedgerEntry, _Item]] = []
+        self._tally: _Tally | None = None  # built on first sync, once the policy is known
         self._conn = sqlite3.connect(
             path_text, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
@@ -573,16 +630,16 @@ class Ledger:
     def _item(self, entry: LedgerEntry) -> _Item:
         return _Item(self._policy.weights(entry.loss, self._kind), entry.region, entry.analyst, entry.dataset)
 
-    def _sync(self, conn: sqlite3.Connection) -> list[tuple[LedgerEntry, _Item]]:
+    def _sync(self, conn: sqlite3.Connection) -> tuple[list[tuple[LedgerEntry, _Item]], _Tally]:
         """The committed entries, read incrementally (they are append-only), checked against the meta head."""
         meta = self._meta(conn)
         try:
             count, head = int(meta["entries_count"]), meta["entries_head"]
         except (KeyError, ValueError):
             raise LedgerIntegrityError("the ledger's entry count or head is damaged; run verify().") from None
-        cache = self._cache
+        cache, tally = self._cache, self._tally or self._new_tally()
         if len(cache) > count or (len(cache) == count and cache and cache[-1][0].hash != head):
-            cache = []
+            cache, tally = [], self._new_tally()
         last = cache[-1][0].seq if cache else 0
         rows = conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE seq > ? ORDER BY seq", (last,))
         fresh = []
@@ -591,35 +648,22 @@ class Ledger:
             fresh.append((entry, self._item(entry)))
         cache = cache + fresh
         if len(cache) != count or (cache[-1][0].hash if cache else meta["genesis"]) != head:
-            self._cache = []
+            self._cache, self._tally = [], self._new_tally()
             raise LedgerIntegrityError(
                 f"the ledger records {count} entries ending in {head[:12]}..., "
                 "but its rows disagree; run verify()."
             )
-        self._cache = cache
-        return cache
+        for _, item in fresh:
+            tally.add(item)
+        self._cache, self._tally = cache, tally
+        return cache, tally
 
-    def _sums(self, items: Sequence[_Item]) -> tuple[Fraction, ...]:
-        """Per-weight totals: plain sums, plus max weighted depth per dataset for charges with a region."""
-        width = len(self._policy.weights(kind_zero(self._kind), self._kind))
-        totals = [Fraction(0)] * width
-        regions: dict[str | None, list[_Item]] = {}
-        for item in items:
-            if item.region is None:
-                for j in range(width):
-                    totals[j] += item.weights[j]
-            else:
-                regions.setdefault(item.dataset, []).append(item)
-        for group in regions.values():
-            boxes = [item.region for item in group if item.region is not None]
-            for j in range(width):
-                column = [item.weights[j] for item in group]
-                if any(column):
-                    totals[j] += max_weighted_depth(boxes, column)
-        return tuple(totals)
+    def _new_tally(self) -> _Tally:
+        return _Tally(len(self._policy.weights(kind_zero(self._kind), self._kind)))
 
-    def _spent(self, items: Sequence[_Item]) -> PrivacyLoss:
-        return self._policy.total(self._sums(items), self._kind, any_charge=bool(items))
+    def _spent(self, tally: _Tally, scope: Scope) -> PrivacyLoss:
+        sums, any_charge = tally.sums(scope)
+        return self._policy.total(sums, self._kind, any_charge=any_charge)
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -695,15 +739,15 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                             "a second release under it would cost privacy without being charged."
                         )
                     return original
-            cached = self._sync(conn)
+            _, tally = self._sync(conn)
             budgets = self._load_budgets(conn, check=True)
             new = _Item(weights, box, analyst, dataset)
             for scope, budget in budgets.items():
                 if not scope.covers(analyst, dataset):
                     continue
-                items = [item for _, item in cached if scope.covers(item.analyst, item.dataset)]
-                if not self._policy.within(self._sums([*items, new]), self._kind, budget, any_charge=True):
-                    remaining = _subtract(budget, self._spent(items))
+                with_new, _ = tally.sums(scope, new)
+                if not self._policy.within(with_new, self._kind, budget, any_charge=True):
+                    remaining = _subtract(budget, self._spent(tally, scope))
                     shown = convert(value, self._kind)
                     raise BudgetExceeded(
                         f"Charging {describe_loss(shown)} would exceed {scope.describe()} of "
@@ -769,9 +813,9 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             )
         self._policy.check_budget(value)
         with self._transaction(immediate=True) as conn:
-            cached = self._sync(conn)
+            _, tally = self._sync(conn)
             self._load_budgets(conn, check=True)
-            spent = self._spent([item for _, item in cached if scope.covers(item.analyst, item.dataset)])
+            spent = self._spent(tally, scope)
             if not loss_leq(spent, value):
                 raise ValueError(
                     f"{scope.describe()} cannot be set to {describe_loss(value)}: "
@@ -794,8 +838,8 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         """
         scope = Scope(_text(analyst, "analyst"), _text(dataset, "dataset"))
         with self._transaction(immediate=False) as conn:
-            cached = self._sync(conn)
-        return self._spent([item for _, item in cached if scope.covers(item.analyst, item.dataset)])
+            _, tally = self._sync(conn)
+        return self._spent(tally, scope)
 
     def remaining(self, analyst: str | None = None, dataset: str | None = None) -> PrivacyLoss:
         """Budget minus spent for a scope that has a budget, coordinate-wise and exact.
@@ -805,21 +849,20 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         """
         scope = Scope(_text(analyst, "analyst"), _text(dataset, "dataset"))
         with self._transaction(immediate=False) as conn:
-            cached = self._sync(conn)
+            _, tally = self._sync(conn)
             budgets = self._load_budgets(conn, check=False)
         if scope not in budgets:
             raise ValueError(
                 f"no budget is set for {scope.describe()[len('the budget of ') :]}; use set_budget()."
             )
-        spent = self._spent([item for _, item in cached if scope.covers(item.analyst, item.dataset)])
-        return _subtract(budgets[scope], spent)
+        return _subtract(budgets[scope], self._spent(tally, scope))
 
     def entries(self, analyst: str | None = None, dataset: str | None = None) -> list[LedgerEntry]:
         """The committed entries in order, optionally only those with exactly this analyst / dataset."""
         analyst = _text(analyst, "analyst")
         dataset = _text(dataset, "dataset")
         with self._transaction(immediate=False) as conn:
-            cached = self._sync(conn)
+            cached, _ = self._sync(conn)
         return [
             entry
             for entry, _ in cached
@@ -912,10 +955,12 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
 
     def _overspending(self, entries: list[LedgerEntry], budget_rows: list[tuple[Any, ...]]) -> list[str]:
         budgets = {Scope(r[1], r[2]): _loss_from_columns(r[3], r[4], r[5], r[6]) for r in budget_rows}
-        items = [self._item(entry) for entry in entries]
+        tally = self._new_tally()  # rebuilt from the rows just read, independent of the cache
+        for entry in entries:
+            tally.add(self._item(entry))
         out = []
         for scope, budget in budgets.items():
-            spent = self._spent([item for item in items if scope.covers(item.analyst, item.dataset)])
+            spent = self._spent(tally, scope)
             if not loss_leq(spent, budget):
                 out.append(
                     f"{scope.describe()} of {describe_loss(budget)} is overspent: {describe_loss(spent)}."
