@@ -16,7 +16,6 @@ from typing import TextIO
 
 from . import __version__
 from .accounting import Ledger, LedgerEntry, Scope
-from .accounting.ledger import describe_loss
 
 __all__ = ["main"]
 
@@ -59,7 +58,7 @@ def _entry_row(entry: LedgerEntry) -> list[str]:
     return [
         str(entry.seq),
         entry.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-        describe_loss(entry.loss),
+        str(entry.loss),
         entry.label,
         entry.analyst or "-",
         entry.dataset or "-",
@@ -81,9 +80,7 @@ def _show(ledger: Ledger, out: TextIO) -> int:
     for scope, budget in sorted(ledger.budgets().items(), key=lambda kv: _scope_name(kv[0])):
         spent = ledger.spent(scope.analyst, scope.dataset)
         remaining = ledger.remaining(scope.analyst, scope.dataset)
-        rows.append(
-            [_scope_name(scope), describe_loss(budget), describe_loss(spent), describe_loss(remaining)]
-        )
+        rows.append([_scope_name(scope), str(budget), str(spent), str(remaining)])
     _table(rows, out)
     print(file=out)
     if entries:

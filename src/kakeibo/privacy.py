@@ -42,6 +42,7 @@ __all__ = [
     "PureDP",
     "RDPCurve",
     "as_fraction",
+    "format_fraction",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_epsilon_bun_steinke",
@@ -73,6 +74,22 @@ def as_fraction(value: Number, name: str) -> Fraction:
         raise ValueError(f"{name} must be a finite number, got {value!r}.") from exc
 
 
+def format_fraction(value: Fraction) -> str:
+    """A short, honest rendering: exact when short (``0.01``, ``1/3``), else ``~`` and 6 digits.
+
+    >>> format_fraction(Fraction(1, 100)), format_fraction(Fraction(1, 3)), format_fraction(Fraction(0.1))
+    ('0.01', '1/3', '~0.1')
+    """
+    if value.denominator == 1:
+        return str(value.numerator)
+    text = f"{float(value):.12g}"
+    if Fraction(text) == value:
+        return text
+    if value.denominator < 10**6:
+        return f"{value.numerator}/{value.denominator}"
+    return f"~{float(value):.6g}"
+
+
 def _non_negative(value: Number, name: str) -> Fraction:
     frac = as_fraction(value, name)
     if frac < 0:
@@ -100,6 +117,9 @@ class PureDP(PrivacyLoss):
 
     def __init__(self, epsilon: Number) -> None:
         object.__setattr__(self, "epsilon", _non_negative(epsilon, "epsilon"))
+
+    def __str__(self) -> str:
+        return f"epsilon={format_fraction(self.epsilon)}"
 
     def __add__(self, other: PureDP) -> PureDP:
         if not isinstance(other, PureDP):
@@ -150,6 +170,9 @@ class ApproxDP(PrivacyLoss):
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", dlt)
 
+    def __str__(self) -> str:
+        return f"(epsilon={format_fraction(self.epsilon)}, delta={format_fraction(self.delta)})"
+
     def __add__(self, other: ApproxDP) -> ApproxDP:
         if not isinstance(other, ApproxDP):
             return NotImplemented
@@ -188,6 +211,9 @@ class ZCDP(PrivacyLoss):
 
     def __init__(self, rho: Number) -> None:
         object.__setattr__(self, "rho", _non_negative(rho, "rho"))
+
+    def __str__(self) -> str:
+        return f"rho={format_fraction(self.rho)}"
 
     def __add__(self, other: ZCDP) -> ZCDP:
         if not isinstance(other, ZCDP):

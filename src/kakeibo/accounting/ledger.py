@@ -61,8 +61,6 @@ __all__ = [
     "LedgerIntegrityError",
     "Scope",
     "Verification",
-    "describe_loss",
-    "format_fraction",
 ]
 
 _FORMAT = "kakeibo-ledger/1"
@@ -152,33 +150,6 @@ class Scope:
         if self.dataset is not None:
             parts.append(f"dataset {self.dataset!r}")
         return "the budget of " + " on ".join(parts)
-
-
-def format_fraction(value: Fraction) -> str:
-    """A short, honest rendering: exact when short (``0.01``, ``1/3``), else ``~`` and 6 digits.
-
-    >>> format_fraction(Fraction(1, 100)), format_fraction(Fraction(1, 3)), format_fraction(Fraction(0.1))
-    ('0.01', '1/3', '~0.1')
-    """
-    if value.denominator == 1:
-        return str(value.numerator)
-    text = f"{float(value):.12g}"
-    if Fraction(text) == value:
-        return text
-    if value.denominator < 10**6:
-        return f"{value.numerator}/{value.denominator}"
-    return f"~{float(value):.6g}"
-
-
-def describe_loss(loss: PrivacyLoss) -> str:
-    """``epsilon=0.5``, ``(epsilon=1, delta=1e-06)`` or ``rho=0.25``."""
-    if isinstance(loss, PureDP):
-        return f"epsilon={format_fraction(loss.epsilon)}"
-    if isinstance(loss, ApproxDP):
-        return f"(epsilon={format_fraction(loss.epsilon)}, delta={format_fraction(loss.delta)})"
-    if isinstance(loss, ZCDP):
-        return f"rho={format_fraction(loss.rho)}"
-    return repr(loss)
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -504,9 +475,9 @@ class Ledger:
         if budget is not None:
             stored = self.budgets().get(Scope())
             if stored != budget:
-                shown = "none" if stored is None else describe_loss(stored)
+                shown = "none" if stored is None else str(stored)
                 raise ValueError(
-                    f"this ledger's global budget is {shown}, not {describe_loss(budget)}; "
+                    f"this ledger's global budget is {shown}, not {budget!s}; "
                     "pass budget=None to use the stored budget, or change it with set_budget()."
                 )
 
@@ -731,7 +702,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                     ):
                         raise ValueError(
                             f"request_id {request_id!r} was already used for a different charge "
-                            f"({describe_loss(original.loss)}, label {original.label!r})."
+                            f"({original.loss!s}, label {original.label!r})."
                         )
                     if not replay:
                         raise DuplicateRequest(
@@ -750,8 +721,8 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                     remaining = _subtract(budget, self._spent(tally, scope))
                     shown = convert(value, self._kind)
                     raise BudgetExceeded(
-                        f"Charging {describe_loss(shown)} would exceed {scope.describe()} of "
-                        f"{describe_loss(budget)}; only {describe_loss(remaining)} remains.",
+                        f"Charging {shown!s} would exceed {scope.describe()} of "
+                        f"{budget!s}; only {remaining!s} remains.",
                         requested=shown,
                         remaining=remaining,
                         scope=scope,
@@ -818,8 +789,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             spent = self._spent(tally, scope)
             if not loss_leq(spent, value):
                 raise ValueError(
-                    f"{scope.describe()} cannot be set to {describe_loss(value)}: "
-                    f"{describe_loss(spent)} has already been spent."
+                    f"{scope.describe()} cannot be set to {value!s}: {spent!s} has already been spent."
                 )
             self._append_budget(conn, value, scope)
 
@@ -962,9 +932,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         for scope, budget in budgets.items():
             spent = self._spent(tally, scope)
             if not loss_leq(spent, budget):
-                out.append(
-                    f"{scope.describe()} of {describe_loss(budget)} is overspent: {describe_loss(spent)}."
-                )
+                out.append(f"{scope.describe()} of {budget!s} is overspent: {spent!s}.")
         return out
 
     def close(self) -> None:
@@ -997,6 +965,6 @@ def _subtract(budget: PrivacyLoss, spent: PrivacyLoss) -> PrivacyLoss:
             return ZCDP(budget.rho - spent.rho)
     except ValueError:
         raise LedgerIntegrityError(
-            f"{describe_loss(spent)} was spent against a budget of {describe_loss(budget)}; run verify()."
+            f"{spent!s} was spent against a budget of {budget!s}; run verify()."
         ) from None
     raise TypeError(f"cannot subtract a {type(spent).__name__} from a {type(budget).__name__}.")
