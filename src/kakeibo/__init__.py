@@ -1,13 +1,15 @@
 """kakeibo: differential privacy around an auditable privacy-budget ledger.
 
-The decorator :func:`private` is the front door for central DP: it turns a query into a release that is
-charged to a :class:`kakeibo.accounting.Ledger` before it returns.
+Two front doors for central DP, both charging a :class:`kakeibo.accounting.Ledger` before returning:
+:func:`private` turns a Python query function into a release, and :func:`connect` opens a DP SQL session.
 """
 
 from __future__ import annotations
 
+from . import sql
 from .mechanisms.decorator import Release, private
+from .sql.session import connect
 
 __version__ = "0.1.0"
 
-__all__ = ["Release", "__version__", "private"]
+__all__ = ["Release", "__version__", "connect", "private", "sql"]

@@ -3,6 +3,9 @@
 * ``kakeibo --version`` -- print ``kakeibo <version>``.
 * ``kakeibo ledger show PATH`` -- the ledger's budgets (with spent and remaining) and its entries.
 * ``kakeibo ledger verify PATH`` -- re-check the hash chains; exit 0 if intact, 1 listing the problems.
+* ``kakeibo sql --database FILE --catalog FILE --ledger FILE --epsilon E [--format json] "SELECT ..."`` --
+  answer a query with DP on DuckDB, charged to the ledger; a refused query exits 1 with the reason.
+* ``kakeibo explain --database FILE --catalog FILE [--epsilon E] "SELECT ..."`` -- the plan, before spending.
 
 Exit status 2 means the command could not run (no such ledger, bad arguments).
 """
@@ -15,7 +18,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from . import __version__
-from .accounting import Ledger, LedgerEntry, Scope
+from .accounting import BudgetExceeded, Ledger, LedgerEntry, Scope
 
 __all__ = ["main"]
 
@@ -32,7 +35,51 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("path", metavar="PATH", help="the ledger's SQLite file")
     verify = actions.add_parser("verify", help="check the hash chains (exit 1 if tampered)")
     verify.add_argument("path", metavar="PATH", help="the ledger's SQLite file")
+    for name, text in (
+        ("sql", "answer a query with differential privacy"),
+        ("explain", "show a query's plan"),
+    ):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("--database", required=True, help="DuckDB file (':memory:' with catalog sources)")
+        sub.add_argument("--catalog", required=True, help="catalog TOML file")
+        sub.add_argument("--epsilon", type=float, required=name == "sql", default=1.0)
+        sub.add_argument("--delta", type=float, default=None, help="for private partition selection")
+        if name == "sql":
+            sub.add_argument("--ledger", required=True, help="ledger SQLite file")
+            sub.add_argument("--budget", type=float, default=None, help="epsilon budget of a new ledger")
+            sub.add_argument("--format", choices=("table", "json"), default="table")
+        sub.add_argument("query", metavar="QUERY")
     return parser
+
+
+def _sql(args: argparse.Namespace) -> int:
+    from .sql import QueryRefused, connect
+
+    ledger = getattr(args, "ledger", None) or ":memory:"
+    budget = getattr(args, "budget", None) or (args.epsilon if ledger == ":memory:" else None)
+    try:
+        session = connect(args.database, catalog=args.catalog, ledger=ledger, budget=budget)
+    except (FileNotFoundError, ValueError, TypeError) as exc:
+        print(f"kakeibo: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "explain":
+            print(session.explain(args.query, epsilon=args.epsilon, delta=args.delta))
+            return 0
+        result = session.sql(args.query, epsilon=args.epsilon, delta=args.delta).to_pandas()
+    except QueryRefused as exc:
+        print(f"kakeibo: query refused: {exc}", file=sys.stderr)
+        return 1
+    except BudgetExceeded as exc:
+        print(f"kakeibo: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        session.close()
+    if args.format == "json":
+        print(result.to_json(orient="records"))
+    else:
+        print(result.to_string(index=False))
+    return 0
 
 
 def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
@@ -106,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command in ("sql", "explain"):
+        return _sql(args)
     if args.command != "ledger" or args.action is None:
         parser.print_help(sys.stderr)
         return 2

@@ -3,7 +3,8 @@
 A synthetic household-expense table (``kakeibo/data/household_expenses.csv``: user_id, category, amount,
 age) is released under user-level DP: each person's contribution is bounded first (seed 002, slides
 67-75), every release goes through ``@private`` and is charged to a persisted ledger, every number is
-printed with its 95% interval, and the ledger is verified and audited at the end.
+printed with its 95% interval, and the ledger is verified and audited at the end. The same table then
+goes through DP SQL on DuckDB (``kakeibo.connect``), bounded inside the engine.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from . import private
+from . import connect, private
 from .accounting import BudgetExceeded, Ledger
 from .audit import audit
 from .mechanisms import Gaussian, Geometric, Laplace
 from .mechanisms.accuracy import AccuracyWarning, check_accuracy
 from .privacy import ApproxDP
+from .sql import Catalog
 
 MAX_ROWS_PER_USER = 5
 AMOUNT_BOUNDS = (0.0, 100.0)
@@ -56,6 +58,47 @@ def bound_contributions(table: dict[str, NDArray[np.generic]], rng: np.random.Ge
 def show(name: str, release: object) -> None:
     value, (low, high) = release.value, release.confidence_interval  # type: ignore[attr-defined]
     print(f"  {name:<34} {value:>12,.1f}   95% CI [{low:,.1f}, {high:,.1f}]")
+
+
+def sql_demo(ledger_path: Path) -> None:
+    """Three DP SQL queries on DuckDB over the bundled CSV, bounded inside the engine."""
+    source = resources.files("kakeibo.data").joinpath("household_expenses.csv")
+    catalog = Catalog.from_dict(
+        {
+            "tables": {
+                "expenses": {
+                    "privacy_unit": "user_id",
+                    "max_partitions": 3,
+                    "max_rows_per_partition": MAX_ROWS_PER_USER,
+                    "source": str(source),
+                    "columns": {
+                        "user_id": {"type": "int"},
+                        "category": {"type": "str"},
+                        "amount": {"type": "float", "lower": AMOUNT_BOUNDS[0], "upper": AMOUNT_BOUNDS[1]},
+                        "age": {"type": "int", "lower": 18, "upper": 90, "user_constant": True},
+                    },
+                }
+            }
+        }
+    )
+    session = connect(":memory:", catalog=catalog, ledger=ledger_path, budget=ApproxDP(3, 1e-5))
+    print(f"\nDP SQL on DuckDB, ledger {ledger_path} with budget (epsilon=3, delta=1e-5):")
+    for query, epsilon in [
+        ("SELECT COUNT(DISTINCT user_id) AS people, AVG(amount) AS mean_amount FROM expenses", 0.5),
+        ("SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM expenses GROUP BY category", 1.0),
+        ("SELECT COUNT(*) AS n FROM expenses WHERE age BETWEEN 18 AND 39", 0.5),
+    ]:
+        print(f"  {query}   [epsilon={epsilon}]")
+        print(
+            "    "
+            + session.sql(query, epsilon=epsilon)
+            .to_pandas()
+            .round(1)
+            .to_string(index=False)
+            .replace("\n", "\n    ")
+        )
+    print(f"  remaining: {session.ledger.remaining()}")
+    session.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -121,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nspent {ledger.spent()}, remaining {ledger.remaining()}")
     verification = ledger.verify()
     print(f"ledger verify: {'ok' if verification else 'FAILED'} ({verification.entries} entries)")
+
+    sql_demo(path.with_name("sql-ledger.sqlite"))
 
     result = audit(Laplace(sensitivity=1, epsilon=1), 0.0, 1.0, trials=200_000, rng=np.random.default_rng(7))
     print(

@@ -1,0 +1,53 @@
+"""DuckDB: the embedded default engine (in-process; DuckDB files, Parquet and CSV)."""
+
+from __future__ import annotations
+
+import os
+
+import duckdb
+import pyarrow as pa
+
+__all__ = ["DuckDBBackend"]
+
+
+class DuckDBBackend:
+    """Run kakeibo's statements in DuckDB.
+
+    ``database`` is a DuckDB file path, ``":memory:"``, or an existing connection. Tables declared in the
+    catalog with ``source = "file.parquet"`` / ``"file.csv"`` are exposed as views over those files by
+    :meth:`register_source`.
+
+    >>> import pyarrow as pa
+    >>> db = DuckDBBackend(":memory:")
+    >>> db.load_table("t", pa.table({"x": [1, 2, 3]}))
+    >>> db.execute("SELECT CAST(SUM(x) AS BIGINT) AS s FROM t").to_pylist()
+    [{'s': 6}]
+    """
+
+    dialect = "duckdb"
+
+    def __init__(self, database: str | os.PathLike[str] | duckdb.DuckDBPyConnection = ":memory:") -> None:
+        if isinstance(database, duckdb.DuckDBPyConnection):
+            self._conn = database
+        else:
+            self._conn = duckdb.connect(os.fspath(database))
+
+    def execute(self, sql: str) -> pa.Table:
+        return self._conn.sql(sql).to_arrow_table()
+
+    def load_table(self, name: str, data: pa.Table) -> None:
+        self._conn.register("__kakeibo_load", data)
+        try:
+            self._conn.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM __kakeibo_load')
+        finally:
+            self._conn.unregister("__kakeibo_load")
+
+    def register_source(self, name: str, path: str | os.PathLike[str]) -> None:
+        """Expose a Parquet or CSV file as view ``name``."""
+        text = os.fspath(path)
+        reader = "read_parquet" if text.lower().endswith(".parquet") else "read_csv_auto"
+        literal = text.replace("'", "''")
+        self._conn.execute(f"CREATE OR REPLACE VIEW \"{name}\" AS SELECT * FROM {reader}('{literal}')")
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,477 @@
+"""The catalog: what the data owner declares about each table before any analyst query runs.
+
+For every table the catalog states the **privacy unit** (the column that identifies a person; omitted for
+row-level privacy, where each row is a different person), how much one person may contribute after
+bounding -- at most ``max_partitions`` groups (``L0``) and ``max_rows_per_partition`` rows in each group
+(``kappa``; Wilson et al. 2020, "Differentially Private SQL with Bounded User Contribution"; seed 002,
+slides 71-77) -- and per column its type, the clamping bounds that make sums and averages bounded, the
+optional list of public GROUP BY keys, and whether its value is constant for each user (which makes
+regions over that column disjoint per user, see :mod:`kakeibo.accounting.overlap`).
+
+The neighbour relation the catalog declares is: *add or remove one privacy unit with all of its rows* (for a
+row-level table: one row). Tables marked ``public = true`` hold non-sensitive data that may be JOINed.
+
+A catalog is a TOML file or the same structure as a Python mapping::
+
+    [tables.visits]
+    privacy_unit = "user_id"          # omit for row-level privacy (each row is a person)
+    max_partitions = 3
+    max_rows_per_partition = 5
+    source = "visits.parquet"         # optional: read by the DuckDB backend (relative to the TOML file)
+    [tables.visits.columns]
+    user_id  = { type = "int" }
+    category = { type = "str", public_values = ["food", "rent"] }
+    amount   = { type = "float", lower = 0, upper = 100 }
+    age      = { type = "int", lower = 0, upper = 120, user_constant = true }
+
+A column may also be given by its type alone (``user_id = "int"``). Unknown keys are rejected, so a typo
+in a privacy setting cannot pass silently. Table and column names are case-insensitive and stored in
+lower case.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import numbers
+import os
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar, cast, get_args
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+__all__ = ["Catalog", "ColumnSpec", "ColumnType", "FrozenMap", "QueryRefused", "TableSpec"]
+
+ColumnType = Literal["int", "float", "str", "bool", "date"]
+_COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
+_NUMERIC = ("int", "float")
+
+_V = TypeVar("_V")
+
+
+class QueryRefused(ValueError):  # noqa: N818 - the name says what happened to the query
+    """A query kakeibo will not answer; ``reason`` says why in one sentence. Raised before any data is read.
+
+    >>> str(QueryRefused("SELECT * would reveal individual rows."))
+    'SELECT * would reveal individual rows.'
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class FrozenMap(Mapping[str, _V], Generic[_V]):
+    """A read-only, hashable, picklable mapping (insertion-ordered), used for catalog lookups.
+
+    >>> m = FrozenMap({"a": 1})
+    >>> m["a"], dict(m), m == {"a": 1}
+    (1, {'a': 1}, True)
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, items: Mapping[str, _V] | Iterable[tuple[str, _V]] = ()) -> None:
+        self._data: dict[str, _V] = dict(items)
+
+    def __getitem__(self, key: str) -> _V:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self._data.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenMap, (tuple(self._data.items()),))
+
+
+def _check_name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise TypeError(f"{what} must be a non-empty string, got {value!r}.")
+    return value.lower()
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _public_value(column: str, kind: str, value: object) -> object:
+    """Validate one public key against the column type (dates may be given as ISO text)."""
+    if kind == "int" and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if kind == "float" and _is_number(value) and math.isfinite(float(cast(float, value))):
+        return float(cast(float, value))
+    if kind == "str" and isinstance(value, str):
+        return value
+    if kind == "bool" and isinstance(value, bool):
+        return value
+    if kind == "date":
+        if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+            return value
+        if isinstance(value, str):
+            try:
+                return datetime.date.fromisoformat(value)
+            except ValueError:
+                pass
+    raise ValueError(f"public value {value!r} of column {column!r} is not a valid {kind}.")
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One column of a catalog table.
+
+    ``lower``/``upper`` are the clamping bounds (numeric columns only; both or neither): every value is
+    clamped into ``[lower, upper]`` before it is summed, which bounds one row's contribution. Without
+    them a column may be counted and grouped by, but not summed, averaged or used in a quantile.
+    ``public_values`` lists GROUP BY keys that are public knowledge (no private partition selection is
+    needed for them). ``user_constant`` declares that every row of one user has the same value.
+
+    >>> ColumnSpec("amount", "float", lower=0, upper=100)
+    ColumnSpec(name='amount', type='float', lower=0.0, upper=100.0, public_values=None, user_constant=False)
+    >>> ColumnSpec("amount", "float", lower=5)
+    Traceback (most recent call last):
+    ...
+    ValueError: column 'amount' needs both lower and upper bounds, or neither.
+    """
+
+    name: str
+    type: ColumnType
+    lower: float | None = None
+    upper: float | None = None
+    public_values: tuple[Any, ...] | None = None
+    user_constant: bool = False
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "a column name")
+        object.__setattr__(self, "name", name)
+        if self.type not in _COLUMN_TYPES:
+            raise ValueError(
+                f"column {name!r} has type {self.type!r}; the types are {', '.join(_COLUMN_TYPES)}."
+            )
+        if not isinstance(self.user_constant, bool):
+            raise TypeError(f"user_constant of column {name!r} must be true or false.")
+        if (self.lower is None) != (self.upper is None):
+            raise ValueError(f"column {name!r} needs both lower and upper bounds, or neither.")
+        if self.lower is not None and self.upper is not None:
+            if self.type not in _NUMERIC:
+                raise ValueError(
+                    f"column {name!r} has type {self.type}; only int and float columns take bounds."
+                )
+            bounds: list[float] = []
+            for side, value in (("lower", self.lower), ("upper", self.upper)):
+                if not _is_number(value) or not math.isfinite(float(value)):
+                    raise ValueError(
+                        f"the {side} bound of column {name!r} must be a finite number, got {value!r}."
+                    )
+                if self.type == "int":
+                    if not float(value).is_integer():
+                        raise ValueError(
+                            f"the {side} bound of int column {name!r} must be a whole number, got {value!r}."
+                        )
+                    bounds.append(int(value))
+                else:
+                    bounds.append(float(value))
+            if bounds[0] > bounds[1]:
+                raise ValueError(
+                    f"column {name!r} has lower bound {self.lower} above its upper bound {self.upper}."
+                )
+            object.__setattr__(self, "lower", bounds[0])
+            object.__setattr__(self, "upper", bounds[1])
+        if self.public_values is not None:
+            if isinstance(self.public_values, (str, bytes)) or not isinstance(self.public_values, Iterable):
+                raise TypeError(f"public_values of column {name!r} must be a list of values.")
+            values = tuple(_public_value(name, self.type, v) for v in self.public_values)
+            if not values:
+                raise ValueError(f"public_values of column {name!r} is empty; omit it instead.")
+            if len(set(values)) != len(values):
+                raise ValueError(f"public_values of column {name!r} lists a value twice.")
+            object.__setattr__(self, "public_values", values)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the column has clamping bounds."""
+        return self.lower is not None and self.upper is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The catalog entry (inverse of the per-column part of :meth:`Catalog.from_dict`)."""
+        out: dict[str, Any] = {"type": self.type}
+        if self.lower is not None:
+            out["lower"], out["upper"] = self.lower, self.upper
+        if self.public_values is not None:
+            out["public_values"] = list(self.public_values)
+        if self.user_constant:
+            out["user_constant"] = True
+        return out
+
+
+def _positive_int(table: str, key: str, value: object) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) < 1:
+        raise ValueError(f"{key} of table {table!r} must be a positive integer, got {value!r}.")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table of the catalog and the neighbour relation it declares.
+
+    With ``privacy_unit`` set, neighbouring databases differ by one user (all rows with one value of that
+    column), and the engine keeps at most ``max_rows_per_partition`` rows of a user per group and at most
+    ``max_partitions`` groups per user. Without it the table has row-level privacy: each row is a
+    different person, so both limits are 1. A ``public`` table holds no personal data; it may only be
+    JOINed to a sensitive table. ``source`` is a Parquet or CSV file the DuckDB backend reads as the table.
+
+    >>> columns = [ColumnSpec("user_id", "int"), ColumnSpec("amount", "float", lower=0, upper=100)]
+    >>> visits = TableSpec(
+    ...     "visits",
+    ...     {c.name: c for c in columns},
+    ...     privacy_unit="user_id",
+    ...     max_partitions=3,
+    ... )
+    >>> visits.column("AMOUNT").upper, visits.max_rows_per_partition
+    (100.0, 1)
+    >>> visits.column("height")
+    Traceback (most recent call last):
+    ...
+    kakeibo.sql.catalog.QueryRefused: table visits has no column 'height'.
+    """
+
+    name: str
+    columns: Mapping[str, ColumnSpec]
+    privacy_unit: str | None = None
+    max_partitions: int = 1
+    max_rows_per_partition: int = 1
+    public: bool = False
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "a table name")
+        object.__setattr__(self, "name", name)
+        if not isinstance(self.columns, Mapping):
+            raise TypeError(f"the columns of table {name!r} must be a mapping from name to ColumnSpec.")
+        if not self.columns:
+            raise ValueError(f"table {name!r} declares no columns.")
+        columns: dict[str, ColumnSpec] = {}
+        for key, spec in self.columns.items():
+            if not isinstance(spec, ColumnSpec):
+                raise TypeError(f"column {key!r} of table {name!r} must be a ColumnSpec, got {spec!r}.")
+            if _check_name(key, "a column name") != spec.name:
+                raise ValueError(
+                    f"column key {key!r} of table {name!r} does not match its name {spec.name!r}."
+                )
+            if spec.name in columns:
+                raise ValueError(f"table {name!r} declares column {spec.name!r} twice.")
+            columns[spec.name] = spec
+        object.__setattr__(self, "columns", FrozenMap(columns))
+        if not isinstance(self.public, bool):
+            raise TypeError(f"public of table {name!r} must be true or false.")
+        if self.source is not None and (not isinstance(self.source, str) or not self.source):
+            raise TypeError(f"source of table {name!r} must be a file path, got {self.source!r}.")
+        kappa = _positive_int(name, "max_rows_per_partition", self.max_rows_per_partition)
+        l0 = _positive_int(name, "max_partitions", self.max_partitions)
+        object.__setattr__(self, "max_rows_per_partition", kappa)
+        object.__setattr__(self, "max_partitions", l0)
+        if self.privacy_unit is None:
+            if kappa != 1 or l0 != 1:
+                raise ValueError(
+                    f"table {name!r} has row-level privacy (no privacy_unit), so each row is a person and "
+                    "max_partitions and max_rows_per_partition must be 1."
+                )
+            return
+        if self.public:
+            raise ValueError(f"table {name!r} is public, so it cannot have a privacy_unit.")
+        unit = _check_name(self.privacy_unit, "privacy_unit")
+        if unit not in columns:
+            raise ValueError(f"the privacy_unit {unit!r} of table {name!r} is not one of its columns.")
+        object.__setattr__(self, "privacy_unit", unit)
+
+    @property
+    def row_level(self) -> bool:
+        """Whether each row is a different person (no privacy unit column)."""
+        return self.privacy_unit is None
+
+    def has_column(self, name: str) -> bool:
+        """Whether the table has a column called ``name`` (any case)."""
+        return name.lower() in self.columns
+
+    def column(self, name: str) -> ColumnSpec:
+        """The column ``name`` (any case); :class:`QueryRefused` when the table has no such column."""
+        try:
+            return self.columns[name.lower()]
+        except KeyError:
+            raise QueryRefused(f"table {self.name} has no column {name.lower()!r}.") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The catalog entry of this table (inverse of :meth:`Catalog.from_dict` for one table)."""
+        out: dict[str, Any] = {}
+        if self.privacy_unit is not None:
+            out["privacy_unit"] = self.privacy_unit
+            out["max_partitions"] = self.max_partitions
+            out["max_rows_per_partition"] = self.max_rows_per_partition
+        if self.public:
+            out["public"] = True
+        if self.source is not None:
+            out["source"] = self.source
+        out["columns"] = {name: spec.to_dict() for name, spec in self.columns.items()}
+        return out
+
+
+_TABLE_KEYS = frozenset(
+    {"privacy_unit", "max_partitions", "max_rows_per_partition", "public", "source", "columns"}
+)
+_COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant"})
+
+
+def _unknown(keys: Iterable[str], allowed: frozenset[str], where: str) -> None:
+    extra = sorted(set(keys) - allowed)
+    if extra:
+        raise ValueError(
+            f"unknown key(s) {', '.join(extra)} in {where}; the keys are {', '.join(sorted(allowed))}."
+        )
+
+
+def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
+    if isinstance(data, str):
+        data = {"type": data}
+    if not isinstance(data, Mapping):
+        raise TypeError(f"column {name!r} of table {table!r} must be a type name or a table of settings.")
+    _unknown(data, _COLUMN_KEYS, f"column {table}.{name}")
+    if "type" not in data:
+        raise ValueError(f"column {name!r} of table {table!r} has no type.")
+    public = data.get("public_values")
+    return ColumnSpec(
+        name,
+        data["type"],
+        lower=data.get("lower"),
+        upper=data.get("upper"),
+        public_values=None if public is None else tuple(public),
+        user_constant=data.get("user_constant", False),
+    )
+
+
+def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
+    if not isinstance(data, Mapping):
+        raise TypeError(f"table {name!r} must be a table of settings.")
+    _unknown(data, _TABLE_KEYS, f"table {name}")
+    columns = data.get("columns")
+    if not isinstance(columns, Mapping) or not columns:
+        raise ValueError(f"table {name!r} needs a [tables.{name}.columns] section with at least one column.")
+    source = data.get("source")
+    if isinstance(source, str) and base is not None and "://" not in source and not os.path.isabs(source):
+        source = str(base / source)
+    return TableSpec(
+        name,
+        {key: _column_from_dict(name, key, spec) for key, spec in columns.items()},
+        privacy_unit=data.get("privacy_unit"),
+        max_partitions=data.get("max_partitions", 1),
+        max_rows_per_partition=data.get("max_rows_per_partition", 1),
+        public=data.get("public", False),
+        source=source,
+    )
+
+
+class Catalog:
+    """The tables an analyst may query, with their privacy units, contribution limits and column bounds.
+
+    >>> catalog = Catalog.from_toml('''
+    ... [tables.visits]
+    ... privacy_unit = "user_id"
+    ... max_partitions = 3
+    ... max_rows_per_partition = 5
+    ... [tables.visits.columns]
+    ... user_id = { type = "int" }
+    ... category = { type = "str" }
+    ... amount = { type = "float", lower = 0, upper = 100 }
+    ... ''')
+    >>> t = catalog.table("Visits")
+    >>> t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.column("amount").upper
+    ('user_id', 3, 5, 100.0)
+    >>> list(catalog.tables)
+    ['visits']
+    """
+
+    tables: Mapping[str, TableSpec]
+
+    def __init__(self, tables: Iterable[TableSpec]) -> None:
+        found: dict[str, TableSpec] = {}
+        for table in tables:
+            if not isinstance(table, TableSpec):
+                raise TypeError(f"a Catalog holds TableSpec objects, got {table!r}.")
+            if table.name in found:
+                raise ValueError(f"the catalog declares table {table.name!r} twice.")
+            found[table.name] = table
+        self.tables = FrozenMap(found)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> Catalog:
+        """Build a catalog from the parsed TOML structure ``{"tables": {name: {...}}}``.
+
+        Relative ``source`` paths are resolved against ``base_dir`` when it is given.
+
+        >>> cat = Catalog.from_dict({"tables": {"people": {"columns": {"age": {"type": "int"}}}}})
+        >>> cat.table("people").row_level
+        True
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError("a catalog must be a mapping with a 'tables' entry.")
+        _unknown(data, frozenset({"tables"}), "the catalog")
+        tables = data.get("tables")
+        if not isinstance(tables, Mapping) or not tables:
+            raise ValueError("the catalog declares no tables; add a [tables.NAME] section.")
+        base = None if base_dir is None else Path(base_dir)
+        return cls(_table_from_dict(name, spec, base) for name, spec in tables.items())
+
+    @classmethod
+    def from_toml(cls, path_or_text: str | os.PathLike[str]) -> Catalog:
+        """Load a catalog from a ``.toml`` file or from TOML text.
+
+        A :class:`os.PathLike`, or a one-line string naming an existing file or ending in ``.toml``, is
+        read as a file (and relative ``source`` paths inside it are taken relative to that file);
+        anything else is parsed as TOML text.
+        """
+        if isinstance(path_or_text, str) and not _looks_like_path(path_or_text):
+            return cls.from_dict(tomllib.loads(path_or_text))
+        path = Path(path_or_text)
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+        return cls.from_dict(data, base_dir=path.resolve().parent)
+
+    def table(self, name: str) -> TableSpec:
+        """The table ``name`` (any case); :class:`QueryRefused` when the catalog has no such table."""
+        try:
+            return self.tables[name.lower()]
+        except KeyError:
+            known = ", ".join(self.tables)
+            raise QueryRefused(f"unknown table {name.lower()!r}; the catalog has: {known}.") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The catalog as the structure :meth:`from_dict` reads (and TOML holds)."""
+        return {"tables": {name: table.to_dict() for name, table in self.tables.items()}}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Catalog) and dict(self.tables) == dict(other.tables)
+
+    def __hash__(self) -> int:
+        return hash(self.tables)
+
+    def __repr__(self) -> str:
+        return f"Catalog(tables={list(self.tables)})"
+
+
+def _looks_like_path(text: str) -> bool:
+    if "\n" in text:
+        return False
+    return text.lower().endswith(".toml") or os.path.isfile(text)

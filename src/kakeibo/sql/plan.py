@@ -1,0 +1,197 @@
+"""The noise plan of a DP SQL query: which bounded statistics the engine computes, their sensitivities under
+the user-level neighbour relation, the mechanism of each, and private partition selection.
+
+Neighbour relation: add or remove one privacy unit (user) with all their rows; for a row-level table, one
+row. After bounding (see :mod:`kakeibo.sql.rewrite`) a user touches at most ``L0 = max_partitions`` groups
+and contributes to each group's statistics at most (Wilson et al. 2020, "Differentially Private SQL with
+Bounded User Contribution"; seed 002, slides 67-77):
+
+==========================  ====================================  ===============================
+statistic (per group)       one user's contribution               per-group sensitivity
+==========================  ====================================  ===============================
+``rows``  COUNT(*)          min(rows, kappa)                      kappa
+``n_c``   COUNT(c)          min(non-null rows, kappa)             kappa
+``s_c``   SUM(c)            (scaled) sum of clamped values        kappa * max(|lower|, |upper|)
+``sc_c``  SUM(c - mid)      centred sum, for AVG                  kappa * (upper - lower) / 2
+``users`` distinct users    1                                     1
+==========================  ====================================  ===============================
+
+A statistic over all groups then has L1 sensitivity ``L0`` times its per-group one; each is released with
+Laplace noise (the geometric mechanism for integer statistics) at ``epsilon / (number of statistics)``.
+Group keys come from the catalog's public values when every GROUP BY column has them; otherwise they are
+selected privately: a key is released when its noisy user count reaches a threshold ``tau`` chosen so that
+a key held by a single user is released with probability at most ``delta / L0`` (Korolova et al. 2009;
+Wilson et al. 2020, Section 4), which makes the whole query (epsilon, delta)-DP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from ..mechanisms import Geometric, Laplace, Mechanism
+from ..privacy import ApproxDP, PrivacyLoss, PureDP, as_fraction
+from .analyze import AnalyzedQuery, QueryRefused
+
+__all__ = ["NoisePlan", "Statistic", "plan_query", "selection_threshold"]
+
+StatisticKind = Literal["rows", "n", "s", "sc", "users"]
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """One bounded per-group statistic the engine computes, and its noise."""
+
+    name: str  # column name in the engine's result, e.g. "rows", "n_amount", "s_amount"
+    kind: StatisticKind
+    column: str | None
+    per_group_sensitivity: float
+    mechanism: Mechanism
+
+    @property
+    def integer(self) -> bool:
+        return self.kind in ("rows", "n", "users")
+
+
+@dataclass(frozen=True)
+class NoisePlan:
+    """Everything decided before any data is read: bounds, statistics, mechanisms, selection, cost."""
+
+    query: AnalyzedQuery
+    epsilon: Fraction
+    delta: Fraction
+    max_partitions: int
+    max_rows_per_partition: int
+    statistics: tuple[Statistic, ...]
+    public_keys: tuple[tuple[object, ...], ...] | None  # the released keys, or None for private selection
+    threshold: int | None  # private selection: release keys whose noisy user count is >= threshold
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        return PureDP(self.epsilon) if self.delta == 0 else ApproxDP(self.epsilon, self.delta)
+
+    def statistic(self, name: str) -> Statistic:
+        return next(s for s in self.statistics if s.name == name)
+
+
+SUPPORTED = ("count", "count_distinct_unit", "sum", "avg")
+
+
+def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticKind, str | None]]:
+    needed: list[tuple[str, StatisticKind, str | None]] = []
+
+    def need(name: str, kind: StatisticKind, column: str | None) -> None:
+        if all(n != name for n, _, _ in needed):
+            needed.append((name, kind, column))
+
+    for agg in query.aggregates:
+        if agg.function not in SUPPORTED:
+            raise QueryRefused(
+                f"{agg.function.upper()} ({agg.alias}) is not supported by the DP SQL engine yet; "
+                "use COUNT, SUM, AVG or COUNT(DISTINCT unit)."
+            )
+        if agg.function == "count" and agg.column is None:
+            need("rows", "rows", None)
+        elif agg.function == "count":
+            need(f"n_{agg.column}", "n", agg.column)
+        elif agg.function == "count_distinct_unit":
+            need("users", "users", None)
+        elif agg.function == "sum":
+            need(f"s_{agg.column}", "s", agg.column)
+        else:  # avg
+            need(f"n_{agg.column}", "n", agg.column)
+            need(f"sc_{agg.column}", "sc", agg.column)
+    if selection:
+        need("users", "users", None)
+    return needed
+
+
+def _per_group(query: AnalyzedQuery, kind: StatisticKind, column: str | None, kappa: int) -> float:
+    if kind in ("rows", "n"):
+        return float(kappa)
+    if kind == "users":
+        return 1.0
+    assert column is not None
+    spec = query.table.column(column)
+    if spec.lower is None or spec.upper is None:
+        raise QueryRefused(f"column {column} has no clamping bounds in the catalog, so its sum is unbounded.")
+    if kind == "s":
+        return kappa * max(abs(spec.lower), abs(spec.upper))
+    return kappa * (spec.upper - spec.lower) / 2
+
+
+def selection_threshold(scale: float, delta_per_key: float) -> int:
+    """Smallest integer ``tau >= 2`` with ``Pr(1 + Z >= tau) <= delta_per_key`` for ``Z`` discrete Laplace of
+    ``scale``, where ``Pr(Z >= m) = e^(-m/scale) / (1 + e^(-1/scale))`` for ``m >= 1`` (ties at the
+    threshold are released, so they are inside delta).
+
+    >>> selection_threshold(1.0, 1e-6)
+    15
+    """
+    m = math.ceil(scale * (math.log(1 / delta_per_key) - math.log1p(math.exp(-1 / scale))))
+    m = max(m, 1)
+    while math.exp(-m / scale) / (1 + math.exp(-1 / scale)) > delta_per_key:  # guard float rounding
+        m += 1
+    return m + 1
+
+
+def plan_query(query: AnalyzedQuery, *, epsilon: float | Fraction, delta: float | Fraction = 0) -> NoisePlan:
+    """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta)."""
+    eps = as_fraction(epsilon, "epsilon")
+    dlt = as_fraction(delta, "delta")
+    if eps <= 0:
+        raise ValueError(f"epsilon must be positive, got {float(eps)}.")
+    if not 0 <= dlt < 1:
+        raise ValueError(f"delta must lie in [0, 1), got {float(dlt)}.")
+    table = query.table
+    kappa = table.max_rows_per_partition if table.privacy_unit else 1
+    l0 = (table.max_partitions if table.privacy_unit else 1) if query.group_by else 1
+    public = _public_keys(query)
+    selection = bool(query.group_by) and public is None
+    if selection and dlt == 0:
+        raise QueryRefused(
+            "grouping by columns without public values needs private partition selection, which needs "
+            "delta > 0 (or declare public_values for the GROUP BY columns in the catalog)."
+        )
+    needed = _needed(query, selection)
+    share = eps / len(needed)
+    statistics = []
+    for name, kind, column in needed:
+        per_group = _per_group(query, kind, column, kappa)
+        if kind in ("rows", "n", "users"):
+            mechanism: Mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
+        else:
+            mechanism = Laplace(sensitivity=per_group * l0, epsilon=share)
+        statistics.append(Statistic(name, kind, column, per_group, mechanism))
+    threshold = None
+    if selection:
+        users = next(s for s in statistics if s.kind == "users")
+        assert isinstance(users.mechanism, Geometric)
+        threshold = selection_threshold(users.mechanism.scale, float(dlt) / l0)
+    return NoisePlan(
+        query=query,
+        epsilon=eps,
+        delta=dlt if selection else Fraction(0),
+        max_partitions=l0,
+        max_rows_per_partition=kappa,
+        statistics=tuple(statistics),
+        public_keys=public,
+        threshold=threshold,
+    )
+
+
+def _public_keys(query: AnalyzedQuery) -> tuple[tuple[object, ...], ...] | None:
+    if not query.group_by:
+        return ((),)
+    value_lists = []
+    for column in query.group_by:
+        values = query.table.column(column).public_values
+        if values is None:
+            return None
+        value_lists.append(values)
+    keys: list[tuple[object, ...]] = [()]
+    for values in value_lists:
+        keys = [(*key, v) for key in keys for v in values]
+    return tuple(keys)

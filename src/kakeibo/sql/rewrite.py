@@ -1,0 +1,133 @@
+"""Compile a planned query into ONE SQL statement that bounds every user's contribution inside the engine.
+
+The statement (DuckDB dialect, translated by sqlglot for the other engines) has these steps:
+
+1. ``filtered``: the analyst's WHERE, the public-key filter, and each value column clamped to its catalog
+   bounds (``LEAST(GREATEST(x, lower), upper)``).
+2. ``per_key``: pre-aggregation per (user, group): rows, non-null counts and sums of clamped values, and
+   a random number ``r``; ``ranked`` numbers each user's groups in that random order
+   (``ROW_NUMBER() OVER (PARTITION BY user ORDER BY r)``: engines refuse a volatile window order).
+3. the result: per group, over the user's first ``L0`` groups only, the sums of the *bounded* partial
+   aggregates: ``min(rows, kappa)``, ``min(n, kappa)``, and the partial sum scaled by
+   ``min(n, kappa) / n`` (as if the user had ``min(n, kappa)`` rows at their mean: every contribution lies
+   within ``kappa`` times the column bounds, which is what the sensitivities in :mod:`.plan` assume), plus
+   the number of distinct users.
+
+Which groups and rows are kept depends only on the user's own rows and on randomness independent of the
+data, so the bounds hold whatever the engine's ``random()`` is: it needs no cryptographic strength.
+
+Pre-aggregating per (user, group) and clamping the partial aggregates is the cheap way to bound
+(Wilson et al. 2020 bound rows by sampling; this keeps every row's information and needs one grouping
+pass). Row-level tables skip step 2: each row is a person (kappa = L0 = 1).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .plan import NoisePlan
+
+__all__ = ["bounded_sql", "group_name"]
+
+
+def _q(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql("duckdb")
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return exp.Literal.string(str(value)).sql("duckdb")
+
+
+def group_name(i: int) -> str:
+    """Name of the i-th group column in the engine's result."""
+    return f"__g{i}"
+
+
+def bounded_sql(plan: NoisePlan) -> str:
+    """The engine statement for ``plan`` in DuckDB's dialect (see the module docstring)."""
+    query, table = plan.query, plan.query.table
+    groups = [f"{_q(col)} AS {group_name(i)}" for i, col in enumerate(query.group_by)]
+    value_columns = sorted({s.column for s in plan.statistics if s.column is not None})
+    clamped = []
+    for col in value_columns:
+        spec = table.column(col)
+        value = f"CAST({_q(col)} AS DOUBLE)"
+        if spec.lower is not None and spec.upper is not None:
+            value = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
+        clamped.append(f"{value} AS {_q('__v_' + col)}")
+    conditions = []
+    if query.where is not None:
+        conditions.append(f"({query.where.sql('duckdb')})")
+    if plan.public_keys is not None and query.group_by:
+        for i, col in enumerate(query.group_by):
+            values = sorted({key[i] for key in plan.public_keys}, key=repr)
+            conditions.append(f"{_q(col)} IN ({', '.join(_literal(v) for v in values)})")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    unit = [f"{_q(table.privacy_unit)} AS __unit"] if table.privacy_unit else []
+    filtered = f"SELECT {', '.join([*unit, *groups, *clamped]) or '1 AS __one'} FROM {_q(table.name)}{where}"
+    gcols = [group_name(i) for i in range(len(query.group_by))]
+    if table.privacy_unit:
+        return _user_level(plan, filtered, gcols, value_columns)
+    return _row_level(plan, filtered, gcols)
+
+
+def _row_level(plan: NoisePlan, filtered: str, gcols: list[str]) -> str:
+    outputs = []
+    for stat in plan.statistics:
+        if stat.kind in ("rows", "users"):
+            expr = "COUNT(*)"
+        elif stat.kind == "n":
+            expr = f"COUNT({_q('__v_' + str(stat.column))})"
+        elif stat.kind == "s":
+            expr = f"COALESCE(SUM({_q('__v_' + str(stat.column))}), 0)"
+        else:
+            expr = f"COALESCE(SUM({_q('__v_' + str(stat.column))} - {_mid(plan, stat.column)!r}), 0)"
+        outputs.append(_cast(expr, stat.integer) + f" AS {_q(stat.name)}")
+    group_by = f" GROUP BY {', '.join(gcols)}" if gcols else ""
+    return f"WITH filtered AS ({filtered}) SELECT {', '.join([*gcols, *outputs])} FROM filtered{group_by}"
+
+
+def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
+    kappa, l0 = plan.max_rows_per_partition, plan.max_partitions
+    partials = ["COUNT(*) AS __rows"]
+    for col in value_columns:
+        v = _q("__v_" + col)
+        partials += [f"COUNT({v}) AS {_q('__n_' + col)}", f"SUM({v}) AS {_q('__s_' + col)}"]
+    keys = ", ".join(["__unit", *gcols])
+    per_key = f"SELECT {keys}, {', '.join(partials)}, random() AS __r FROM filtered GROUP BY {keys}"
+    ranked = "SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit ORDER BY __r) AS __rank FROM per_key"
+    outputs = []
+    for stat in plan.statistics:
+        n, s = _q(f"__n_{stat.column}"), _q(f"__s_{stat.column}")
+        scaled = f"CASE WHEN {n} > 0 THEN {s} * LEAST({n}, {kappa}) / {n} ELSE 0 END"
+        if stat.kind == "rows":
+            expr = f"SUM(LEAST(__rows, {kappa}))"
+        elif stat.kind == "users":
+            expr = "COUNT(*)"
+        elif stat.kind == "n":
+            expr = f"SUM(LEAST({n}, {kappa}))"
+        elif stat.kind == "s":
+            expr = f"COALESCE(SUM({scaled}), 0)"
+        else:  # centred sum: each user's scaled partial sum minus mid times its bounded count
+            expr = f"COALESCE(SUM({scaled} - {_mid(plan, stat.column)!r} * LEAST({n}, {kappa})), 0)"
+        outputs.append(_cast(expr, stat.integer) + f" AS {_q(stat.name)}")
+    group_by = f" GROUP BY {', '.join(gcols)}" if gcols else ""
+    return (
+        f"WITH filtered AS ({filtered}), per_key AS ({per_key}), ranked AS ({ranked}) "
+        f"SELECT {', '.join([*gcols, *outputs])} FROM ranked WHERE __rank <= {l0}{group_by}"
+    )
+
+
+def _cast(expr: str, integer: bool) -> str:
+    return f"CAST({expr} AS {'BIGINT' if integer else 'DOUBLE'})"
+
+
+def _mid(plan: NoisePlan, column: str | None) -> float:
+    assert column is not None
+    spec = plan.query.table.column(column)
+    assert spec.lower is not None and spec.upper is not None
+    return (spec.lower + spec.upper) / 2

@@ -1,0 +1,254 @@
+"""``kakeibo.connect(...)``: a DP SQL session over a real engine, charged to a persisted ledger.
+
+A query goes through the same choke point as ``@private``, in this order:
+
+1. analyse (refusals cost nothing and read nothing) and plan (sensitivities, mechanisms, selection);
+2. run ONE bounded statement in the engine (:mod:`.rewrite`) and draw all noise in memory;
+3. charge the ledger (with the WHERE box as region when parallel composition is valid); refusal raises;
+4. return the released table, every aggregate with a 95% confidence interval.
+
+The same query text at the same (epsilon, delta) returns the cached release of this session at no cost:
+releasing it again would only spend budget to leak more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import sqlglot
+
+from ..accounting import Ledger
+from ..backends import Backend, DuckDBBackend
+from ..mechanisms._base import Rng
+from ..noise import resolve_source
+from ..privacy import Number, PrivacyLoss
+from .analyze import AnalyzedQuery, QueryRefused, analyze
+from .catalog import Catalog
+from .plan import NoisePlan, plan_query
+from .rewrite import bounded_sql, group_name
+
+__all__ = ["Result", "Session", "connect"]
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Result:
+    """A released table: group columns, one column per aggregate (its SQL alias) and, for each aggregate,
+    ``<alias>_ci_low`` / ``<alias>_ci_high``: a 95% confidence interval for the bounded true value."""
+
+    table: pa.Table
+    privacy_loss: PrivacyLoss
+    sql: str
+    seeded: bool = False
+    explanation: str = field(default="", repr=False)
+
+    def to_arrow(self) -> pa.Table:
+        return self.table
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+    def to_polars(self) -> Any:
+        import polars as pl
+
+        return pl.from_arrow(self.table)
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+
+class Session:
+    """A DP SQL session: one engine, one catalog, one ledger. Create it with :func:`connect`."""
+
+    def __init__(
+        self, backend: Backend, catalog: Catalog, ledger: Ledger, *, analyst: str | None, delta: Number
+    ) -> None:
+        self.backend = backend
+        self.catalog = catalog
+        self.ledger = ledger
+        self.analyst = analyst
+        self.delta = delta
+        self._cache: dict[str, Result] = {}
+
+    def plan(self, query: str, *, epsilon: Number, delta: Number | None = None) -> NoisePlan:
+        """Analyse and plan ``query`` without touching data or budget."""
+        analysed = analyze(query, self.catalog)
+        if analysed.join is not None:
+            raise QueryRefused("JOINs are not supported by the DP SQL engine yet.")
+        return plan_query(analysed, epsilon=Fraction(epsilon), delta=self._delta(delta))
+
+    def explain(self, query: str, *, epsilon: Number = 1, delta: Number | None = None) -> str:
+        """The bounded statement, sensitivities, noise scales and expected errors -- before spending."""
+        plan = self.plan(query, epsilon=epsilon, delta=delta)
+        lines = [
+            f"privacy loss: {plan.privacy_loss}",
+            f"table {plan.query.table.name}: " + _bounding(plan),
+            "groups: "
+            + (
+                "all public keys from the catalog"
+                if plan.public_keys is not None
+                else f"private selection, released when noisy user count >= {plan.threshold}"
+            ),
+        ]
+        for stat in plan.statistics:
+            m = stat.mechanism
+            lines.append(
+                f"  {stat.name:<16} per-group sensitivity {stat.per_group_sensitivity:g}, "
+                f"{type(m).__name__} at {m.privacy_loss}, scale {getattr(m, 'scale', 0):.4g}, "
+                f"95% error +-{m.error_bound(0.05):.4g}"
+            )
+        lines.append("engine statement:")
+        lines.append(bounded_sql(plan))
+        return "\n".join(lines)
+
+    def sql(self, query: str, *, epsilon: Number, delta: Number | None = None, rng: Rng = None) -> Result:
+        """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring)."""
+        plan = self.plan(query, epsilon=epsilon, delta=delta)
+        key = hashlib.sha256(f"{plan.query.sql}|{plan.epsilon}|{plan.delta}".encode()).hexdigest()
+        if key in self._cache:
+            return self._cache[key]
+        statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
+        raw = self.backend.execute(statement)
+        released = _release(plan, raw, rng)
+        self.ledger.charge(
+            plan.privacy_loss,
+            label=plan.query.sql,
+            analyst=self.analyst,
+            dataset=plan.query.table.name,
+            region=plan.query.where_box,
+        )
+        result = Result(released, plan.privacy_loss, plan.query.sql, seeded=not resolve_source(rng).secure)
+        self._cache[key] = result
+        return result
+
+    def _delta(self, delta: Number | None) -> Fraction:
+        return Fraction(str(self.delta if delta is None else delta))
+
+    def close(self) -> None:
+        self.backend.close()
+        self.ledger.close()
+
+
+def _bounding(plan: NoisePlan) -> str:
+    table = plan.query.table
+    if table.privacy_unit is None:
+        return "row-level (each row is a person)"
+    return (
+        f"user-level on {table.privacy_unit}, kappa={plan.max_rows_per_partition} rows per group, "
+        f"L0={plan.max_partitions} groups per user"
+    )
+
+
+def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
+    """Noise every statistic, select groups, derive the aggregates and their intervals."""
+    query = plan.query
+    source = resolve_source(rng)
+    ngroups = len(query.group_by)
+    rows = raw.to_pydict()
+    keys = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(raw.num_rows)]
+    if plan.public_keys is not None:
+        index = {k: r for r, k in enumerate(keys)}
+        keys = list(plan.public_keys)
+        true = {
+            s.name: np.array([rows[s.name][index[k]] if k in index else 0 for k in keys])
+            for s in plan.statistics
+        }
+    else:
+        true = {s.name: np.asarray(rows[s.name]) for s in plan.statistics}
+    noisy = {s.name: np.asarray(s.mechanism.release(true[s.name], rng=source)) for s in plan.statistics}
+    keep = np.ones(len(keys), dtype=bool)
+    if plan.threshold is not None:
+        keep = noisy["users"] >= plan.threshold
+    columns: dict[str, Any] = {}
+    for i, alias in enumerate(query.group_aliases):
+        columns[alias] = [k[i] for k, kept in zip(keys, keep, strict=True) if kept]
+    beta = 1 - CONFIDENCE
+    for agg in query.aggregates:
+        value, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta)
+        columns[agg.alias] = value[keep]
+        columns[f"{agg.alias}_ci_low"] = low[keep]
+        columns[f"{agg.alias}_ci_high"] = high[keep]
+    table = pa.table(columns)
+    order = [c for c in query.output] + [c for c in table.column_names if c not in query.output]
+    table = table.select(order)
+    return _post_process(query, table)
+
+
+def _aggregate(
+    plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float
+) -> tuple[Any, Any, Any]:
+    def interval(name: str, b: float) -> tuple[Any, Any, Any]:
+        value = noisy[name]
+        half = plan.statistic(name).mechanism.error_bound(b)
+        return value, value - half, value + half
+
+    if function == "count" and column is None:
+        return interval("rows", beta)
+    if function == "count":
+        return interval(f"n_{column}", beta)
+    if function == "count_distinct_unit":
+        return interval("users", beta)
+    if function == "sum":
+        return interval(f"s_{column}", beta)
+    # AVG = mid + centred sum / count; a 95% interval from two 97.5% intervals (union bound).
+    spec = plan.query.table.column(column or "")
+    lower, upper = float(spec.lower or 0), float(spec.upper or 0)
+    mid = (lower + upper) / 2
+    n, n_low, n_high = interval(f"n_{column}", beta / 2)
+    sc, sc_low, sc_high = interval(f"sc_{column}", beta / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.clip(mid + sc / np.maximum(n, 1), lower, upper)
+        candidates = np.stack([sc_low / n_low, sc_low / n_high, sc_high / n_low, sc_high / n_high])
+        low = np.where(n_low > 0, np.clip(mid + candidates.min(axis=0), lower, upper), lower)
+        high = np.where(n_low > 0, np.clip(mid + candidates.max(axis=0), lower, upper), upper)
+    return value, low, high
+
+
+def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
+    """HAVING, ORDER BY and LIMIT on released values (post-processing: no privacy cost)."""
+    if query.having is None and not query.order_by and query.limit is None:
+        return table
+    con = duckdb.connect()
+    con.register("released", table)
+    sql = "SELECT * FROM released"
+    if query.having is not None:
+        sql += f" WHERE {query.having.sql('duckdb')}"
+    if query.order_by:
+        sql += " ORDER BY " + ", ".join(f'"{c}" {"DESC" if d else "ASC"}' for c, d in query.order_by)
+    if query.limit is not None:
+        sql += f" LIMIT {int(query.limit)}"
+    return con.sql(sql).to_arrow_table()
+
+
+def connect(
+    database: str | os.PathLike[str] | Backend = ":memory:",
+    *,
+    catalog: Catalog | str | os.PathLike[str],
+    ledger: Ledger | str | os.PathLike[str],
+    budget: PrivacyLoss | Number | None = None,
+    analyst: str | None = None,
+    delta: Number = "1e-6",
+) -> Session:
+    """Open a DP SQL session.
+
+    ``database``: a DuckDB file (or ``":memory:"``), or a :class:`~kakeibo.backends.Backend` (PostgreSQL,
+    Spark). ``catalog``: a :class:`Catalog` or a TOML path. ``ledger``: a :class:`Ledger` or a path
+    (created with ``budget`` if new). ``delta`` is the default delta of queries that need private
+    partition selection.
+    """
+    backend: Backend = database if isinstance(database, Backend) else DuckDBBackend(database)
+    cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
+    if isinstance(backend, DuckDBBackend):
+        for table in cat.tables.values():
+            if table.source is not None:
+                backend.register_source(table.name, table.source)
+    led = ledger if isinstance(ledger, Ledger) else Ledger(ledger, budget=budget)
+    return Session(backend, cat, led, analyst=analyst, delta=delta)

@@ -1,0 +1,190 @@
+"""DP SQL sessions on DuckDB: bounding as in seed 002, refusals, caching, parallel composition, selection."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from scipy import stats
+
+import kakeibo
+from kakeibo.backends import DuckDBBackend
+from kakeibo.privacy import ApproxDP, PureDP
+from kakeibo.sql import Catalog, QueryRefused
+from kakeibo.sql.plan import plan_query, selection_threshold
+from kakeibo.sql.rewrite import bounded_sql
+
+# Seed 002, slides 72-75: reviews with several rows per person.
+REVIEWS = pa.table(
+    {
+        "name": ["Alice"] * 4 + ["Bob"] * 2 + ["Cynthia"] * 2 + ["David"] * 2,
+        "item": [
+            "apple",
+            "banana",
+            "cherry",
+            "orange",
+            "apple",
+            "banana",
+            "banana",
+            "cherry",
+            "apple",
+            "orange",
+        ],
+        "rating": [5, 4, 5, 5, 5, 5, 5, 5, 5, 4],
+    }
+)
+CATALOG = """
+[tables.tbl]
+privacy_unit = "name"
+max_partitions = 2
+max_rows_per_partition = 2
+[tables.tbl.columns]
+name = { type = "str" }
+item = { type = "str" }
+rating = { type = "int", lower = 1, upper = 5 }
+
+[tables.people]
+max_partitions = 1
+max_rows_per_partition = 1
+[tables.people.columns]
+age = { type = "int", lower = 0, upper = 120 }
+height = { type = "int", lower = 50, upper = 250 }
+"""
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> kakeibo.sql.session.Session:
+    db = DuckDBBackend()
+    db.load_table("tbl", REVIEWS)
+    rng = np.random.default_rng(0)
+    db.load_table(
+        "people", pa.table({"age": rng.integers(0, 100, 5000), "height": rng.integers(60, 200, 5000)})
+    )
+    return kakeibo.connect(db, catalog=Catalog.from_toml(CATALOG), ledger=tmp_path / "l.sqlite", budget=10)
+
+
+def _engine(session: kakeibo.sql.session.Session, query: str) -> list[dict[str, object]]:
+    """The bounded, noise-free aggregates the engine computes for ``query`` (no release, no charge)."""
+    plan = session.plan(query, epsilon=1)
+    return session.backend.execute(bounded_sql(plan)).to_pylist()
+
+
+def test_seed_002_slide_73_bounded_count(session: kakeibo.sql.session.Session) -> None:
+    """COUNT(*) WHERE rating = 5 is 8 raw; with t = 2 rows per person Alice's 3 count as 2: 7."""
+    raw = sum(1 for r in REVIEWS.column("rating").to_pylist() if r == 5)
+    assert raw == 8
+    assert _engine(session, "SELECT COUNT(*) AS n FROM tbl WHERE rating = 5") == [{"rows": 7}]
+
+
+def test_seed_002_slide_74_cross_partition_bound(session: kakeibo.sql.session.Session) -> None:
+    """GROUP BY item with at most L0 = 2 items per person: Alice's 4 items become 2, everyone else keeps
+    theirs, so the per-item user counts sum to 2 + 2 + 2 + 2 = 8 (raw 10)."""
+    rows = _engine(session, "SELECT item, COUNT(*) AS n FROM tbl GROUP BY item")
+    assert sum(int(r["rows"]) for r in rows) == 8  # type: ignore[call-overload]
+    assert sum(int(r["users"]) for r in rows) == 8  # type: ignore[call-overload]
+
+
+def test_release_has_intervals_and_is_charged(session: kakeibo.sql.session.Session) -> None:
+    r = session.sql("SELECT COUNT(*) AS n FROM tbl WHERE rating = 5", epsilon=1, rng=np.random.default_rng(3))
+    df = r.to_pandas()
+    assert list(df.columns) == ["n", "n_ci_low", "n_ci_high"]
+    assert df["n_ci_low"][0] < df["n"][0] < df["n_ci_high"][0]
+    assert r.seeded and r.privacy_loss == PureDP(1)
+    assert session.ledger.spent() == PureDP(1)
+    assert r.to_polars().shape == (1, 3) and r.to_arrow().num_rows == 1
+
+
+def test_identical_query_is_served_from_cache_for_free(session: kakeibo.sql.session.Session) -> None:
+    first = session.sql("SELECT COUNT(*) AS n FROM tbl", epsilon=0.5)
+    again = session.sql("SELECT COUNT(*) AS n FROM tbl", epsilon=0.5)
+    assert again is first
+    assert session.ledger.spent() == PureDP(0.5)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT * FROM tbl",
+        "SELECT name FROM tbl",
+        "SELECT SUM(name) FROM tbl",
+        "DROP TABLE tbl",
+        "SELECT COUNT(*) FROM nowhere",
+        "SELECT item, COUNT(*) FROM tbl GROUP BY item",  # no public keys and delta = 0
+    ],
+)
+def test_refused_queries_charge_nothing(session: kakeibo.sql.session.Session, query: str) -> None:
+    with pytest.raises(QueryRefused):
+        session.sql(query, epsilon=1, delta=0)
+    assert session.ledger.entries() == []
+
+
+def test_seed_002_slides_54_58_box_queries_cost_three_epsilon(session: kakeibo.sql.session.Session) -> None:
+    """Q1..Q4 on a row-level table: the WHERE boxes go to the ledger as regions; total 3 eps, not 4."""
+    queries = [
+        "SELECT COUNT(age) FROM people WHERE age BETWEEN 10 AND 20 AND height BETWEEN 100 AND 120",
+        "SELECT COUNT(age) FROM people WHERE age BETWEEN 5 AND 25 AND height BETWEEN 80 AND 105",
+        "SELECT COUNT(age) FROM people WHERE age BETWEEN 30 AND 40 AND height BETWEEN 150 AND 180",
+    ]
+    for q in queries:
+        session.sql(q, epsilon=0.5)
+    assert session.ledger.spent() == PureDP(1)  # 2 eps after Q1..Q3
+    session.sql(
+        "SELECT COUNT(age) FROM people WHERE age BETWEEN 17 AND 32 AND height BETWEEN 90 AND 160", epsilon=0.5
+    )
+    assert session.ledger.spent() == PureDP(1.5)  # 3 eps after Q4
+
+
+def test_partition_selection_releases_large_groups_only(tmp_path: Path) -> None:
+    db = DuckDBBackend()
+    users = np.repeat(np.arange(2000), 2)
+    items = np.where(users < 1999, "common", "rare")  # "rare" is held by one user only
+    db.load_table("v", pa.table({"uid": users, "item": items}))
+    catalog = Catalog.from_toml(
+        '[tables.v]\nprivacy_unit = "uid"\nmax_partitions = 1\nmax_rows_per_partition = 2\n'
+        '[tables.v.columns]\nuid = { type = "int" }\nitem = { type = "str" }\n'
+    )
+    session = kakeibo.connect(db, catalog=catalog, ledger=tmp_path / "l.sqlite", budget=ApproxDP(5, 1e-5))
+    result = session.sql("SELECT item, COUNT(*) AS n FROM v GROUP BY item", epsilon=1, delta=1e-6)
+    assert result.to_pandas()["item"].tolist() == ["common"]
+    assert session.ledger.spent() == ApproxDP(1, 1e-6)
+
+
+def test_selection_threshold_bounds_the_single_user_release_probability() -> None:
+    """Exact check of the threshold rule, then 10^5 seeded draws: a key held by one user (true distinct
+    count 1) passes with probability <= delta / L0. With delta / L0 = 1e-3 the expected passes are <= 100;
+    the test allows the one-sided 99.99% Poisson margin (false-failure rate 1e-4)."""
+    from kakeibo.mechanisms import Geometric
+
+    for scale in (0.5, 1.0, 3.0, 10.0):
+        tau = selection_threshold(scale, 1e-3)
+        tail = math.exp(-(tau - 1) / scale) / (1 + math.exp(-1 / scale))
+        assert tail <= 1e-3 < math.exp(-(tau - 2) / scale) / (1 + math.exp(-1 / scale))
+    geometric = Geometric(sensitivity=3, epsilon=1)  # L0 = 3 keys per user
+    tau = selection_threshold(geometric.scale, 3e-3 / 3)
+    draws = geometric.release(np.ones(100_000, dtype=np.int64), rng=np.random.default_rng(9))
+    passed = int(np.sum(draws >= tau))
+    assert passed <= stats.poisson.ppf(1 - 1e-4, 100)
+
+
+def test_explain_shows_plan_before_spending(session: kakeibo.sql.session.Session) -> None:
+    text = session.explain("SELECT COUNT(*) AS n, AVG(rating) AS r FROM tbl", epsilon=1)
+    assert "kappa=2" in text and "WITH filtered AS" in text and "Geometric" in text and "Laplace" in text
+    assert session.ledger.entries() == []
+
+
+def test_plan_splits_epsilon_and_scales_sensitivity_by_l0(session: kakeibo.sql.session.Session) -> None:
+    plan = plan_query(
+        kakeibo.sql.analyze("SELECT item, SUM(rating) AS s FROM tbl GROUP BY item", session.catalog),
+        epsilon=1,
+        delta=1e-6,
+    )
+    by_name = {s.name: s for s in plan.statistics}
+    assert set(by_name) == {"s_rating", "users"}
+    # kappa * max|bound| = 2 * 5 per group, times L0 = 2 groups, at epsilon 1/2
+    assert by_name["s_rating"].mechanism.sensitivity == 20  # type: ignore[attr-defined]
+    assert by_name["s_rating"].mechanism.epsilon == 0.5  # type: ignore[attr-defined]
+    assert by_name["users"].mechanism.sensitivity == 2  # type: ignore[attr-defined]
+    assert plan.privacy_loss == ApproxDP(1, 1e-6)
