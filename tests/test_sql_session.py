@@ -188,3 +188,20 @@ def test_plan_splits_epsilon_and_scales_sensitivity_by_l0(session: kakeibo.sql.s
     assert by_name["s_rating"].mechanism.epsilon == 0.5  # type: ignore[attr-defined]
     assert by_name["users"].mechanism.sensitivity == 2  # type: ignore[attr-defined]
     assert plan.privacy_loss == ApproxDP(1, 1e-6)
+
+
+def test_the_whole_refusal_corpus_charges_nothing_and_reads_nothing(tmp_path: Path) -> None:
+    """Every query of the refusal corpus goes through a real session (an empty DuckDB: a query that
+    reached the engine would fail with a DuckDB error, not QueryRefused) and leaves the ledger empty."""
+    from test_sql_refusals import CATALOG as REFUSAL_CATALOG
+    from test_sql_refusals import CORPUS
+
+    session = kakeibo.connect(
+        DuckDBBackend(), catalog=REFUSAL_CATALOG, ledger=tmp_path / "l.sqlite", budget=100
+    )
+    assert len(CORPUS) >= 100
+    for query, reason in CORPUS:
+        with pytest.raises(QueryRefused) as info:
+            session.sql(query, epsilon=1, delta=1e-6)
+        assert reason in str(info.value), query
+    assert session.ledger.entries() == [] and session.ledger.verify()
