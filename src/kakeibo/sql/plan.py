@@ -12,7 +12,8 @@ statistic (per group)       one user's contribution               per-group sens
 ``rows``  COUNT(*)          min(rows, kappa)                      kappa
 ``n_c``   COUNT(c)          min(non-null rows, kappa)             kappa
 ``s_c``   SUM(c)            (scaled) sum of clamped values        kappa * max(|lower|, |upper|)
-``sc_c``  SUM(c - mid)      centred sum, for AVG                  kappa * (upper - lower) / 2
+``sc_c``  SUM(c - mid)      centred sum, for AVG and VAR          kappa * (upper - lower) / 2
+``sq_c``  SUM((c - mid)^2)  centred sum of squares, for VAR       kappa * ((upper - lower) / 2)^2
 ``users`` distinct users    1                                     1
 ==========================  ====================================  ===============================
 
@@ -37,7 +38,7 @@ from .analyze import AnalyzedQuery, QueryRefused
 
 __all__ = ["NoisePlan", "Statistic", "plan_query", "selection_threshold"]
 
-StatisticKind = Literal["rows", "n", "s", "sc", "users"]
+StatisticKind = Literal["rows", "n", "s", "sc", "sq", "users"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class NoisePlan:
         return next(s for s in self.statistics if s.name == name)
 
 
-SUPPORTED = ("count", "count_distinct_unit", "sum", "avg")
+SUPPORTED = ("count", "count_distinct_unit", "sum", "avg", "variance", "stddev")
 
 
 def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticKind, str | None]]:
@@ -90,7 +91,7 @@ def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticK
         if agg.function not in SUPPORTED:
             raise QueryRefused(
                 f"{agg.function.upper()} ({agg.alias}) is not supported by the DP SQL engine yet; "
-                "use COUNT, SUM, AVG or COUNT(DISTINCT unit)."
+                "use COUNT, SUM, AVG, VARIANCE, STDDEV or COUNT(DISTINCT unit)."
             )
         if agg.function == "count" and agg.column is None:
             need("rows", "rows", None)
@@ -100,9 +101,11 @@ def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticK
             need("users", "users", None)
         elif agg.function == "sum":
             need(f"s_{agg.column}", "s", agg.column)
-        else:  # avg
+        else:  # avg, variance, stddev
             need(f"n_{agg.column}", "n", agg.column)
             need(f"sc_{agg.column}", "sc", agg.column)
+            if agg.function in ("variance", "stddev"):
+                need(f"sq_{agg.column}", "sq", agg.column)
     if selection:
         need("users", "users", None)
     return needed
@@ -119,6 +122,8 @@ def _per_group(query: AnalyzedQuery, kind: StatisticKind, column: str | None, ka
         raise QueryRefused(f"column {column} has no clamping bounds in the catalog, so its sum is unbounded.")
     if kind == "s":
         return kappa * max(abs(spec.lower), abs(spec.upper))
+    if kind == "sq":
+        return kappa * ((spec.upper - spec.lower) / 2) ** 2
     return kappa * (spec.upper - spec.lower) / 2
 
 

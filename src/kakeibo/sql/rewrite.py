@@ -84,6 +84,8 @@ def _row_level(plan: NoisePlan, filtered: str, gcols: list[str]) -> str:
             expr = f"COUNT({_q('__v_' + str(stat.column))})"
         elif stat.kind == "s":
             expr = f"COALESCE(SUM({_q('__v_' + str(stat.column))}), 0)"
+        elif stat.kind == "sq":
+            expr = f"COALESCE(SUM({_square(plan, str(stat.column), _q('__v_' + str(stat.column)))}), 0)"
         else:
             expr = f"COALESCE(SUM({_q('__v_' + str(stat.column))} - {_mid(plan, stat.column)!r}), 0)"
         outputs.append(_cast(expr, stat.integer) + f" AS {_q(stat.name)}")
@@ -94,9 +96,12 @@ def _row_level(plan: NoisePlan, filtered: str, gcols: list[str]) -> str:
 def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
     kappa, l0 = plan.max_rows_per_partition, plan.max_partitions
     partials = ["COUNT(*) AS __rows"]
+    squared = {s.column for s in plan.statistics if s.kind == "sq"}
     for col in value_columns:
         v = _q("__v_" + col)
         partials += [f"COUNT({v}) AS {_q('__n_' + col)}", f"SUM({v}) AS {_q('__s_' + col)}"]
+        if col in squared:
+            partials.append(f"SUM({_square(plan, col, v)}) AS {_q('__q_' + col)}")
     keys = ", ".join(["__unit", *gcols])
     per_key = f"SELECT {keys}, {', '.join(partials)}, random() AS __r FROM filtered GROUP BY {keys}"
     ranked = "SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit ORDER BY __r) AS __rank FROM per_key"
@@ -112,6 +117,9 @@ def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
             expr = f"SUM(LEAST({n}, {kappa}))"
         elif stat.kind == "s":
             expr = f"COALESCE(SUM({scaled}), 0)"
+        elif stat.kind == "sq":  # centred squares, scaled like the sum
+            q = _q(f"__q_{stat.column}")
+            expr = f"COALESCE(SUM(CASE WHEN {n} > 0 THEN {q} * LEAST({n}, {kappa}) / {n} ELSE 0 END), 0)"
         else:  # centred sum: each user's scaled partial sum minus mid times its bounded count
             expr = f"COALESCE(SUM({scaled} - {_mid(plan, stat.column)!r} * LEAST({n}, {kappa})), 0)"
         outputs.append(_cast(expr, stat.integer) + f" AS {_q(stat.name)}")
@@ -120,6 +128,11 @@ def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
         f"WITH filtered AS ({filtered}), per_key AS ({per_key}), ranked AS ({ranked}) "
         f"SELECT {', '.join([*gcols, *outputs])} FROM ranked WHERE __rank <= {l0}{group_by}"
     )
+
+
+def _square(plan: NoisePlan, column: str, value: str) -> str:
+    mid = _mid(plan, column)
+    return f"({value} - {mid!r}) * ({value} - {mid!r})"
 
 
 def _cast(expr: str, integer: bool) -> str:

@@ -172,7 +172,7 @@ def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
         columns[alias] = [k[i] for k, kept in zip(keys, keep, strict=True) if kept]
     beta = 1 - CONFIDENCE
     for agg in query.aggregates:
-        value, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta)
+        value, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta, agg.sample)
         columns[agg.alias] = value[keep]
         columns[f"{agg.alias}_ci_low"] = low[keep]
         columns[f"{agg.alias}_ci_high"] = high[keep]
@@ -182,13 +182,17 @@ def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
     return _post_process(query, table)
 
 
+def _interval(plan: NoisePlan, noisy: dict[str, Any], name: str, beta: float) -> tuple[Any, Any, Any]:
+    value = noisy[name]
+    half = plan.statistic(name).mechanism.error_bound(beta)
+    return value, value - half, value + half
+
+
 def _aggregate(
-    plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float
+    plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float, sample: bool
 ) -> tuple[Any, Any, Any]:
     def interval(name: str, b: float) -> tuple[Any, Any, Any]:
-        value = noisy[name]
-        half = plan.statistic(name).mechanism.error_bound(b)
-        return value, value - half, value + half
+        return _interval(plan, noisy, name, b)
 
     if function == "count" and column is None:
         return interval("rows", beta)
@@ -198,6 +202,8 @@ def _aggregate(
         return interval("users", beta)
     if function == "sum":
         return interval(f"s_{column}", beta)
+    if function in ("variance", "stddev"):
+        return _variance(plan, function, column, noisy, beta, sample)
     # AVG = mid + centred sum / count; a 95% interval from two 97.5% intervals (union bound).
     spec = plan.query.table.column(column or "")
     lower, upper = float(spec.lower or 0), float(spec.upper or 0)
@@ -209,6 +215,39 @@ def _aggregate(
         candidates = np.stack([sc_low / n_low, sc_low / n_high, sc_high / n_low, sc_high / n_high])
         low = np.where(n_low > 0, np.clip(mid + candidates.min(axis=0), lower, upper), lower)
         high = np.where(n_low > 0, np.clip(mid + candidates.max(axis=0), lower, upper), upper)
+    return value, low, high
+
+
+def _variance(
+    plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float, sample: bool
+) -> tuple[Any, Any, Any]:
+    """VAR = E[(x - mid)^2] - E[x - mid]^2 from noisy n, centred sum and centred squares; the 95% interval
+    combines three 98.33% intervals (union bound) by interval arithmetic, clipped to [0, ((U - L)/2)^2]."""
+    spec = plan.query.table.column(column or "")
+    cap = ((float(spec.upper or 0) - float(spec.lower or 0)) / 2) ** 2
+    n, n_low, n_high = _interval(plan, noisy, f"n_{column}", beta / 3)
+    sc, sc_low, sc_high = _interval(plan, noisy, f"sc_{column}", beta / 3)
+    sq, sq_low, sq_high = _interval(plan, noisy, f"sq_{column}", beta / 3)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        count = np.maximum(n, 2 if sample else 1)
+        value = sq / count - (sc / count) ** 2
+        positive = n_low > (1 if sample else 0)
+        low_n = np.maximum(n_low, 1)
+        mean_sq_high = np.maximum(np.abs(sc_low), np.abs(sc_high)) / low_n
+        mean_sq_low = np.where(
+            (sc_low <= 0) & (sc_high >= 0), 0.0, np.minimum(np.abs(sc_low), np.abs(sc_high)) / n_high
+        )
+        low = np.where(positive, np.maximum(sq_low, 0) / n_high - mean_sq_high**2, 0.0)
+        high = np.where(positive, np.maximum(sq_high, 0) / low_n - mean_sq_low**2, cap)
+        if sample:
+            value, low, high = (
+                value * count / (count - 1),
+                low * n_high / np.maximum(n_high - 1, 1),
+                high * low_n / np.maximum(low_n - 1, 1),
+            )
+        value, low, high = (np.clip(a, 0, cap) for a in (value, low, high))
+    if function == "stddev":
+        return np.sqrt(value), np.sqrt(low), np.sqrt(high)
     return value, low, high
 
 
