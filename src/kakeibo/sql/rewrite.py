@@ -13,7 +13,8 @@ The statement (DuckDB dialect, translated by sqlglot for the other engines) has 
    within ``kappa`` times the column bounds, which is what the sensitivities in :mod:`.plan` assume), plus
    the number of distinct users.
 
-Which groups and rows are kept depends only on the user's own rows and on randomness independent of the
+A join to a declared public table happens in ``filtered``, before any bounding. Which groups and rows
+are kept depends only on the user's own rows and on randomness independent of the
 data, so the bounds hold whatever the engine's ``random()`` is: it needs no cryptographic strength.
 
 Pre-aggregating per (user, group) and clamping the partial aggregates is the cheap way to bound
@@ -50,12 +51,21 @@ def group_name(i: int) -> str:
 def bounded_sql(plan: NoisePlan) -> str:
     """The engine statement for ``plan`` in DuckDB's dialect (see the module docstring)."""
     query, table = plan.query, plan.query.table
-    groups = [f"{_q(col)} AS {group_name(i)}" for i, col in enumerate(query.group_by)]
+    private_q, public_q, source = _sources(plan)
+    qualify = {table.name: private_q, **({query.join.table.name: public_q} if query.join else {})}
+
+    def column(name: str, owner: str = table.name) -> str:
+        return f"{qualify[owner]}.{_q(name)}" if query.join else _q(name)
+
+    groups = [
+        f"{column(col, owner)} AS {group_name(i)}"
+        for i, (col, owner) in enumerate(zip(query.group_by, query.group_tables, strict=True))
+    ]
     value_columns = sorted({s.column for s in plan.statistics if s.column is not None})
     clamped = []
     for col in value_columns:
         spec = table.column(col)
-        value = f"CAST({_q(col)} AS DOUBLE)"
+        value = f"CAST({column(col)} AS DOUBLE)"
         if spec.lower is not None and spec.upper is not None:
             value = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
         clamped.append(f"{value} AS {_q('__v_' + col)}")
@@ -63,16 +73,31 @@ def bounded_sql(plan: NoisePlan) -> str:
     if query.where is not None:
         conditions.append(f"({query.where.sql('duckdb')})")
     if plan.public_keys is not None and query.group_by:
-        for i, col in enumerate(query.group_by):
+        for i, (col, owner) in enumerate(zip(query.group_by, query.group_tables, strict=True)):
             values = sorted({key[i] for key in plan.public_keys}, key=repr)
-            conditions.append(f"{_q(col)} IN ({', '.join(_literal(v) for v in values)})")
+            conditions.append(f"{column(col, owner)} IN ({', '.join(_literal(v) for v in values)})")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    unit = [f"{_q(table.privacy_unit)} AS __unit"] if table.privacy_unit else []
-    filtered = f"SELECT {', '.join([*unit, *groups, *clamped]) or '1 AS __one'} FROM {_q(table.name)}{where}"
+    unit = [f"{column(table.privacy_unit)} AS __unit"] if table.privacy_unit else []
+    filtered = f"SELECT {', '.join([*unit, *groups, *clamped]) or '1 AS __one'} FROM {source}{where}"
     gcols = [group_name(i) for i in range(len(query.group_by))]
     if table.privacy_unit:
         return _user_level(plan, filtered, gcols, value_columns)
     return _row_level(plan, filtered, gcols)
+
+
+def _sources(plan: NoisePlan) -> tuple[str, str, str]:
+    """Qualifiers of the sensitive and public tables and the FROM clause. A join to a public table runs
+    before bounding, so a sensitive row repeated by several matching public rows is still bounded."""
+    query, table = plan.query, plan.query.table
+    if query.join is None:
+        return "", "", _q(table.name)
+    private_q = _q(query.table_alias or table.name)
+    public_q = _q(query.join.alias or query.join.table.name)
+    source = (
+        f"{_q(table.name)} AS {private_q} JOIN {_q(query.join.table.name)} AS {public_q} "
+        f"ON {private_q}.{_q(query.join.left_column)} = {public_q}.{_q(query.join.right_column)}"
+    )
+    return private_q, public_q, source
 
 
 def _row_level(plan: NoisePlan, filtered: str, gcols: list[str]) -> str:

@@ -29,7 +29,7 @@ from ..backends import Backend, DuckDBBackend
 from ..mechanisms._base import Rng
 from ..noise import resolve_source
 from ..privacy import Number, PrivacyLoss
-from .analyze import AnalyzedQuery, QueryRefused, analyze
+from .analyze import AnalyzedQuery, analyze
 from .catalog import Catalog
 from .plan import NoisePlan, plan_query
 from .rewrite import bounded_sql, group_name
@@ -81,8 +81,6 @@ class Session:
     def plan(self, query: str, *, epsilon: Number, delta: Number | None = None) -> NoisePlan:
         """Analyse and plan ``query`` without touching data or budget."""
         analysed = analyze(query, self.catalog)
-        if analysed.join is not None:
-            raise QueryRefused("JOINs are not supported by the DP SQL engine yet.")
         return plan_query(analysed, epsilon=Fraction(epsilon), delta=self._delta(delta))
 
     def explain(self, query: str, *, epsilon: Number = 1, delta: Number | None = None) -> str:
