@@ -79,6 +79,14 @@ def test_seed_002_slide_73_bounded_count(session: kakeibo.sql.session.Session) -
     assert _engine(session, "SELECT COUNT(*) AS n FROM tbl WHERE rating = 5") == [{"rows": 7}]
 
 
+def test_an_empty_selection_releases_noisy_zeros(session: kakeibo.sql.session.Session) -> None:
+    """No row matches: the engine returns zeros (not NULL) and the release is noise around 0."""
+    query = "SELECT COUNT(*) AS n, SUM(rating) AS s, AVG(rating) AS a FROM tbl WHERE rating > 99"
+    assert _engine(session, query) == [{"rows": 0, "s_rating": 0.0, "n_rating": 0, "sc_rating": 0.0}]
+    df = session.sql(query, epsilon=1).to_pandas()
+    assert df["n_ci_low"][0] <= 0 <= df["n_ci_high"][0] and 1 <= df["a"][0] <= 5
+
+
 def test_seed_002_slide_74_cross_partition_bound(session: kakeibo.sql.session.Session) -> None:
     """GROUP BY item with at most L0 = 2 items per person: Alice's 4 items become 2, everyone else keeps
     theirs, so the per-item user counts sum to 2 + 2 + 2 + 2 = 8 (raw 10)."""

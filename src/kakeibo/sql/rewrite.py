@@ -135,11 +135,11 @@ def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
         n, s = _q(f"__n_{stat.column}"), _q(f"__s_{stat.column}")
         scaled = f"CASE WHEN {n} > 0 THEN {s} * LEAST({n}, {kappa}) / {n} ELSE 0 END"
         if stat.kind == "rows":
-            expr = f"SUM(LEAST(__rows, {kappa}))"
+            expr = f"COALESCE(SUM(LEAST(__rows, {kappa})), 0)"
         elif stat.kind == "users":
             expr = "COUNT(*)"
         elif stat.kind == "n":
-            expr = f"SUM(LEAST({n}, {kappa}))"
+            expr = f"COALESCE(SUM(LEAST({n}, {kappa})), 0)"
         elif stat.kind == "s":
             expr = f"COALESCE(SUM({scaled}), 0)"
         elif stat.kind == "sq":  # centred squares, scaled like the sum
