@@ -16,6 +16,7 @@ import warnings
 from importlib import resources
 from pathlib import Path
 
+import duckdb
 import numpy as np
 from numpy.typing import NDArray
 
@@ -60,9 +61,12 @@ def show(name: str, release: object) -> None:
     print(f"  {name:<34} {value:>12,.1f}   95% CI [{low:,.1f}, {high:,.1f}]")
 
 
-def sql_demo(ledger_path: Path) -> None:
-    """Three DP SQL queries on DuckDB over the bundled CSV, bounded inside the engine."""
+def sql_demo(folder: Path) -> None:
+    """Load the bundled CSV into a DuckDB file, then answer three DP SQL queries bounded inside the engine."""
     source = resources.files("kakeibo.data").joinpath("household_expenses.csv")
+    database, ledger_path = folder / "expenses.duckdb", folder / "sql-ledger.sqlite"
+    with duckdb.connect(str(database)) as con:
+        con.execute(f"CREATE OR REPLACE TABLE expenses AS SELECT * FROM read_csv_auto('{source}')")
     catalog = Catalog.from_dict(
         {
             "tables": {
@@ -70,7 +74,6 @@ def sql_demo(ledger_path: Path) -> None:
                     "privacy_unit": "user_id",
                     "max_partitions": 3,
                     "max_rows_per_partition": MAX_ROWS_PER_USER,
-                    "source": str(source),
                     "columns": {
                         "user_id": {"type": "int"},
                         "category": {"type": "str"},
@@ -81,8 +84,8 @@ def sql_demo(ledger_path: Path) -> None:
             }
         }
     )
-    session = connect(":memory:", catalog=catalog, ledger=ledger_path, budget=ApproxDP(3, 1e-5))
-    print(f"\nDP SQL on DuckDB, ledger {ledger_path} with budget (epsilon=3, delta=1e-5):")
+    session = connect(database, catalog=catalog, ledger=ledger_path, budget=ApproxDP(3, 1e-5))
+    print(f"\nDP SQL on DuckDB file {database}, ledger budget (epsilon=3, delta=1e-5):")
     for query, epsilon in [
         ("SELECT COUNT(DISTINCT user_id) AS people, AVG(amount) AS mean_amount FROM expenses", 0.5),
         ("SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM expenses GROUP BY category", 1.0),
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     verification = ledger.verify()
     print(f"ledger verify: {'ok' if verification else 'FAILED'} ({verification.entries} entries)")
 
-    sql_demo(path.with_name("sql-ledger.sqlite"))
+    sql_demo(path.parent)
 
     result = audit(Laplace(sensitivity=1, epsilon=1), 0.0, 1.0, trials=200_000, rng=np.random.default_rng(7))
     print(
