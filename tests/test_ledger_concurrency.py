@@ -26,13 +26,13 @@ CHARGES_PER_PROCESS = 500
 
 
 def _charge_many(path: str, start: threading.Event, n: int) -> tuple[int, int, list[int]]:
-    """Worker: ``n`` charges of exactly 1/100; returns (committed, refused, committed seqs)."""
+    """Worker: ``n`` charges of the float 0.01 (read as 1/100); returns (committed, refused, seqs)."""
     ledger = Ledger(path, timeout=120)
     committed, refused, seqs = 0, 0, []
     start.wait()
     for i in range(n):
         try:
-            entry = ledger.charge(PureDP(Fraction(1, 100)), label=f"pid{os.getpid()}-{i}")
+            entry = ledger.charge(0.01, label=f"pid{os.getpid()}-{i}")
             committed += 1
             seqs.append(entry.seq)
         except BudgetExceeded:
