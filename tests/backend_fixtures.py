@@ -460,3 +460,8 @@ def to_dialect(sql: str, dialect: str) -> str:
 
     translated: str = sqlglot.transpile(sql, read="duckdb", write=dialect)[0]
     return translated
+
+
+def run(backend: Any, duckdb_sql: str) -> Any:
+    """Run a DuckDB-dialect statement on ``backend`` after sqlglot's translation."""
+    return backend.execute(to_dialect(duckdb_sql, backend.dialect))

@@ -23,8 +23,8 @@ from backend_fixtures import (
     PORTABLE_BOUNDED_ROWS_SQL,
     SAMPLE_TABLE,
     check_bounded_rows,
+    run,
     sample_events,
-    to_dialect,
     user_row_counts,
 )
 from kakeibo.backends import Backend
@@ -37,10 +37,6 @@ pytestmark = pytest.mark.xdist_group("postgres")
 def pg(postgres_backend: PostgresBackend) -> PostgresBackend:
     postgres_backend.load_table(SAMPLE_TABLE, sample_events())
     return postgres_backend
-
-
-def run(backend: PostgresBackend, duckdb_sql: str) -> pa.Table:
-    return backend.execute(to_dialect(duckdb_sql, backend.dialect))
 
 
 def test_is_a_backend(postgres_backend: PostgresBackend) -> None:

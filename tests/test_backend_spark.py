@@ -23,6 +23,7 @@ from backend_fixtures import (
     PORTABLE_BOUNDED_ROWS_SQL,
     SAMPLE_TABLE,
     check_bounded_rows,
+    run,
     sample_events,
     to_dialect,
     user_row_counts,
@@ -38,10 +39,6 @@ pytestmark = pytest.mark.xdist_group("spark")
 def spark(spark_backend: SparkBackend) -> SparkBackend:
     spark_backend.load_table(SAMPLE_TABLE, sample_events())
     return spark_backend
-
-
-def run(backend: SparkBackend, duckdb_sql: str) -> pa.Table:
-    return backend.execute(to_dialect(duckdb_sql, backend.dialect))
 
 
 def test_is_a_backend(spark: SparkBackend) -> None:

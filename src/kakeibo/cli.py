@@ -91,14 +91,7 @@ def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
 
 
 def _scope_name(scope: Scope) -> str:
-    if scope.analyst is None and scope.dataset is None:
-        return "global"
-    parts = []
-    if scope.analyst is not None:
-        parts.append(f"analyst={scope.analyst}")
-    if scope.dataset is not None:
-        parts.append(f"dataset={scope.dataset}")
-    return " ".join(parts)
+    return " ".join(scope.parts("{kind}={name}")) or "global"
 
 
 def _entry_row(entry: LedgerEntry) -> list[str]:

@@ -140,16 +140,15 @@ class Scope:
             self.dataset is None or dataset is None or dataset == self.dataset
         )
 
+    def parts(self, template: str = "{kind} {name!r}") -> list[str]:
+        """The scope's named parts rendered with ``template`` (``kind`` is "analyst" or "dataset")."""
+        named = (("analyst", self.analyst), ("dataset", self.dataset))
+        return [template.format(kind=kind, name=name) for kind, name in named if name is not None]
+
     def describe(self) -> str:
         """E.g. ``"the budget of analyst 'alice' on dataset 'census'"``."""
-        if self.analyst is None and self.dataset is None:
-            return "the global budget"
-        parts = []
-        if self.analyst is not None:
-            parts.append(f"analyst {self.analyst!r}")
-        if self.dataset is not None:
-            parts.append(f"dataset {self.dataset!r}")
-        return "the budget of " + " on ".join(parts)
+        parts = self.parts()
+        return "the budget of " + " on ".join(parts) if parts else "the global budget"
 
 
 # -- validation ----------------------------------------------------------------------------------
