@@ -42,6 +42,10 @@ QUERIES = [
     "SELECT category, COUNT(*) AS n, SUM(amount) AS total, AVG(amount) AS mean FROM visits GROUP BY category",
     "SELECT COUNT(*) AS n, COUNT(DISTINCT user_id) AS people FROM visits WHERE age BETWEEN 20 AND 60",
     "SELECT category, COUNT(amount) AS n FROM visits WHERE amount > 10 GROUP BY category",
+    # quantiles: one row per (group, histogram, bucket) with weighted statistics and bucket masses
+    "SELECT category, MEDIAN(amount) AS m, COUNT(*) AS n, AVG(amount) AS mean FROM visits GROUP BY category",
+    "SELECT category, MIN(age) AS youngest, QUANTILE(amount, 0.9) AS p90, COUNT(DISTINCT user_id) AS people "
+    "FROM visits GROUP BY category",
 ]
 
 

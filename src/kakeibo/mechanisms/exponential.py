@@ -126,8 +126,25 @@ class Exponential(Mechanism):
 
     def release(self, value: ArrayLike, rng: Rng = None) -> int:
         """The index of the selected candidate; ``value`` holds one finite utility per candidate."""
+        if np.ndim(value) != 1:
+            raise ValueError("utilities must be a non-empty 1-D array with one score per candidate.")
         whole, frac = self._exponents(value)
         return int(self._select(whole, frac, 1, resolve_source(rng))[0])
+
+    def release_each(self, utilities: ArrayLike, rng: Rng = None) -> NDArray[np.int64]:
+        """One independent selection per row of a 2-D array of utilities (rows: e.g. the groups of a
+        GROUP BY; columns: the candidates). Each row's selection is an epsilon-DP release of that row's
+        scores; the caller composes them (a user who can change ``k`` rows' scores costs ``k epsilon``).
+
+        >>> m = Exponential(utility_sensitivity=1, epsilon=10)
+        >>> m.release_each([[0.0, 100.0, 0.0], [100.0, 0.0, 0.0]], rng=np.random.default_rng(0)).tolist()
+        [1, 0]
+        """
+        arr = np.asarray(utilities)
+        if arr.ndim != 2 or arr.shape[0] == 0:
+            raise ValueError("utilities must be a 2-D array with one row of scores per selection.")
+        whole, frac = self._exponents(arr)
+        return self._select_rows(whole, frac, resolve_source(rng))
 
     def utility_error_bound(self, beta: float, *, n_candidates: int) -> float:
         """``a`` with ``Pr(u* - u_out >= a) <= beta`` among ``n_candidates`` candidates:
@@ -182,9 +199,11 @@ class Exponential(Mechanism):
     # --- internals ---------------------------------------------------------------------------------------
 
     def _exponents(self, utilities: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        """``(whole, frac)`` with ``gamma_r = whole_r + frac_r / 2**m`` for every candidate, exactly."""
+        """``(whole, frac)`` with ``gamma_r = whole_r + frac_r / 2**m`` for every candidate, exactly (per row
+        of a 2-D array, each row against its own best score)."""
         exact_scores, exponent = _exact_scores(utilities)
-        gaps = exact_scores.max() - exact_scores  # Python integers: u* - u_r = gaps * 2**exponent
+        best = exact_scores.max(axis=-1, keepdims=True)
+        gaps = best - exact_scores  # Python integers: u* - u_r = gaps * 2**exponent
         ratio = self._per_gap * Fraction(2) ** exponent
         scaled = -((-gaps * ratio.numerator) // ratio.denominator)  # ceil(gamma_r * 2**m)
         whole = scaled >> self._m
@@ -197,8 +216,15 @@ class Exponential(Mechanism):
         self, whole: NDArray[np.int64], frac: NDArray[np.int64], size: int, source: RandomSource
     ) -> NDArray[np.int64]:
         """``size`` independent permute-and-flip selections for the same exponents (one per row)."""
-        n = whole.size
-        whole_all, frac_all = np.tile(whole, size), np.tile(frac, size)
+        shape = (size, whole.size)
+        return self._select_rows(np.broadcast_to(whole, shape), np.broadcast_to(frac, shape), source)
+
+    def _select_rows(
+        self, whole: NDArray[np.int64], frac: NDArray[np.int64], source: RandomSource
+    ) -> NDArray[np.int64]:
+        """One permute-and-flip selection per row of the 2-D exponents ``(whole, frac)``."""
+        size, n = whole.shape
+        whole_all, frac_all = whole.ravel(), frac.ravel()
         passed = np.ones(n * size, dtype=np.bool_)
         todo = np.flatnonzero(frac_all)
         if todo.size:
@@ -223,11 +249,12 @@ def _check_count(n_candidates: int) -> int:
 
 
 def _exact_scores(utilities: ArrayLike) -> tuple[NDArray[Any], int]:
-    """Utilities as Python integers ``s`` (an object array) and an exponent ``e`` with ``u = s * 2**e``
-    exactly: integers as they are, floats through their exact dyadic value."""
+    """Utilities (1-D, or 2-D with one row per selection) as Python integers ``s`` (an object array) and
+    one exponent ``e`` with ``u = s * 2**e`` exactly: integers as they are, floats through their exact
+    dyadic value."""
     arr = np.asarray(utilities)
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError("utilities must be a non-empty 1-D array with one score per candidate.")
+    if arr.ndim not in (1, 2) or arr.size == 0:
+        raise ValueError("utilities must be a non-empty array with one score per candidate.")
     if arr.dtype.kind in "biu":
         return arr.astype(np.int64 if arr.dtype.kind == "b" else arr.dtype).astype(object), 0
     if arr.dtype.kind == "O":

@@ -18,7 +18,9 @@ statistic (per group)       one user's contribution               per-group sens
 ==========================  ====================================  ===============================
 
 A statistic over all groups then has L1 sensitivity ``L0`` times its per-group one; each is released with
-Laplace noise (the geometric mechanism for integer statistics) at ``epsilon / (number of statistics)``.
+Laplace noise (the geometric mechanism for integer statistics) at ``epsilon / k``, where ``k`` counts the
+statistics and the quantile aggregates. A quantile is not a sum: it is selected by the exponential
+mechanism over an engine-computed histogram of the column (:mod:`kakeibo.sql.quantiles`).
 Group keys come from the catalog's public values when every GROUP BY column has them; otherwise they are
 selected privately: a key is released when its noisy user count reaches a threshold ``tau`` chosen so that
 a key held by a single user is released with probability at most ``delta / L0`` (Korolova et al. 2009;
@@ -35,6 +37,7 @@ from typing import Literal
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..privacy import ApproxDP, PrivacyLoss, PureDP, as_fraction
 from .analyze import AnalyzedQuery, QueryRefused
+from .quantiles import Buckets, QuantileEstimate, make_quantile
 
 __all__ = ["NoisePlan", "Statistic", "plan_query", "selection_threshold"]
 
@@ -68,6 +71,7 @@ class NoisePlan:
     statistics: tuple[Statistic, ...]
     public_keys: tuple[tuple[object, ...], ...] | None  # the released keys, or None for private selection
     threshold: int | None  # private selection: release keys whose noisy user count is >= threshold
+    quantiles: tuple[QuantileEstimate, ...] = ()
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -76,8 +80,17 @@ class NoisePlan:
     def statistic(self, name: str) -> Statistic:
         return next(s for s in self.statistics if s.name == name)
 
+    @property
+    def histogram_columns(self) -> tuple[str, ...]:
+        """The columns the engine buckets for quantiles, in first-use order (one histogram each)."""
+        return tuple(dict.fromkeys(q.column for q in self.quantiles))
 
-SUPPORTED = ("count", "count_distinct_unit", "sum", "avg", "variance", "stddev")
+    def buckets(self, column: str) -> Buckets:
+        """The buckets of a histogram column (the same for every quantile of that column)."""
+        return next(q.buckets for q in self.quantiles if q.column == column)
+
+
+SUPPORTED = ("count", "count_distinct_unit", "sum", "avg", "variance", "stddev", "quantile")
 
 
 def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticKind, str | None]]:
@@ -91,8 +104,10 @@ def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticK
         if agg.function not in SUPPORTED:
             raise QueryRefused(
                 f"{agg.function.upper()} ({agg.alias}) is not supported by the DP SQL engine yet; "
-                "use COUNT, SUM, AVG, VARIANCE, STDDEV or COUNT(DISTINCT unit)."
+                "use COUNT, SUM, AVG, VARIANCE, STDDEV, a quantile or COUNT(DISTINCT unit)."
             )
+        if agg.function == "quantile":
+            continue
         if agg.function == "count" and agg.column is None:
             need("rows", "rows", None)
         elif agg.function == "count":
@@ -161,7 +176,8 @@ def plan_query(query: AnalyzedQuery, *, epsilon: float | Fraction, delta: float 
             "delta > 0 (or declare public_values for the GROUP BY columns in the catalog)."
         )
     needed = _needed(query, selection)
-    share = eps / len(needed)
+    quantile_aggregates = [agg for agg in query.aggregates if agg.function == "quantile"]
+    share = eps / (len(needed) + len(quantile_aggregates))
     statistics = []
     for name, kind, column in needed:
         per_group = _per_group(query, kind, column, kappa)
@@ -175,6 +191,13 @@ def plan_query(query: AnalyzedQuery, *, epsilon: float | Fraction, delta: float 
         users = next(s for s in statistics if s.kind == "users")
         assert isinstance(users.mechanism, Geometric)
         threshold = selection_threshold(users.mechanism.scale, float(dlt) / l0)
+    quantiles = []
+    for agg in quantile_aggregates:
+        assert agg.column is not None and agg.quantile is not None
+        spec = table.column(agg.column)  # the analyser refused unbounded columns
+        quantiles.append(
+            make_quantile(agg.alias, spec, agg.quantile, epsilon=share, kappa=kappa, max_partitions=l0)
+        )
     return NoisePlan(
         query=query,
         epsilon=eps,
@@ -184,6 +207,7 @@ def plan_query(query: AnalyzedQuery, *, epsilon: float | Fraction, delta: float 
         statistics=tuple(statistics),
         public_keys=public,
         threshold=threshold,
+        quantiles=tuple(quantiles),
     )
 
 

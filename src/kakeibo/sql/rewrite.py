@@ -3,7 +3,7 @@
 The statement (DuckDB dialect, translated by sqlglot for the other engines) has these steps:
 
 1. ``filtered``: the analyst's WHERE, the public-key filter, and each value column clamped to its catalog
-   bounds (``LEAST(GREATEST(x, lower), upper)``).
+   bounds (``LEAST(GREATEST(x, lower), upper)``; NULL stays NULL, so COUNT(x) and AVG(x) skip it).
 2. ``per_key``: pre-aggregation per (user, group): rows, non-null counts and sums of clamped values, and
    a random number ``r``; ``ranked`` numbers each user's groups in that random order
    (``ROW_NUMBER() OVER (PARTITION BY user ORDER BY r)``: engines refuse a volatile window order).
@@ -13,9 +13,18 @@ The statement (DuckDB dialect, translated by sqlglot for the other engines) has 
    within ``kappa`` times the column bounds, which is what the sensitivities in :mod:`.plan` assume), plus
    the number of distinct users.
 
-A join to a declared public table happens in ``filtered``, before any bounding. Which groups and rows
-are kept depends only on the user's own rows and on randomness independent of the
-data, so the bounds hold whatever the engine's ``random()`` is: it needs no cryptographic strength.
+A join to a declared public table happens in ``filtered``, before any bounding. Rows without a privacy
+unit (NULL) belong to no known person and are dropped: kept together they would form one pseudo-user whose
+choice of groups could change wholesale with one person's rows. Which groups and rows are kept depends
+only on the user's own rows and on randomness independent of the data, so the bounds hold whatever the
+engine's ``random()`` is: it needs no cryptographic strength.
+
+Quantiles need, per group, the bounded mass of every bucket of the column (:mod:`.quantiles`). Then the
+statement joins each filtered row to its user's kept groups and weighs it ``min(n, kappa) / n`` (COUNT(*)
+and distinct users weigh ``min(rows, kappa) / rows`` and ``1 / rows``), and the result has one row per
+(group, histogram ``__qi``, bucket); summed over the buckets of ``__qi = 0`` the weighted statistics are
+exactly the ones above. ``ranked`` is read once, so its random order is drawn once: the statistics and the
+histograms see the same ``L0`` groups of each user.
 
 Pre-aggregating per (user, group) and clamping the partial aggregates is the cheap way to bound
 (Wilson et al. 2020 bound rows by sampling; this keeps every row's information and needs one grouping
@@ -28,7 +37,7 @@ from sqlglot import exp
 
 from .plan import NoisePlan
 
-__all__ = ["bounded_sql", "group_name"]
+__all__ = ["bounded_sql", "bucket_name", "group_name"]
 
 
 def _q(name: str) -> str:
@@ -48,6 +57,11 @@ def group_name(i: int) -> str:
     return f"__g{i}"
 
 
+def bucket_name(column: str) -> str:
+    """Name of a column's bucket index in ``filtered``."""
+    return "__b_" + column
+
+
 def bounded_sql(plan: NoisePlan) -> str:
     """The engine statement for ``plan`` in DuckDB's dialect (see the module docstring)."""
     query, table = plan.query, plan.query.table
@@ -61,14 +75,19 @@ def bounded_sql(plan: NoisePlan) -> str:
         f"{column(col, owner)} AS {group_name(i)}"
         for i, (col, owner) in enumerate(zip(query.group_by, query.group_tables, strict=True))
     ]
-    value_columns = sorted({s.column for s in plan.statistics if s.column is not None})
+    value_columns = sorted(
+        {s.column for s in plan.statistics if s.column is not None}.union(plan.histogram_columns)
+    )
     clamped = []
     for col in value_columns:
         spec = table.column(col)
         value = f"CAST({column(col)} AS DOUBLE)"
-        if spec.lower is not None and spec.upper is not None:
-            value = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
+        if spec.lower is not None and spec.upper is not None:  # GREATEST and LEAST skip NULLs: keep them
+            clamp = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
+            value = f"CASE WHEN {value} IS NULL THEN NULL ELSE {clamp} END"
         clamped.append(f"{value} AS {_q('__v_' + col)}")
+        if col in plan.histogram_columns:
+            clamped.append(f"{plan.buckets(col).sql(value)} AS {_q(bucket_name(col))}")
     conditions = []
     if query.where is not None:
         conditions.append(f"({query.where.sql('duckdb')})")
@@ -76,10 +95,14 @@ def bounded_sql(plan: NoisePlan) -> str:
         for i, (col, owner) in enumerate(zip(query.group_by, query.group_tables, strict=True)):
             values = sorted({key[i] for key in plan.public_keys}, key=repr)
             conditions.append(f"{column(col, owner)} IN ({', '.join(_literal(v) for v in values)})")
+    if table.privacy_unit:
+        conditions.append(f"{column(table.privacy_unit)} IS NOT NULL")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     unit = [f"{column(table.privacy_unit)} AS __unit"] if table.privacy_unit else []
     filtered = f"SELECT {', '.join([*unit, *groups, *clamped]) or '1 AS __one'} FROM {source}{where}"
     gcols = [group_name(i) for i in range(len(query.group_by))]
+    if plan.quantiles:
+        return _histograms(plan, filtered, gcols, value_columns)
     if table.privacy_unit:
         return _user_level(plan, filtered, gcols, value_columns)
     return _row_level(plan, filtered, gcols)
@@ -118,8 +141,9 @@ def _row_level(plan: NoisePlan, filtered: str, gcols: list[str]) -> str:
     return f"WITH filtered AS ({filtered}) SELECT {', '.join([*gcols, *outputs])} FROM filtered{group_by}"
 
 
-def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
-    kappa, l0 = plan.max_rows_per_partition, plan.max_partitions
+def _ranked(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
+    """The CTEs ``filtered``, ``per_key`` (partial aggregates per user and group, with a random number)
+    and ``ranked`` (each user's groups numbered in that random order)."""
     partials = ["COUNT(*) AS __rows"]
     squared = {s.column for s in plan.statistics if s.kind == "sq"}
     for col in value_columns:
@@ -130,6 +154,11 @@ def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
     keys = ", ".join(["__unit", *gcols])
     per_key = f"SELECT {keys}, {', '.join(partials)}, random() AS __r FROM filtered GROUP BY {keys}"
     ranked = "SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit ORDER BY __r) AS __rank FROM per_key"
+    return f"filtered AS ({filtered}), per_key AS ({per_key}), ranked AS ({ranked})"
+
+
+def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
+    kappa, l0 = plan.max_rows_per_partition, plan.max_partitions
     outputs = []
     for stat in plan.statistics:
         n, s = _q(f"__n_{stat.column}"), _q(f"__s_{stat.column}")
@@ -150,9 +179,67 @@ def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
         outputs.append(_cast(expr, stat.integer) + f" AS {_q(stat.name)}")
     group_by = f" GROUP BY {', '.join(gcols)}" if gcols else ""
     return (
-        f"WITH filtered AS ({filtered}), per_key AS ({per_key}), ranked AS ({ranked}) "
+        f"WITH {_ranked(plan, filtered, gcols, value_columns)} "
         f"SELECT {', '.join([*gcols, *outputs])} FROM ranked WHERE __rank <= {l0}{group_by}"
     )
+
+
+def _histograms(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
+    """The statement of a query with quantiles: one row per (group, ``__qi``, ``__bucket``) with the
+    weighted statistics and the bucket's bounded ``__mass`` (see the module docstring)."""
+    kappa, l0 = plan.max_rows_per_partition, plan.max_partitions
+    user_level = plan.query.table.privacy_unit is not None
+    if user_level:
+        kept = ", ".join(
+            ["k.__rows AS __k_rows", *(f"k.{_q('__n_' + c)} AS {_q('__k_n_' + c)}" for c in value_columns)]
+        )
+        on = " AND ".join(["f.__unit = k.__unit", *(f"f.{g} IS NOT DISTINCT FROM k.{g}" for g in gcols)])
+        ctes = (
+            f"WITH {_ranked(plan, filtered, gcols, value_columns)}, joined AS (SELECT f.*, {kept} "
+            f"FROM filtered AS f JOIN ranked AS k ON {on} WHERE k.__rank <= {l0})"
+        )
+        row_weight = f"CAST(LEAST(__k_rows, {kappa}) AS DOUBLE) / __k_rows"
+        user_weight = "CAST(1 AS DOUBLE) / __k_rows"
+    else:
+        ctes = f"WITH joined AS ({filtered})"
+        row_weight = user_weight = "CAST(1 AS DOUBLE)"
+
+    def weight(col: str) -> str:
+        if not user_level:
+            return "CAST(1 AS DOUBLE)"
+        n = _q("__k_n_" + col)
+        return f"CAST(LEAST({n}, {kappa}) AS DOUBLE) / NULLIF({n}, 0)"
+
+    outputs = []
+    for stat in plan.statistics:
+        v = _q(f"__v_{stat.column}")
+        if stat.kind == "rows":
+            expr = f"SUM({row_weight})"
+        elif stat.kind == "users":
+            expr = f"SUM({user_weight})"
+        elif stat.kind == "n":
+            expr = f"SUM(CASE WHEN {v} IS NOT NULL THEN {weight(str(stat.column))} ELSE 0 END)"
+        elif stat.kind == "s":
+            expr = f"SUM({v} * {weight(str(stat.column))})"
+        elif stat.kind == "sq":
+            expr = f"SUM({_square(plan, str(stat.column), v)} * {weight(str(stat.column))})"
+        else:
+            expr = f"SUM(({v} - {_mid(plan, stat.column)!r}) * {weight(str(stat.column))})"
+        outputs.append(f"COALESCE({expr}, 0) AS {_q(stat.name)}")
+    columns = plan.histogram_columns
+    if len(columns) == 1:
+        source, bucket, mass = "joined", _q(bucket_name(columns[0])), weight(columns[0])
+        qi = "0"
+    else:
+        values = ", ".join(f"({i})" for i in range(len(columns)))
+        source = f"joined CROSS JOIN (VALUES {values}) AS __h(__qi)"
+        bucket = "CASE __qi " + " ".join(f"WHEN {i} THEN {_q(bucket_name(c))}" for i, c in enumerate(columns))
+        mass = "CASE __qi " + " ".join(f"WHEN {i} THEN {weight(c)}" for i, c in enumerate(columns))
+        bucket, mass, qi = bucket + " END", mass + " END", "__qi"
+    outputs.append(f"COALESCE(SUM(CASE WHEN {bucket} IS NOT NULL THEN {mass} END), 0) AS __mass")
+    keys = [*gcols, f"{qi} AS __qi", f"{bucket} AS __bucket"]
+    group_by = ", ".join([*gcols, qi, bucket]) if qi != "0" else ", ".join([*gcols, bucket])
+    return f"{ctes} SELECT {', '.join([*keys, *outputs])} FROM {source} GROUP BY {group_by}"
 
 
 def _square(plan: NoisePlan, column: str, value: str) -> str:

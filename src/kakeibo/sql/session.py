@@ -28,6 +28,7 @@ from ..accounting import Ledger
 from ..backends import Backend, DuckDBBackend
 from ..mechanisms._base import Rng
 from ..noise import resolve_source
+from ..noise._source import RandomSource
 from ..privacy import Number, PrivacyLoss
 from .analyze import AnalyzedQuery, analyze
 from .catalog import Catalog
@@ -42,7 +43,8 @@ CONFIDENCE = 0.95
 @dataclass(frozen=True)
 class Result:
     """A released table: group columns, one column per aggregate (its SQL alias) and, for each aggregate,
-    ``<alias>_ci_low`` / ``<alias>_ci_high``: a 95% confidence interval for the bounded true value."""
+    ``<alias>_ci_low`` / ``<alias>_ci_high``: a 95% confidence interval for the bounded true value (for a
+    quantile: for the bounded data's quantile, at the resolution of its buckets)."""
 
     table: pa.Table
     privacy_loss: PrivacyLoss
@@ -103,6 +105,14 @@ class Session:
                 f"{type(m).__name__} at {m.privacy_loss}, scale {getattr(m, 'scale', 0):.4g}, "
                 f"95% error +-{m.error_bound(0.05):.4g}"
             )
+        for q in plan.quantiles:
+            lines.append(
+                f"  {q.alias:<16} quantile {q.quantile:g} of {q.column}: permute-and-flip over "
+                f"{q.buckets.count} buckets of width {q.buckets.step:g}, utility sensitivity "
+                f"{q.utility_sensitivity:g}, per group {q.value.privacy_loss} for the value and "
+                f"{q.low.privacy_loss} for each interval end; 95% rank error +-{q.rank_error(0.05):.4g} "
+                "(in bounded rows)"
+            )
         lines.append("engine statement:")
         lines.append(bounded_sql(plan))
         return "\n".join(lines)
@@ -150,8 +160,9 @@ def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
     query = plan.query
     source = resolve_source(rng)
     ngroups = len(query.group_by)
-    rows = raw.to_pydict()
-    keys = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(raw.num_rows)]
+    stats = _group_statistics(plan, raw) if plan.quantiles else raw
+    rows = stats.to_pydict()
+    keys = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(stats.num_rows)]
     if plan.public_keys is not None:
         index = {k: r for r, k in enumerate(keys)}
         keys = list(plan.public_keys)
@@ -165,19 +176,62 @@ def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
     keep = np.ones(len(keys), dtype=bool)
     if plan.threshold is not None:
         keep = noisy["users"] >= plan.threshold
+    kept = [k for k, kept in zip(keys, keep, strict=True) if kept]
     columns: dict[str, Any] = {}
     for i, alias in enumerate(query.group_aliases):
-        columns[alias] = [k[i] for k, kept in zip(keys, keep, strict=True) if kept]
+        columns[alias] = [k[i] for k in kept]
     beta = 1 - CONFIDENCE
+    quantiles = _quantiles(plan, raw, kept, beta, source) if plan.quantiles else {}
     for agg in query.aggregates:
-        value, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta, agg.sample)
-        columns[agg.alias] = value[keep]
-        columns[f"{agg.alias}_ci_low"] = low[keep]
-        columns[f"{agg.alias}_ci_high"] = high[keep]
+        if agg.function == "quantile":
+            value, low, high = quantiles[agg.alias]
+        else:
+            value, low, high = (
+                a[keep] for a in _aggregate(plan, agg.function, agg.column, noisy, beta, agg.sample)
+            )
+        columns[agg.alias] = value
+        columns[f"{agg.alias}_ci_low"] = low
+        columns[f"{agg.alias}_ci_high"] = high
     table = pa.table(columns)
     order = [c for c in query.output] + [c for c in table.column_names if c not in query.output]
     table = table.select(order)
     return _post_process(query, table)
+
+
+def _group_statistics(plan: NoisePlan, raw: pa.Table) -> pa.Table:
+    """The per-group statistics of a histogram statement: its weighted statistics summed over the buckets
+    of the first histogram (integer statistics rounded: their weights sum to whole numbers)."""
+    groups = [group_name(i) for i in range(len(plan.query.group_by))]
+    sums = [
+        f'CAST(ROUND(SUM("{s.name}")) AS BIGINT) AS "{s.name}"'
+        if s.integer
+        else f'SUM("{s.name}") AS "{s.name}"'
+        for s in plan.statistics
+    ]
+    con = duckdb.connect()
+    con.register("raw", raw)
+    columns = ", ".join([*groups, *sums]) or "COUNT(*) AS __rows"
+    group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
+    return con.sql(f"SELECT {columns} FROM raw WHERE __qi = 0{group_by}").to_arrow_table()
+
+
+def _quantiles(
+    plan: NoisePlan, raw: pa.Table, keys: list[tuple[Any, ...]], beta: float, source: RandomSource
+) -> dict[str, tuple[Any, Any, Any]]:
+    """Value and interval of every quantile aggregate for the released ``keys``."""
+    ngroups = len(plan.query.group_by)
+    index = {k: r for r, k in enumerate(keys)}
+    masses = {c: np.zeros((len(keys), plan.buckets(c).count)) for c in plan.histogram_columns}
+    rows = raw.to_pydict()
+    for r in range(raw.num_rows):
+        bucket = rows["__bucket"][r]
+        row = index.get(tuple(rows[group_name(i)][r] for i in range(ngroups)))
+        if bucket is None or row is None:
+            continue
+        masses[plan.histogram_columns[rows["__qi"][r]]][row, bucket] += rows["__mass"][r]
+    if not keys:
+        return {q.alias: (np.empty(0), np.empty(0), np.empty(0)) for q in plan.quantiles}
+    return {q.alias: q.release(masses[q.column], beta, source) for q in plan.quantiles}
 
 
 def _interval(plan: NoisePlan, noisy: dict[str, Any], name: str, beta: float) -> tuple[Any, Any, Any]:
