@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -257,3 +258,58 @@ def test_join_to_a_public_table_is_bounded_after_the_join(tmp_path: Path) -> Non
     assert rows == {"pome": 3, "berry": 3, "drupe": 2, "citrus": 2}
     released = session.sql(query, epsilon=1).to_pandas()
     assert sorted(released["kind"]) == ["berry", "citrus", "drupe", "pome"]
+
+
+def test_accuracy_spends_the_least_epsilon_that_meets_it(session: kakeibo.sql.session.Session) -> None:
+    """accuracy=(alpha, beta) picks epsilon to two significant digits: at it every COUNT/SUM error bound is
+    within alpha, one step lower (in the second digit) it is not; the ledger is charged that epsilon."""
+    query = "SELECT COUNT(*) AS n, SUM(age) AS total FROM people"
+    plan = session.plan(query, accuracy=(200, 0.05))
+    names = ("rows", "s_age")
+
+    def worst(epsilon: Fraction) -> float:
+        other = session.plan(query, epsilon=epsilon)
+        return max(other.statistic(n).mechanism.error_bound(0.05) for n in names)
+
+    step = Fraction(10) ** (math.floor(math.log10(plan.epsilon)) - 1)
+    assert worst(plan.epsilon) <= 200 < worst(plan.epsilon - step)
+    result = session.sql(query, accuracy=(200, 0.05), rng=np.random.default_rng(3))
+    assert result.privacy_loss == PureDP(plan.epsilon) and session.ledger.spent() == PureDP(plan.epsilon)
+
+
+def test_accuracy_holds_at_the_stated_rate(tmp_path: Path) -> None:
+    """2,000 public groups released at accuracy (3, 0.1): the released counts must be within 3 of the
+    bounded truth for at least the 10^-6 quantile of Binomial(2000, 0.9) groups."""
+    keys = [f"k{i}" for i in range(2000)]
+    catalog = Catalog.from_dict(
+        {
+            "tables": {
+                "t": {
+                    "privacy_unit": "u",
+                    "max_partitions": 1,
+                    "max_rows_per_partition": 2,
+                    "columns": {"u": {"type": "int"}, "k": {"type": "str", "public_values": keys}},
+                }
+            }
+        }
+    )
+    db = DuckDBBackend()
+    db.load_table("t", pa.table({"u": np.arange(6000), "k": [keys[i % 2000] for i in range(6000)]}))
+    session = kakeibo.connect(db, catalog=catalog, ledger=tmp_path / "l.sqlite", budget=100)
+    result = session.sql(
+        "SELECT k, COUNT(*) AS n FROM t GROUP BY k", accuracy=(3, 0.1), rng=np.random.default_rng(4)
+    )
+    within = int((np.abs(result.to_pandas()["n"] - 3) <= 3).sum())
+    assert within >= stats.binom.ppf(1e-6, 2000, 0.9)
+
+
+def test_accuracy_mode_refusals(session: kakeibo.sql.session.Session) -> None:
+    with pytest.raises(QueryRefused, match="accuracy= is available for COUNT"):
+        session.sql("SELECT AVG(age) AS a FROM people", accuracy=(1, 0.05))
+    with pytest.raises(TypeError, match="exactly one of epsilon= and accuracy="):
+        session.sql("SELECT COUNT(*) AS n FROM people", epsilon=1, accuracy=(1, 0.05))
+    with pytest.raises(ValueError, match="beta must lie strictly between 0 and 1"):
+        session.sql("SELECT COUNT(*) AS n FROM people", accuracy=(1, 1.5))
+    with pytest.raises(ValueError, match="alpha must be a positive number"):
+        session.sql("SELECT COUNT(*) AS n FROM people", accuracy=(-1, 0.05))
+    assert session.ledger.entries() == []

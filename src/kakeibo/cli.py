@@ -3,7 +3,8 @@
 * ``kakeibo --version`` -- print ``kakeibo <version>``.
 * ``kakeibo ledger show PATH`` -- the ledger's budgets (with spent and remaining) and its entries.
 * ``kakeibo ledger verify PATH`` -- re-check the hash chains; exit 0 if intact, 1 listing the problems.
-* ``kakeibo sql --database FILE --catalog FILE --ledger FILE --epsilon E [--format json] "SELECT ..."`` --
+* ``kakeibo sql --database FILE --catalog FILE --ledger FILE (--epsilon E | --accuracy ALPHA BETA)
+  [--format json] "SELECT ..."`` --
   answer a query with DP on DuckDB, charged to the ledger; a refused query exits 1 with the reason.
 * ``kakeibo explain --database FILE --catalog FILE [--epsilon E] "SELECT ..."`` -- the plan, before spending.
 
@@ -42,7 +43,16 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text)
         sub.add_argument("--database", required=True, help="DuckDB file (':memory:' with catalog sources)")
         sub.add_argument("--catalog", required=True, help="catalog TOML file")
-        sub.add_argument("--epsilon", type=float, required=name == "sql", default=1.0)
+        spend = sub.add_mutually_exclusive_group(required=name == "sql")
+        spend.add_argument("--epsilon", type=float, default=None, help="privacy loss of the query")
+        spend.add_argument(
+            "--accuracy",
+            type=float,
+            nargs=2,
+            metavar=("ALPHA", "BETA"),
+            default=None,
+            help="spend the least epsilon that keeps each COUNT/SUM within ALPHA with probability 1 - BETA",
+        )
         sub.add_argument("--delta", type=float, default=None, help="for private partition selection")
         if name == "sql":
             sub.add_argument("--ledger", required=True, help="ledger SQLite file")
@@ -56,7 +66,8 @@ def _sql(args: argparse.Namespace) -> int:
     from .sql import QueryRefused, connect
 
     ledger = getattr(args, "ledger", None) or ":memory:"
-    budget = getattr(args, "budget", None) or (args.epsilon if ledger == ":memory:" else None)
+    budget = getattr(args, "budget", None) or (args.epsilon or 1 if ledger == ":memory:" else None)
+    spend = {"epsilon": args.epsilon, "accuracy": None if args.accuracy is None else tuple(args.accuracy)}
     try:
         session = connect(args.database, catalog=args.catalog, ledger=ledger, budget=budget)
     except (FileNotFoundError, ValueError, TypeError) as exc:
@@ -64,15 +75,18 @@ def _sql(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.command == "explain":
-            print(session.explain(args.query, epsilon=args.epsilon, delta=args.delta))
+            print(session.explain(args.query, delta=args.delta, **spend))
             return 0
-        result = session.sql(args.query, epsilon=args.epsilon, delta=args.delta).to_pandas()
+        result = session.sql(args.query, delta=args.delta, **spend).to_pandas()
     except QueryRefused as exc:
         print(f"kakeibo: query refused: {exc}", file=sys.stderr)
         return 1
     except BudgetExceeded as exc:
         print(f"kakeibo: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:
+        print(f"kakeibo: {exc}", file=sys.stderr)
+        return 2
     finally:
         session.close()
     if args.format == "json":

@@ -35,11 +35,18 @@ from fractions import Fraction
 from typing import Literal
 
 from ..mechanisms import Geometric, Laplace, Mechanism
-from ..privacy import ApproxDP, PrivacyLoss, PureDP, as_fraction
+from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .analyze import AnalyzedQuery, QueryRefused
 from .quantiles import Buckets, QuantileEstimate, make_quantile
 
-__all__ = ["NoisePlan", "Statistic", "plan_query", "selection_threshold"]
+__all__ = [
+    "NoisePlan",
+    "Statistic",
+    "direct_statistic",
+    "epsilon_for_accuracy",
+    "plan_query",
+    "selection_threshold",
+]
 
 StatisticKind = Literal["rows", "n", "s", "sc", "sq", "users"]
 
@@ -126,6 +133,60 @@ def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticK
     return needed
 
 
+def direct_statistic(function: str, column: str | None) -> str | None:
+    """The statistic an aggregate releases as it is (COUNT, COUNT(DISTINCT unit), SUM), else ``None``.
+
+    >>> direct_statistic("count", None), direct_statistic("sum", "amount"), direct_statistic("avg", "amount")
+    ('rows', 's_amount', None)
+    """
+    if function == "count":
+        return "rows" if column is None else f"n_{column}"
+    if function == "count_distinct_unit":
+        return "users"
+    if function == "sum":
+        return f"s_{column}"
+    return None
+
+
+def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, delta: Number = 0) -> Fraction:
+    """The least epsilon, rounded up to two significant digits, at which every aggregate of ``query`` is
+    within ``alpha`` of its bounded true value with probability at least ``1 - beta`` (each aggregate on
+    its own). Only COUNT, COUNT(DISTINCT unit) and SUM qualify: their error does not depend on the data.
+
+    The error bounds shrink as epsilon grows, so a bisection on log(epsilon) finds the least epsilon to
+    within 2**-20 relative; rounding it up keeps the guarantee and gives the ledger a readable number.
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < math.inf:
+        raise ValueError(f"accuracy alpha must be a positive number, got {alpha!r}.")
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < 1:
+        raise ValueError(f"accuracy beta must lie strictly between 0 and 1, got {beta!r}.")
+    names = [direct_statistic(agg.function, agg.column) for agg in query.aggregates]
+    if None in names:
+        raise QueryRefused(
+            "accuracy= is available for COUNT, COUNT(DISTINCT unit) and SUM, whose error does not depend on "
+            "the data; give epsilon= for AVG, variances and quantiles."
+        )
+
+    def error(epsilon: Fraction) -> float:
+        plan = plan_query(query, epsilon=epsilon, delta=delta)
+        return max(plan.statistic(str(name)).mechanism.error_bound(beta) for name in names)
+
+    low, high = Fraction(1, 2**30), Fraction(2**30)
+    if error(high) > alpha:
+        raise ValueError(
+            f"no epsilon up to 2**30 reaches an error of {alpha:g} with probability {1 - beta:g}."
+        )
+    if error(low) <= alpha:
+        return low
+    while high / low > 1 + Fraction(1, 2**20):
+        middle = Fraction(math.sqrt(low * high)).limit_denominator(2**62)
+        low, high = (middle, high) if error(middle) > alpha else (low, middle)
+    digits = Fraction(10) ** (math.floor(math.log10(high)) - 1)
+    rounded = math.ceil(high / digits) * digits
+    assert error(rounded) <= alpha
+    return rounded
+
+
 def _per_group(query: AnalyzedQuery, kind: StatisticKind, column: str | None, kappa: int) -> float:
     if kind in ("rows", "n"):
         return float(kappa)
@@ -157,7 +218,7 @@ def selection_threshold(scale: float, delta_per_key: float) -> int:
     return m + 1
 
 
-def plan_query(query: AnalyzedQuery, *, epsilon: float | Fraction, delta: float | Fraction = 0) -> NoisePlan:
+def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> NoisePlan:
     """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta)."""
     eps = as_fraction(epsilon, "epsilon")
     dlt = as_fraction(delta, "delta")

@@ -32,7 +32,7 @@ from ..noise._source import RandomSource
 from ..privacy import Number, PrivacyLoss
 from .analyze import AnalyzedQuery, analyze
 from .catalog import Catalog
-from .plan import NoisePlan, plan_query
+from .plan import NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
 from .rewrite import bounded_sql, group_name
 
 __all__ = ["Result", "Session", "connect"]
@@ -80,14 +80,38 @@ class Session:
         self.delta = delta
         self._cache: dict[str, Result] = {}
 
-    def plan(self, query: str, *, epsilon: Number, delta: Number | None = None) -> NoisePlan:
-        """Analyse and plan ``query`` without touching data or budget."""
+    def plan(
+        self,
+        query: str,
+        *,
+        epsilon: Number | None = None,
+        accuracy: tuple[float, float] | None = None,
+        delta: Number | None = None,
+    ) -> NoisePlan:
+        """Analyse and plan ``query`` without touching data or budget, at ``epsilon`` or at the least
+        epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`)."""
         analysed = analyze(query, self.catalog)
-        return plan_query(analysed, epsilon=Fraction(epsilon), delta=self._delta(delta))
+        if (epsilon is None) == (accuracy is None):
+            raise TypeError("give exactly one of epsilon= and accuracy=(alpha, beta).")
+        if accuracy is not None:
+            alpha, beta = _accuracy(accuracy)
+            epsilon = epsilon_for_accuracy(analysed, alpha=alpha, beta=beta, delta=self._delta(delta))
+        assert epsilon is not None
+        return plan_query(analysed, epsilon=epsilon, delta=self._delta(delta))
 
-    def explain(self, query: str, *, epsilon: Number = 1, delta: Number | None = None) -> str:
-        """The bounded statement, sensitivities, noise scales and expected errors -- before spending."""
-        plan = self.plan(query, epsilon=epsilon, delta=delta)
+    def explain(
+        self,
+        query: str,
+        *,
+        epsilon: Number | None = None,
+        accuracy: tuple[float, float] | None = None,
+        delta: Number | None = None,
+    ) -> str:
+        """The bounded statement, sensitivities, noise scales and expected errors -- before spending
+        (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given)."""
+        if epsilon is None and accuracy is None:
+            epsilon = 1
+        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta)
         lines = [
             f"privacy loss: {plan.privacy_loss}",
             f"table {plan.query.table.name}: " + _bounding(plan),
@@ -117,9 +141,21 @@ class Session:
         lines.append(bounded_sql(plan))
         return "\n".join(lines)
 
-    def sql(self, query: str, *, epsilon: Number, delta: Number | None = None, rng: Rng = None) -> Result:
-        """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring)."""
-        plan = self.plan(query, epsilon=epsilon, delta=delta)
+    def sql(
+        self,
+        query: str,
+        *,
+        epsilon: Number | None = None,
+        accuracy: tuple[float, float] | None = None,
+        delta: Number | None = None,
+        rng: Rng = None,
+    ) -> Result:
+        """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring).
+
+        ``accuracy=(alpha, beta)`` instead of ``epsilon`` spends the least epsilon (two significant digits)
+        at which each COUNT / SUM is within ``alpha`` of its bounded true value with probability
+        ``>= 1 - beta``; ``result.privacy_loss`` tells what was spent."""
+        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta)
         key = hashlib.sha256(f"{plan.query.sql}|{plan.epsilon}|{plan.delta}".encode()).hexdigest()
         if key in self._cache:
             return self._cache[key]
@@ -143,6 +179,12 @@ class Session:
     def close(self) -> None:
         self.backend.close()
         self.ledger.close()
+
+
+def _accuracy(accuracy: object) -> tuple[float, float]:
+    if not isinstance(accuracy, tuple) or len(accuracy) != 2:
+        raise TypeError(f"accuracy must be a pair (alpha, beta), got {accuracy!r}.")
+    return accuracy[0], accuracy[1]
 
 
 def _bounding(plan: NoisePlan) -> str:
@@ -246,14 +288,9 @@ def _aggregate(
     def interval(name: str, b: float) -> tuple[Any, Any, Any]:
         return _interval(plan, noisy, name, b)
 
-    if function == "count" and column is None:
-        return interval("rows", beta)
-    if function == "count":
-        return interval(f"n_{column}", beta)
-    if function == "count_distinct_unit":
-        return interval("users", beta)
-    if function == "sum":
-        return interval(f"s_{column}", beta)
+    direct = direct_statistic(function, column)
+    if direct is not None:
+        return interval(direct, beta)
     if function in ("variance", "stddev"):
         return _variance(plan, function, column, noisy, beta, sample)
     # AVG = mid + centred sum / count; a 95% interval from two 97.5% intervals (union bound).
