@@ -87,7 +87,7 @@ def sql_demo(folder: Path) -> None:
     session = connect(database, catalog=catalog, ledger=ledger_path, budget=ApproxDP(3, 1e-5))
     print(f"\nDP SQL on DuckDB file {database}, ledger budget (epsilon=3, delta=1e-5):")
     for query, epsilon in [
-        ("SELECT COUNT(DISTINCT user_id) AS people, AVG(amount) AS mean_amount FROM expenses", 0.5),
+        ("SELECT AVG(amount) AS mean_amount, MEDIAN(amount) AS median_amount FROM expenses", 0.5),
         ("SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM expenses GROUP BY category", 1.0),
         ("SELECT COUNT(*) AS n FROM expenses WHERE age BETWEEN 18 AND 39", 0.5),
     ]:
