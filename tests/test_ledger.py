@@ -494,3 +494,46 @@ def test_incremental_region_totals_match_a_recomputation_from_scratch(path: Path
     assert ledger.spent() == PureDP(expected)
     assert Ledger(path).spent() == PureDP(expected)  # a fresh process rebuilds the same totals
     assert ledger.verify()
+
+
+def test_stored_releases_survive_reopening_and_replays_keep_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    with Ledger(path, budget=1) as ledger:
+        ledger.charge(0.25, label="q", request_id="r1", release=b"first answer")
+        again = ledger.charge(0.25, label="q", request_id="r1", release=b"second answer")
+        assert again.seq == 1 and ledger.spent() == PureDP("0.25")
+    with Ledger(path) as ledger:
+        assert ledger.release("r1") == b"first answer" and ledger.release("r2") is None
+        assert ledger.verify().ok
+
+
+def test_a_refused_charge_stores_no_release(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.sqlite", budget=1) as ledger:
+        with pytest.raises(BudgetExceeded):
+            ledger.charge(2, label="too much", request_id="r1", release=b"never released")
+        assert ledger.release("r1") is None
+        with pytest.raises(ValueError, match="needs a request_id"):
+            ledger.charge(0.1, label="q", release=b"payload")
+        assert ledger.entries() == []
+
+
+def test_an_altered_release_is_refused_and_found_by_verify(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    with Ledger(path, budget=1) as ledger:
+        ledger.charge(0.5, label="q", request_id="r1", release=b"count: 10")
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE releases SET payload = ? WHERE request_id = 'r1'", (b"count: 99",))
+    with Ledger(path) as ledger:
+        with pytest.raises(ValueError, match="was altered"):
+            ledger.release("r1")
+        assert not ledger.verify().ok and "was altered" in ledger.verify().problems[0]
+
+
+def test_a_ledger_written_before_stored_releases_still_opens(tmp_path: Path) -> None:
+    path = tmp_path / "l.sqlite"
+    Ledger(path, budget=1).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TABLE releases")
+    with Ledger(path) as ledger:
+        ledger.charge(0.5, label="q", request_id="r1", release=b"x")
+        assert ledger.release("r1") == b"x" and ledger.verify().ok

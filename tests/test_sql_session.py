@@ -109,8 +109,28 @@ def test_release_has_intervals_and_is_charged(session: kakeibo.sql.session.Sessi
 def test_identical_query_is_served_from_cache_for_free(session: kakeibo.sql.session.Session) -> None:
     first = session.sql("SELECT COUNT(*) AS n FROM tbl", epsilon=0.5)
     again = session.sql("SELECT COUNT(*) AS n FROM tbl", epsilon=0.5)
-    assert again is first
-    assert session.ledger.spent() == PureDP(0.5)
+    assert again.to_arrow().equals(first.to_arrow()) and again.seeded is first.seeded is False
+    assert session.ledger.spent() == PureDP(0.5) and len(session.ledger.entries()) == 1
+
+
+def test_a_later_session_on_the_same_ledger_reuses_the_stored_release(tmp_path: Path) -> None:
+    """The release is stored with its charge, so a new session (a new process, in practice) answers the same
+    query from the ledger; another analyst, or another epsilon, is a new release and a new charge."""
+    db = DuckDBBackend()
+    db.load_table("tbl", REVIEWS)
+    catalog, ledger = Catalog.from_toml(CATALOG), tmp_path / "l.sqlite"
+    query = "SELECT COUNT(*) AS n, SUM(rating) AS s FROM tbl"
+    first = kakeibo.connect(db, catalog=catalog, ledger=ledger, budget=10, analyst="ann")
+    released = first.sql(query, epsilon=1, rng=np.random.default_rng(5)).to_arrow()
+    first.ledger.close()
+    later = kakeibo.connect(db, catalog=catalog, ledger=ledger, analyst="ann")
+    again = later.sql(query, epsilon=1)
+    assert again.to_arrow().equals(released) and again.seeded
+    assert later.ledger.spent() == PureDP(1)
+    other = kakeibo.connect(db, catalog=catalog, ledger=ledger, analyst="bob")
+    other.sql(query, epsilon=1)
+    other.sql(query, epsilon=0.5)
+    assert other.ledger.spent() == PureDP("2.5") and len(other.ledger.entries()) == 3
 
 
 @pytest.mark.parametrize(

@@ -275,6 +275,13 @@ CREATE TABLE IF NOT EXISTS budgets (
     rho TEXT, created_at TEXT NOT NULL, hash TEXT NOT NULL
 ) STRICT;
 """
+#: Stored releases (see :meth:`Ledger.release`); added after the first ledger files were written, so it is
+#: also created when an older ledger is opened.
+_RELEASES_TABLE = """
+CREATE TABLE IF NOT EXISTS releases (
+    request_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, payload BLOB NOT NULL, sha256 TEXT NOT NULL
+) STRICT
+"""
 
 
 def _entry_record(row: Sequence[Any]) -> list[Any]:
@@ -458,6 +465,14 @@ class Ledger:
             with self._transaction(immediate=True) as conn:
                 if not self._is_initialised():
                     self._create(conn, budget, policy or resolve_policy("sequential"))
+        elif (
+            self._conn.execute(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'releases'"
+            ).fetchone()[0]
+            == 0
+        ):
+            with self._transaction(immediate=True) as conn:
+                conn.execute(_RELEASES_TABLE)
         header = self._header()
         if header.get("format") != _FORMAT:
             raise ValueError(f"{self.path} has ledger format {header.get('format')!r}, expected {_FORMAT!r}.")
@@ -482,7 +497,7 @@ class Ledger:
 
     def _create(self, conn: sqlite3.Connection, budget: PrivacyLoss, policy: CompositionPolicy) -> None:
         # executescript() would COMMIT the open transaction, so run the statements one by one.
-        for statement in _SCHEMA.split(";"):
+        for statement in [*_SCHEMA.split(";"), _RELEASES_TABLE]:
             if statement.strip():
                 conn.execute(statement)
         header_text = _canonical_json(
@@ -647,6 +662,7 @@ class Ledger:
         request_id: str | None = None,
         region: Box | None = None,
         replay: bool = True,
+        release: bytes | None = None,
     ) -> LedgerEntry:
         """Record a charge of ``loss`` in one transaction, or raise :class:`BudgetExceeded` recording nothing.
 
@@ -656,6 +672,11 @@ class Ledger:
         policy. A repeated ``request_id`` returns the original entry without charging again (a different
         charge under the same id is a ValueError); with ``replay=False`` a repeated id raises
         :class:`DuplicateRequest` instead -- for callers that would otherwise hand out a second noisy draw.
+
+        ``release`` (needs ``request_id``) stores the released payload in the same transaction, so a charge
+        and the answer it paid for are kept together or not at all; :meth:`release` reads it back, so a
+        repeated request can be answered again without a new draw. A replayed request keeps its first
+        payload.
 
         >>> ledger = Ledger(":memory:", budget=ApproxDP(1, "1e-6"))
         >>> ledger.charge(0.5, label="mean age").seq
@@ -672,6 +693,8 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         analyst = _text(analyst, "analyst")
         dataset = _text(dataset, "dataset")
         request_id = _text(request_id, "request_id")
+        if release is not None and (request_id is None or not isinstance(release, bytes)):
+            raise ValueError("a stored release needs a request_id and a bytes payload.")
         box = _region(region, dataset)
         weights = self._policy.weights(value, self._kind)  # TypeError if the kinds do not convert
         created_at = _now()
@@ -748,6 +771,11 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             )
             conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_head'", (digest,))
             conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_count'", (str(seq),))
+            if release is not None:
+                conn.execute(
+                    "INSERT INTO releases (request_id, seq, payload, sha256) VALUES (?, ?, ?, ?)",
+                    (request_id, seq, release, hashlib.sha256(release).hexdigest()),
+                )
         entry = LedgerEntry(
             seq=seq,
             loss=value,
@@ -847,6 +875,27 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             ).fetchone()
         return None if row is None else _entry_from_row(row)
 
+    def release(self, request_id: str) -> bytes | None:
+        """The payload stored with the charge of ``request_id`` (``None`` if none was stored).
+
+        Payloads are not part of the hash chain (they can be large); each carries its SHA-256, checked here
+        and by :meth:`verify`, so a damaged payload is refused rather than served.
+
+        >>> ledger = Ledger(":memory:", budget=1)
+        >>> _ = ledger.charge(0.5, label="q", request_id="r1", release=b"answer")
+        >>> ledger.release("r1"), ledger.release("r2")
+        (b'answer', None)
+        """
+        key = _text(request_id, "request_id", required=True)
+        with self._transaction(immediate=False) as conn:
+            row = conn.execute("SELECT payload, sha256 FROM releases WHERE request_id = ?", (key,)).fetchone()
+        if row is None:
+            return None
+        payload = bytes(row[0])
+        if hashlib.sha256(payload).hexdigest() != row[1]:
+            raise ValueError(f"the release stored for request_id {key!r} was altered; it will not be served.")
+        return payload
+
     @property
     def composition(self) -> CompositionPolicy:
         """The composition policy stored in the ledger header."""
@@ -873,6 +922,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             meta = self._meta(conn)
             entry_rows = list(conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY seq"))
             budget_rows = self._budget_rows(conn)
+            release_rows = list(conn.execute("SELECT request_id, seq, payload, sha256 FROM releases"))
         header = meta.get("header")
         if header is None:
             return Verification(False, ("the ledger header is missing.",), len(entry_rows))
@@ -918,6 +968,12 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                     f"the last {name} does not match the recorded head hash: the last row was deleted, "
                     "edited or appended without the ledger."
                 )
+        owners = {entry.request_id: entry.seq for entry in parsed if entry.request_id is not None}
+        for request_id, seq, payload, digest in release_rows:
+            if owners.get(request_id) != seq:
+                problems.append(f"the release stored for request_id {request_id!r} has no matching entry.")
+            elif hashlib.sha256(bytes(payload)).hexdigest() != digest:
+                problems.append(f"the release stored for request_id {request_id!r} was altered.")
         if not problems:
             problems.extend(self._overspending(parsed, budget_rows))
         return Verification(not problems, tuple(problems), len(entry_rows))

@@ -7,8 +7,10 @@ A query goes through the same choke point as ``@private``, in this order:
 3. charge the ledger (with the WHERE box as region when parallel composition is valid); refusal raises;
 4. return the released table, every aggregate with a 95% confidence interval.
 
-The same query text at the same (epsilon, delta) returns the cached release of this session at no cost:
-releasing it again would only spend budget to leak more.
+A repeated query -- same analyst, query text, (epsilon, delta) and catalog entry of its tables -- is
+answered with the release stored in the ledger with its charge, at no cost and from any later session:
+drawing new noise would only spend budget to leak more. (A changed database is not detected: the stored
+answer is what was paid for.)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import sqlglot
 
-from ..accounting import Ledger
+from ..accounting import DuplicateRequest, Ledger
 from ..backends import Backend, DuckDBBackend
 from ..mechanisms._base import Rng
 from ..noise import resolve_source
@@ -78,7 +80,6 @@ class Session:
         self.ledger = ledger
         self.analyst = analyst
         self.delta = delta
-        self._cache: dict[str, Result] = {}
 
     def plan(
         self,
@@ -156,22 +157,37 @@ class Session:
         at which each COUNT / SUM is within ``alpha`` of its bounded true value with probability
         ``>= 1 - beta``; ``result.privacy_loss`` tells what was spent."""
         plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta)
-        key = hashlib.sha256(f"{plan.query.sql}|{plan.epsilon}|{plan.delta}".encode()).hexdigest()
-        if key in self._cache:
-            return self._cache[key]
-        statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
-        raw = self.backend.execute(statement)
-        released = _release(plan, raw, rng)
-        self.ledger.charge(
-            plan.privacy_loss,
-            label=plan.query.sql,
-            analyst=self.analyst,
-            dataset=plan.query.table.name,
-            region=plan.query.where_box,
-        )
-        result = Result(released, plan.privacy_loss, plan.query.sql, seeded=not resolve_source(rng).secure)
-        self._cache[key] = result
-        return result
+        request_id = self._request_id(plan)
+        stored = self.ledger.release(request_id)
+        if stored is None:
+            statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
+            released = _release(plan, self.backend.execute(statement), rng)
+            stored = _serialise(released, seeded=not resolve_source(rng).secure)
+            try:
+                self.ledger.charge(
+                    plan.privacy_loss,
+                    label=plan.query.sql,
+                    analyst=self.analyst,
+                    dataset=plan.query.table.name,
+                    region=plan.query.where_box,
+                    request_id=request_id,
+                    replay=False,
+                    release=stored,
+                )
+            except DuplicateRequest:  # another session answered it first: serve theirs, drop this draw
+                stored = self.ledger.release(request_id)
+                assert stored is not None
+        table, seeded = _deserialise(stored)
+        return Result(table, plan.privacy_loss, plan.query.sql, seeded=seeded)
+
+    def _request_id(self, plan: NoisePlan) -> str:
+        """The ledger request id of a release: a digest of everything that determines what it means."""
+        tables = [plan.query.table] + ([plan.query.join.table] if plan.query.join else [])
+        catalog = [
+            (t.name, t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.columns) for t in tables
+        ]
+        text = repr((self.analyst, plan.query.sql, plan.epsilon, plan.delta, catalog))
+        return "sql:" + hashlib.sha256(text.encode()).hexdigest()
 
     def _delta(self, delta: Number | None) -> Fraction:
         return Fraction(str(self.delta if delta is None else delta))
@@ -179,6 +195,21 @@ class Session:
     def close(self) -> None:
         self.backend.close()
         self.ledger.close()
+
+
+def _serialise(table: pa.Table, *, seeded: bool) -> bytes:
+    """A released table as an Arrow IPC stream, with the ``seeded`` mark in its schema metadata."""
+    sink = pa.BufferOutputStream()
+    marked = table.replace_schema_metadata({"kakeibo.seeded": str(seeded)})
+    with pa.ipc.new_stream(sink, marked.schema) as writer:
+        writer.write_table(marked)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _deserialise(payload: bytes) -> tuple[pa.Table, bool]:
+    table = pa.ipc.open_stream(payload).read_all()
+    seeded = (table.schema.metadata or {}).get(b"kakeibo.seeded") == b"True"
+    return table.replace_schema_metadata(None), seeded
 
 
 def _accuracy(accuracy: object) -> tuple[float, float]:
