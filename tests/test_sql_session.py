@@ -83,9 +83,23 @@ def test_seed_002_slide_73_bounded_count(session: kakeibo.sql.session.Session) -
 def test_an_empty_selection_releases_noisy_zeros(session: kakeibo.sql.session.Session) -> None:
     """No row matches: the engine returns zeros (not NULL) and the release is noise around 0."""
     query = "SELECT COUNT(*) AS n, SUM(rating) AS s, AVG(rating) AS a FROM tbl WHERE rating > 99"
-    assert _engine(session, query) == [{"rows": 0, "s_rating": 0.0, "n_rating": 0, "sc_rating": 0.0}]
+    assert _engine(session, query) == [{"rows": 0, "n_rating": 0, "sc_rating": 0.0}]
     df = session.sql(query, epsilon=1).to_pandas()
     assert df["n_ci_low"][0] <= 0 <= df["n_ci_high"][0] and 1 <= df["a"][0] <= 5
+
+
+def test_a_sum_next_to_an_average_is_derived_from_its_moments(session: kakeibo.sql.session.Session) -> None:
+    """SUM(c) with AVG(c) spends nothing of its own: SUM = mid * COUNT(c) + centred sum, from the two noisy
+    statistics the average needs (so epsilon splits 3 ways, not 4), with a union-bound interval."""
+    query = "SELECT COUNT(*) AS n, SUM(age) AS s, AVG(age) AS a FROM people"
+    plan = session.plan(query, epsilon=1)
+    assert [st.name for st in plan.statistics] == ["rows", "n_age", "sc_age"]
+    (bounded,) = _engine(session, query)
+    true_sum = 60 * bounded["n_age"] + bounded["sc_age"]  # type: ignore[operator]
+    assert true_sum == sum(session.backend.execute("SELECT age FROM people").column("age").to_pylist())
+    df = session.sql(query, epsilon=1, rng=np.random.default_rng(6)).to_pandas()
+    assert df["s_ci_low"][0] <= df["s"][0] <= df["s_ci_high"][0]
+    assert df["s_ci_low"][0] <= true_sum <= df["s_ci_high"][0]
 
 
 def test_seed_002_slide_74_cross_partition_bound(session: kakeibo.sql.session.Session) -> None:

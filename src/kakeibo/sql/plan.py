@@ -97,9 +97,6 @@ class NoisePlan:
         return next(q.buckets for q in self.quantiles if q.column == column)
 
 
-SUPPORTED = ("count", "count_distinct_unit", "sum", "avg", "variance", "stddev", "quantile")
-
-
 def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticKind, str | None]]:
     needed: list[tuple[str, StatisticKind, str | None]] = []
 
@@ -107,12 +104,8 @@ def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticK
         if all(n != name for n, _, _ in needed):
             needed.append((name, kind, column))
 
+    moments = {agg.column for agg in query.aggregates if agg.function in ("avg", "variance", "stddev")}
     for agg in query.aggregates:
-        if agg.function not in SUPPORTED:
-            raise QueryRefused(
-                f"{agg.function.upper()} ({agg.alias}) is not supported by the DP SQL engine yet; "
-                "use COUNT, SUM, AVG, VARIANCE, STDDEV, a quantile or COUNT(DISTINCT unit)."
-            )
         if agg.function == "quantile":
             continue
         if agg.function == "count" and agg.column is None:
@@ -121,9 +114,9 @@ def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticK
             need(f"n_{agg.column}", "n", agg.column)
         elif agg.function == "count_distinct_unit":
             need("users", "users", None)
-        elif agg.function == "sum":
+        elif agg.function == "sum" and agg.column not in moments:
             need(f"s_{agg.column}", "s", agg.column)
-        else:  # avg, variance, stddev
+        else:  # avg, variance, stddev; and a SUM next to them: mid * n + centred sum (no budget of its own)
             need(f"n_{agg.column}", "n", agg.column)
             need(f"sc_{agg.column}", "sc", agg.column)
             if agg.function in ("variance", "stddev"):

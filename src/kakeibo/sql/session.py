@@ -320,16 +320,20 @@ def _aggregate(
         return _interval(plan, noisy, name, b)
 
     direct = direct_statistic(function, column)
-    if direct is not None:
+    if direct is not None and direct in noisy:
         return interval(direct, beta)
     if function in ("variance", "stddev"):
         return _variance(plan, function, column, noisy, beta, sample)
-    # AVG = mid + centred sum / count; a 95% interval from two 97.5% intervals (union bound).
+    # AVG = mid + centred sum / count, and a SUM asked next to it = mid * count + centred sum; a 95%
+    # interval from two 97.5% intervals (union bound).
     spec = plan.query.table.column(column or "")
     lower, upper = float(spec.lower or 0), float(spec.upper or 0)
     mid = (lower + upper) / 2
     n, n_low, n_high = interval(f"n_{column}", beta / 2)
     sc, sc_low, sc_high = interval(f"sc_{column}", beta / 2)
+    if function == "sum":
+        ends = (mid * n_low, mid * n_high)
+        return mid * n + sc, sc_low + np.minimum(*ends), sc_high + np.maximum(*ends)
     with np.errstate(divide="ignore", invalid="ignore"):
         value = np.clip(mid + sc / np.maximum(n, 1), lower, upper)
         candidates = np.stack([sc_low / n_low, sc_low / n_high, sc_high / n_low, sc_high / n_high])
