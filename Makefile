@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python benchmarks/bench_samplers.py
 	$(BIN)/python benchmarks/bench_ledger.py
+	$(BIN)/python benchmarks/bench_sql.py --rows 1000000 10000000
+	$(BIN)/python benchmarks/bench_sql_peers.py --rows 1000000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
