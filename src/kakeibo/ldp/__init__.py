@@ -1,0 +1,41 @@
+"""Local differential privacy: each client randomizes its own value; an untrusted server estimates.
+
+Seed 003 ("Local Differential Privacy: a Tutorial"). Every frequency oracle follows the pure-LDP framework
+of Wang et al. 2017 (:mod:`.framework`): a client side (:meth:`~FrequencyOracle.randomize`, exact coins,
+one report per client), a versioned wire format (:class:`Reports`, parameters included) and a vectorised
+server side (:meth:`~FrequencyOracle.estimate`, with variances).
+
+>>> import numpy as np
+>>> from kakeibo.ldp import OUE
+>>> oue = OUE(epsilon=2, domain_size=8)
+>>> reports = oue.randomize(np.array([1, 1, 3, 7]), rng=np.random.default_rng(0))
+>>> oue.estimate(reports).shape
+(8,)
+"""
+
+from __future__ import annotations
+
+from .direct import GRR
+from .framework import CountEstimate, FrequencyOracle
+from .hadamard import HadamardResponse
+from .hashing import BLH, OLH, LocalHashing
+from .histogram import SHE
+from .reports import FORMAT_VERSION, Reports
+from .unary import OUE, SUE, THE, UnaryEncoding
+
+__all__ = [
+    "BLH",
+    "FORMAT_VERSION",
+    "GRR",
+    "OLH",
+    "OUE",
+    "SHE",
+    "SUE",
+    "THE",
+    "CountEstimate",
+    "FrequencyOracle",
+    "HadamardResponse",
+    "LocalHashing",
+    "Reports",
+    "UnaryEncoding",
+]
