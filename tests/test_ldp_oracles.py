@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from scipy.optimize import minimize
 
 from kakeibo import ldp
 from kakeibo.ldp._coins import ln_upper
@@ -250,3 +251,58 @@ def test_server_refuses_malformed_payloads() -> None:
     for broken in (b"XXXXXX" + data[6:], data[:-1], data + b"\0", data.replace(b'"format":1', b'"format":9')):
         with pytest.raises(ValueError):
             ldp.Reports.from_bytes(broken)
+
+
+# --- advisor and post-processing --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
+@pytest.mark.parametrize("d", [2, 3, 5, 8, 16, 40, 128, 1024])
+def test_advisor_follows_the_seed_rule(d: int, epsilon: float) -> None:
+    """Seed 003: direct encoding when d < 3 e^eps + 2, otherwise OUE or OLH (equal variance)."""
+    choice = ldp.recommend_oracle(domain_size=d, epsilon=epsilon)
+    if d < 3 * math.exp(epsilon) + 2 - 0.5:  # away from the boundary, where rounding decides
+        assert choice.protocol == "GRR"
+    elif d > 3 * math.exp(epsilon) + 2 + 0.5:
+        assert choice.protocol in ("OUE", "OLH")
+    assert all(choice.variance_per_client <= v * 1.005 for _, v, _ in choice.alternatives)
+
+
+def test_advisor_respects_the_bandwidth() -> None:
+    unlimited = ldp.recommend_oracle(domain_size=1024, epsilon=1.0)
+    narrow = ldp.recommend_oracle(domain_size=1024, epsilon=1.0, bandwidth_bits=64)
+    assert unlimited.protocol == "OUE" and narrow.report_bits <= 64 and narrow.protocol != "OUE"
+    with pytest.raises(ValueError, match="no frequency oracle fits"):
+        ldp.recommend_oracle(domain_size=1024, epsilon=1.0, bandwidth_bits=3)
+
+
+def test_norm_sub_is_the_euclidean_projection_onto_the_simplex() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        c = rng.normal(10, 30, size=6)
+        out = ldp.postprocess.norm_sub(c, 50)
+        assert out.min() >= 0 and out.sum() == pytest.approx(50)
+        res = minimize(
+            lambda x, c=c: ((x - c) ** 2).sum(),
+            np.full(6, 50 / 6),
+            bounds=[(0, None)] * 6,
+            constraints=[{"type": "eq", "fun": lambda x: x.sum() - 50}],
+            method="SLSQP",
+            options={"ftol": 1e-12},
+        )
+        np.testing.assert_allclose(out, res.x, atol=1e-4)
+
+
+@pytest.mark.statistical
+def test_post_processing_lowers_the_error_on_a_skewed_population() -> None:
+    """Wang et al. 2020: on a Zipf population, Norm-Sub and clip-and-normalise beat the raw estimate."""
+    oue = ldp.OUE(epsilon=1.0, domain_size=256)
+    values = zipf_population(20_000, 256, seed=9)
+    true = np.bincount(values, minlength=256)
+    raw = oue.estimate(oue.randomize(values, rng=np.random.default_rng(4)))
+    mse = {
+        "raw": ((raw - true) ** 2).mean(),
+        "norm_sub": ((ldp.postprocess.norm_sub(raw, 20_000) - true) ** 2).mean(),
+        "clip": ((ldp.postprocess.clip_and_normalize(raw, 20_000) - true) ** 2).mean(),
+    }
+    assert mse["norm_sub"] < 0.5 * mse["raw"] and mse["clip"] < mse["raw"], mse

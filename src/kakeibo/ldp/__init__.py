@@ -15,6 +15,8 @@ server side (:meth:`~FrequencyOracle.estimate`, with variances).
 
 from __future__ import annotations
 
+from . import postprocess
+from .advisor import Recommendation, recommend_oracle
 from .direct import GRR
 from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
@@ -36,6 +38,9 @@ __all__ = [
     "FrequencyOracle",
     "HadamardResponse",
     "LocalHashing",
+    "Recommendation",
     "Reports",
     "UnaryEncoding",
+    "postprocess",
+    "recommend_oracle",
 ]
