@@ -22,6 +22,7 @@ from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
 from .histogram import SHE
+from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMechanism
 from .reports import FORMAT_VERSION, Reports
 from .unary import OUE, SUE, THE, UnaryEncoding
 
@@ -35,9 +36,13 @@ __all__ = [
     "SUE",
     "THE",
     "CountEstimate",
+    "DuchiMechanism",
     "FrequencyOracle",
     "HadamardResponse",
+    "HybridMechanism",
     "LocalHashing",
+    "MeanEstimate",
+    "PiecewiseMechanism",
     "Recommendation",
     "Reports",
     "UnaryEncoding",
