@@ -52,8 +52,8 @@ def test_reports_are_unbiased_with_the_stated_variance(
         )
         # Mean within 5 standard errors (false failure 5.7e-7 per check). The sample variance's relative
         # standard deviation is sqrt((kurtosis - 1) / n) (kurtosis from the sample: up to 1.2% for Duchi's
-        # lopsided two-point reports at eps = 4, 0 for its +-B reports at x = 0); the variance must be within 5
-        # of them (plus 1e-4 for the mean's own estimation error at kurtosis 1).
+        # lopsided two-point reports at eps = 4, 0 for its +-B reports at x = 0); the variance must be
+        # within 5 of them (plus 1e-4 for the mean's own estimation error at kurtosis 1).
         assert abs(y.mean() - x) < 5 * math.sqrt(variance / n)
         centred = y - y.mean()
         kurtosis = float(np.mean(centred**4) / np.mean(centred**2) ** 2)
