@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ledger.py
 	$(BIN)/python benchmarks/bench_sql.py --rows 1000000 10000000
 	$(BIN)/python benchmarks/bench_sql_peers.py --rows 1000000
+	$(BIN)/python benchmarks/bench_ldp.py $(if $(PEER_LDP_PYTHON),--peer-python $(PEER_LDP_PYTHON))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
