@@ -48,19 +48,17 @@ def support_pair_sampler(oracle: FrequencyOracle, x: int, x_prime: int) -> Any:
     return sample
 
 
+def audit_zero_against_one(oracle: FrequencyOracle, seed: int) -> Any:
+    """The audit of ``oracle`` on values 0 and 1, 10^6 reports each, at confidence 1 - ALPHA."""
+    sampler = support_pair_sampler(oracle, 0, 1)
+    return audit(sampler, 0, 1, trials=TRIALS, alpha=ALPHA, events=EVENTS, rng=np.random.default_rng(seed))
+
+
 @pytest.mark.parametrize("epsilon", [1.0, 4.0])
 @pytest.mark.parametrize("cls", ORACLES, ids=lambda c: c.__name__)
 def test_randomizer_is_epsilon_ldp(cls: type[FrequencyOracle], epsilon: float) -> None:
     oracle = cls(epsilon=epsilon, domain_size=DOMAIN)
-    result = audit(
-        support_pair_sampler(oracle, 0, 1),
-        0,
-        1,
-        trials=TRIALS,
-        alpha=ALPHA,
-        events=EVENTS,
-        rng=np.random.default_rng(20261123),
-    )
+    result = audit_zero_against_one(oracle, 20261123)
     assert not result.refutes(epsilon), str(result)
     best = max(e.epsilon_estimate for e in result.events)
     # THE's thresholded bits lose less than the Laplace noise's epsilon; every other oracle is tight.
@@ -78,13 +76,5 @@ class HalfFlipOUE(ldp.OUE):
 
 def test_audit_refutes_a_miscalibrated_unary_encoding() -> None:
     broken = HalfFlipOUE(epsilon=1.0, domain_size=DOMAIN)
-    result = audit(
-        support_pair_sampler(broken, 0, 1),
-        0,
-        1,
-        trials=TRIALS,
-        alpha=ALPHA,
-        events=EVENTS,
-        rng=np.random.default_rng(7),
-    )
+    result = audit_zero_against_one(broken, 7)
     assert result.refutes(1.0), str(result)

@@ -33,7 +33,7 @@ from ..noise._source import RandomSource
 from ..privacy import Number, PureDP, as_fraction
 from .reports import Param, Reports
 
-__all__ = ["CountEstimate", "FrequencyOracle", "check_domain_values"]
+__all__ = ["CountEstimate", "FrequencyOracle", "LocalRandomizer", "check_domain_values"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -113,7 +113,30 @@ def check_epsilon(epsilon: Number) -> Fraction:
     return eps
 
 
-class FrequencyOracle(ABC):
+class LocalRandomizer:
+    """What every local randomizer has: an epsilon, its ``PureDP`` loss per report, a neighbour relation."""
+
+    neighbour = (
+        "local: any two values of one client (each report hides its client's value, even from the server)"
+    )
+
+    def __init__(self, *, epsilon: Number) -> None:
+        self._epsilon = check_epsilon(epsilon)
+
+    @property
+    def epsilon(self) -> float:
+        return float(self._epsilon)
+
+    @property
+    def privacy_loss(self) -> PureDP:
+        """``PureDP(epsilon)`` per client: each client's report is epsilon-LDP."""
+        return PureDP(self._epsilon)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(epsilon={self.epsilon!r})"
+
+
+class FrequencyOracle(LocalRandomizer, ABC):
     """An epsilon-LDP frequency oracle over the values ``0 .. domain_size - 1`` (see the module docstring).
 
     Client side: :meth:`randomize` (one report per client, exact coins). Server side: :meth:`estimate`
@@ -123,27 +146,15 @@ class FrequencyOracle(ABC):
 
     #: Protocol name written into every report batch.
     protocol: ClassVar[str]
-    neighbour = (
-        "local: any two values of one client (each report hides its client's value, even from the server)"
-    )
 
     def __init__(self, *, epsilon: Number, domain_size: int) -> None:
-        self._epsilon = check_epsilon(epsilon)
+        super().__init__(epsilon=epsilon)
         self._d = check_domain_size(domain_size)
 
     # -- description ---------------------------------------------------------------------------------------
     @property
-    def epsilon(self) -> float:
-        return float(self._epsilon)
-
-    @property
     def domain_size(self) -> int:
         return self._d
-
-    @property
-    def privacy_loss(self) -> PureDP:
-        """``PureDP(epsilon)`` per client: each client's report is epsilon-LDP."""
-        return PureDP(self._epsilon)
 
     @property
     @abstractmethod

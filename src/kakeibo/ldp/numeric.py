@@ -27,13 +27,11 @@ from ..mechanisms._base import Rng
 from ..noise import resolve_source
 from ..noise._exact import uniform_below
 from ..noise._source import RandomSource
-from ..privacy import Number, PureDP
+from ..privacy import Number
 from ._coins import bernoulli_words, dyadic_at_least, dyadic_at_most, ln_upper, precision_bits, unpack_bits
-from .framework import check_epsilon
+from .framework import FloatArray, LocalRandomizer
 
 __all__ = ["DuchiMechanism", "HybridMechanism", "MeanEstimate", "NumericRandomizer", "PiecewiseMechanism"]
-
-FloatArray = NDArray[np.float64]
 
 #: Number of output cells of the Piecewise mechanism.
 _CELLS = 1 << 16
@@ -41,8 +39,8 @@ _CELLS = 1 << 16
 
 @dataclass(frozen=True)
 class MeanEstimate:
-    """The mean of the reports with its variance (the per-report variances at the estimated mean's
-    worst case ``|x| = 1`` when ``conservative``, else at the reports' own plug-in)."""
+    """The mean of the reports with a bound on its variance: every client's report variance taken at the
+    randomizer's worst-case input (the values themselves are unknown to the server)."""
 
     mean: float
     variance: float
@@ -71,27 +69,13 @@ def _exact_coins(probability: Fraction, n: int, source: RandomSource) -> NDArray
     return unpack_bits(bernoulli_words(probability, -(-n // 64), source), n).astype(np.bool_)
 
 
-class NumericRandomizer:
+class NumericRandomizer(LocalRandomizer):
     """Common surface: ``randomize(values, rng=None)`` and ``estimate_mean(reports)``.
 
     Neighbour relation: local, any two values in [-1, 1] of one client. Privacy loss ``PureDP(epsilon)``.
     """
 
     neighbour = "local: any two values in [-1, 1] of one client"
-
-    def __init__(self, *, epsilon: Number) -> None:
-        self._epsilon = check_epsilon(epsilon)
-
-    @property
-    def epsilon(self) -> float:
-        return float(self._epsilon)
-
-    @property
-    def privacy_loss(self) -> PureDP:
-        return PureDP(self._epsilon)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(epsilon={self.epsilon!r})"
 
     def randomize(self, values: ArrayLike, rng: Rng = None) -> FloatArray:
         """One report per client; ``E[report | x] = x``."""
