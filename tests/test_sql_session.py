@@ -84,7 +84,8 @@ def test_an_empty_selection_releases_noisy_zeros(session: kakeibo.sql.session.Se
     """No row matches: the engine returns zeros (not NULL) and the release is noise around 0."""
     query = "SELECT COUNT(*) AS n, SUM(rating) AS s, AVG(rating) AS a FROM tbl WHERE rating > 99"
     assert _engine(session, query) == [{"rows": 0, "n_rating": 0, "sc_rating": 0.0}]
-    df = session.sql(query, epsilon=1).to_pandas()
+    df = session.sql(query, epsilon=1, rng=np.random.default_rng(11)).to_pandas()
+    # A 95% interval misses 0 one time in twenty: a seeded draw keeps the check deterministic.
     assert df["n_ci_low"][0] <= 0 <= df["n_ci_high"][0] and 1 <= df["a"][0] <= 5
 
 
@@ -190,7 +191,9 @@ def test_partition_selection_releases_large_groups_only(tmp_path: Path) -> None:
         '[tables.v.columns]\nuid = { type = "int" }\nitem = { type = "str" }\n'
     )
     session = kakeibo.connect(db, catalog=catalog, ledger=tmp_path / "l.sqlite", budget=ApproxDP(5, 1e-5))
-    result = session.sql("SELECT item, COUNT(*) AS n FROM v GROUP BY item", epsilon=1, delta=1e-6)
+    result = session.sql(
+        "SELECT item, COUNT(*) AS n FROM v GROUP BY item", epsilon=1, delta=1e-6, rng=np.random.default_rng(12)
+    )
     assert result.to_pandas()["item"].tolist() == ["common"]
     assert session.ledger.spent() == ApproxDP(1, 1e-6)
 
