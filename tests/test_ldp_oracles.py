@@ -96,6 +96,33 @@ def test_estimate_with_variance_reports_intervals() -> None:
 
 
 @pytest.mark.statistical
+@pytest.mark.parametrize("cls", ORACLES, ids=lambda c: c.__name__)
+def test_candidate_estimates_equal_the_full_estimate_at_those_values(cls: type[FrequencyOracle]) -> None:
+    """estimate_candidates is the full estimator read at the candidates (in their order, repeats kept)."""
+    oracle = cls(epsilon=2, domain_size=50)
+    rng = np.random.default_rng(31)
+    reports = oracle.randomize(rng.integers(0, 50, 3000), rng=rng)
+    candidates = np.array([7, 3, 49, 0, 3])
+    estimate = oracle.estimate_candidates(reports, candidates)
+    full = oracle.estimate_with_variance(reports)
+    np.testing.assert_allclose(estimate.counts, full.counts[candidates])
+    np.testing.assert_allclose(estimate.variance, full.variance[candidates])
+    with pytest.raises(ValueError, match="candidates must be indices"):
+        oracle.estimate_candidates(reports, [50])
+
+
+def test_candidate_estimates_work_on_a_domain_too_large_to_enumerate() -> None:
+    """OLH over 2^32 values: 20,000 of 10^5 clients hold one value; its estimate is within 5 standard
+    deviations, and so is a value nobody holds."""
+    oracle = ldp.OLH(epsilon=4, domain_size=2**32)
+    rng = np.random.default_rng(32)
+    values = rng.integers(0, 2**32, 100_000)
+    values[:20_000] = 123_456_789
+    estimate = oracle.estimate_candidates(oracle.randomize(values, rng=rng), [123_456_789, 5])
+    truth = np.array([20_000 + np.sum(values[20_000:] == 123_456_789), np.sum(values == 5)])
+    assert np.all(np.abs(estimate.counts - truth) <= 5 * np.sqrt(estimate.variance))
+
+
 def test_coin_example_recovers_the_yes_share_as_2_x_minus_a_quarter() -> None:
     """Seed 003: answer truthfully on heads, else toss again; the true "yes" share is 2 (X - 1/4)."""
     n, yes_share = 100_000, 0.3

@@ -191,9 +191,8 @@ def test_partition_selection_releases_large_groups_only(tmp_path: Path) -> None:
         '[tables.v.columns]\nuid = { type = "int" }\nitem = { type = "str" }\n'
     )
     session = kakeibo.connect(db, catalog=catalog, ledger=tmp_path / "l.sqlite", budget=ApproxDP(5, 1e-5))
-    result = session.sql(
-        "SELECT item, COUNT(*) AS n FROM v GROUP BY item", epsilon=1, delta=1e-6, rng=np.random.default_rng(12)
-    )
+    query = "SELECT item, COUNT(*) AS n FROM v GROUP BY item"
+    result = session.sql(query, epsilon=1, delta=1e-6, rng=np.random.default_rng(12))
     assert result.to_pandas()["item"].tolist() == ["common"]
     assert session.ledger.spent() == ApproxDP(1, 1e-6)
 

@@ -77,6 +77,15 @@ class GRR(FrequencyOracle):
     def _support_counts(self, reports: Reports) -> FloatArray:
         return np.bincount(reports["value"].astype(np.intp), minlength=self._d).astype(np.float64)
 
+    def _candidate_support_counts(self, reports: Reports, candidates: IntArray) -> FloatArray:
+        seen, counts = np.unique(reports["value"].astype(np.int64), return_counts=True)
+        at = np.searchsorted(seen, candidates)
+        found = at < seen.size
+        found[found] = seen[at[found]] == candidates[found]
+        out = np.zeros(candidates.size, dtype=np.float64)
+        out[found] = counts[at[found]]
+        return out
+
     def _check_payload(self, reports: Reports) -> None:
         check_payload_range(reports, "value", self._d)
 

@@ -224,11 +224,33 @@ class FrequencyOracle(LocalRandomizer, ABC):
 
     def estimate_with_variance(self, reports: Reports) -> CountEstimate:
         """:meth:`estimate` with each count's variance (Eq. (2), the clipped estimate plugged in)."""
-        counts = self.estimate(reports)
-        variance = self.count_variance(reports.n, np.clip(counts, 0, reports.n))
+        return self._with_variance(self.estimate(reports), reports.n)
+
+    def estimate_candidates(self, reports: Reports, candidates: ArrayLike) -> CountEstimate:
+        """Estimated counts (Eq. (1)) and variances (Eq. (2)) of the listed values only, in their order.
+
+        For domains too large to enumerate (heavy hitters over ``2^32`` values): the cost is one support
+        test per (report, candidate), never per domain value.
+        """
+        reports.check(self.protocol, self.params)
+        self._check_payload(reports)
+        wanted = check_domain_values(candidates, self._d, "candidates")
+        support = self._candidate_support_counts(reports, wanted)
+        return self._with_variance(self._unbiased(support, reports.n), reports.n)
+
+    def _candidate_support_counts(self, reports: Reports, candidates: IntArray) -> FloatArray:
+        """How many reports support each candidate (generic: one vectorised support test per candidate)."""
+        n = reports.n
+        return np.array(
+            [self._supports(reports, np.full(n, c, dtype=np.int64)).sum() for c in candidates.tolist()],
+            dtype=np.float64,
+        )
+
+    def _with_variance(self, counts: FloatArray, n: int) -> CountEstimate:
+        variance = self.count_variance(n, np.clip(counts, 0, n))
         for a in (counts, variance):
             a.setflags(write=False)
-        return CountEstimate(counts=counts, variance=variance, n=reports.n)
+        return CountEstimate(counts=counts, variance=variance, n=n)
 
     def count_variance(self, n: int, counts: ArrayLike) -> FloatArray:
         """Exact variance of the estimated count of a value held by ``counts`` of ``n`` clients."""

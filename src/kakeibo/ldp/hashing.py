@@ -105,7 +105,10 @@ class LocalHashing(FrequencyOracle):
         functions = self._g**self._m
         if functions * max(self._g, self._d) <= _TABLE_CELLS:
             return self._tabulated_counts(reports, functions)
-        return self._scanned_counts(reports)
+        return self._scanned_counts(reports, np.arange(self._d, dtype=np.int64))
+
+    def _candidate_support_counts(self, reports: Reports, candidates: IntArray) -> FloatArray:
+        return self._scanned_counts(reports, candidates)
 
     def _tabulated_counts(self, reports: Reports, functions: int) -> FloatArray:
         """Count reports per (hash function, bucket), then evaluate each hash function once per value."""
@@ -124,11 +127,11 @@ class LocalHashing(FrequencyOracle):
             totals += np.take_along_axis(table[start : start + keys.shape[0]], hashed, axis=1).sum(axis=0)
         return totals.astype(np.float64)
 
-    def _scanned_counts(self, reports: Reports) -> FloatArray:
-        """Evaluate every report's hash on every value, chunk by chunk (for large ``g^m``)."""
-        value_digits = self._digits(np.arange(self._d, dtype=np.int64)).T
-        totals = np.zeros(self._d, dtype=np.int64)
-        step = max(1, _SCAN_CELLS // self._d)
+    def _scanned_counts(self, reports: Reports, values: IntArray) -> FloatArray:
+        """Evaluate every report's hash on each of ``values``, chunk by chunk (for large ``g^m``)."""
+        value_digits = self._digits(values).T
+        totals = np.zeros(values.size, dtype=np.int64)
+        step = max(1, _SCAN_CELLS // max(values.size, 1))
         keys, values = reports["hash"], reports["value"]
         for start in range(0, reports.n, step):
             hashed = (keys[start : start + step].astype(np.int64) @ value_digits) % self._g

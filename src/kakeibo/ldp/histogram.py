@@ -95,6 +95,9 @@ class SHE(FrequencyOracle):
     def _support_counts(self, reports: Reports) -> FloatArray:
         return np.asarray(reports["noisy"].sum(axis=0, dtype=np.int64), dtype=np.float64)
 
+    def _candidate_support_counts(self, reports: Reports, candidates: IntArray) -> FloatArray:
+        return np.asarray(reports["noisy"][:, candidates].sum(axis=0, dtype=np.int64), dtype=np.float64)
+
     def _supports(self, reports: Reports, values: IntArray) -> NDArray[np.bool_]:
         """SHE has no support set; a noisy coordinate above 1/2 is taken as support (THE's view of it)."""
         return np.asarray(reports["noisy"][np.arange(values.size), values] >= 1)
