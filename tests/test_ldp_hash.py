@@ -18,6 +18,8 @@ def test_keys_of_integers_are_the_integers_and_strings_are_stable() -> None:
         value_keys(np.array([-1]))
     with pytest.raises(TypeError, match="integers, strings or bytes"):
         value_keys(np.array([0.5]))
+    with pytest.raises(TypeError, match="all strings or all bytes"):
+        value_keys(np.array(["a", 1], dtype=object))
 
 
 @pytest.mark.statistical

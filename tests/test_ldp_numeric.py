@@ -73,9 +73,9 @@ def test_discretised_piecewise_matches_the_continuous_variance(epsilon: float) -
 
 def test_duchi_bound_and_variance() -> None:
     duchi = ldp.DuchiMechanism(epsilon=1.0)
-    assert duchi.bound == pytest.approx((math.e + 1) / (math.e - 1), rel=1e-3)
-    assert duchi.bound >= (math.e + 1) / (math.e - 1)  # p0 rounded up: a larger, never a smaller, bound
-    np.testing.assert_allclose(duchi.variance([0.0, 1.0]), [duchi.bound**2, duchi.bound**2 - 1])
+    assert duchi.output_bound == pytest.approx((math.e + 1) / (math.e - 1), rel=1e-3)
+    assert duchi.output_bound >= (math.e + 1) / (math.e - 1)  # p0 rounded up: never a smaller bound
+    np.testing.assert_allclose(duchi.variance([0.0, 1.0]), [duchi.output_bound**2, duchi.output_bound**2 - 1])
 
 
 def test_hybrid_uses_duchi_alone_for_small_epsilon_and_beats_both_otherwise() -> None:

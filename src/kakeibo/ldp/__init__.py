@@ -21,9 +21,13 @@ from .direct import GRR
 from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
+from .heavy_hitters import PEM, HeavyHitters, PrefixExtendingMethod, TreeHist
 from .histogram import SHE
+from .multidim import MultidimensionalEstimate, MultidimensionalSampling
 from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMechanism
+from .rappor import RAPPOR, RapporClient, RapporDecoding
 from .reports import FORMAT_VERSION, Reports
+from .spatial import PCEP, PSDA, LocationHierarchy, SpatialCounts
 from .unary import OUE, SUE, THE, UnaryEncoding
 
 __all__ = [
@@ -32,6 +36,10 @@ __all__ = [
     "GRR",
     "OLH",
     "OUE",
+    "PCEP",
+    "PEM",
+    "PSDA",
+    "RAPPOR",
     "SHE",
     "SUE",
     "THE",
@@ -39,12 +47,21 @@ __all__ = [
     "DuchiMechanism",
     "FrequencyOracle",
     "HadamardResponse",
+    "HeavyHitters",
     "HybridMechanism",
     "LocalHashing",
+    "LocationHierarchy",
     "MeanEstimate",
+    "MultidimensionalEstimate",
+    "MultidimensionalSampling",
     "PiecewiseMechanism",
+    "PrefixExtendingMethod",
+    "RapporClient",
+    "RapporDecoding",
     "Recommendation",
     "Reports",
+    "SpatialCounts",
+    "TreeHist",
     "UnaryEncoding",
     "postprocess",
     "recommend_oracle",

@@ -54,13 +54,13 @@ def precision_bits(probability: float) -> int:
     return min(62, max(16, 12 + math.ceil(-math.log2(small))))
 
 
-def dyadic_at_most(probability: float, bits: int) -> Fraction:
-    """The largest ``N / 2^bits <= probability`` (a float, so exact), but at least ``1 / 2^bits``."""
+def dyadic_at_most(probability: float | Fraction, bits: int) -> Fraction:
+    """The largest ``N / 2^bits <= probability`` (exact), but at least ``1 / 2^bits``."""
     scale = 1 << bits
     return Fraction(max(1, math.floor(Fraction(probability) * scale)), scale)
 
 
-def dyadic_at_least(probability: float, bits: int) -> Fraction:
+def dyadic_at_least(probability: float | Fraction, bits: int) -> Fraction:
     """The smallest ``N / 2^bits >= probability``, but at most ``1 - 1 / 2^bits``."""
     scale = 1 << bits
     return Fraction(min(scale - 1, math.ceil(Fraction(probability) * scale)), scale)

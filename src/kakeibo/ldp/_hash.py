@@ -50,6 +50,10 @@ def value_keys(values: ArrayLike | Sequence[Any]) -> KeyArray:
         if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
             raise ValueError("integer values must be non-negative.")
         return arr.astype(np.uint64)
+    if arr.dtype.kind == "O" and not (
+        all(isinstance(v, str) for v in arr) or all(isinstance(v, bytes) for v in arr)
+    ):
+        raise TypeError("values must be non-negative integers, or all strings or all bytes.")
     if arr.dtype.kind in "USO":
         if arr.size == 0:
             return np.zeros(0, dtype=np.uint64)
@@ -59,13 +63,8 @@ def value_keys(values: ArrayLike | Sequence[Any]) -> KeyArray:
     raise TypeError(f"values must be non-negative integers, strings or bytes, got an array of {arr.dtype}.")
 
 
-def _text_key(value: object) -> int:
-    if isinstance(value, str):
-        data = value.encode("utf-8")
-    elif isinstance(value, bytes):
-        data = value
-    else:
-        raise TypeError(f"values must be all strings or all bytes, got {type(value).__name__}.")
+def _text_key(value: str | bytes) -> int:
+    data = value.encode("utf-8") if isinstance(value, str) else value
     return int.from_bytes(hashlib.blake2b(data, digest_size=8, person=_PERSON).digest(), "little")
 
 

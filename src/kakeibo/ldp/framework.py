@@ -39,7 +39,7 @@ FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
 #: Largest epsilon accepted: beyond it every report is essentially the true value.
-_MAX_EPSILON = 64
+MAX_EPSILON = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,7 +78,7 @@ def check_domain_values(values: ArrayLike, domain_size: int, name: str = "values
         raise TypeError(f"{name} must be integer indices, got an array of {arr.dtype}.")
     if arr.size and (arr.min() < 0 or arr.max() >= domain_size):
         bad = arr[(arr < 0) | (arr >= domain_size)][0]
-        raise ValueError(f"{name} must be indices in 0..{domain_size - 1}; got {bad!r}.")
+        raise ValueError(f"{name} must be indices in 0..{domain_size - 1}; got {int(bad)}.")
     return arr.astype(np.int64, copy=False)
 
 
@@ -108,8 +108,8 @@ def check_domain_size(domain_size: int) -> int:
 
 def check_epsilon(epsilon: Number) -> Fraction:
     eps = as_fraction(epsilon, "epsilon")
-    if not 0 < eps <= _MAX_EPSILON:
-        raise ValueError(f"epsilon must lie in (0, {_MAX_EPSILON}], got {float(eps):g}.")
+    if not 0 < eps <= MAX_EPSILON:
+        raise ValueError(f"epsilon must lie in (0, {MAX_EPSILON}], got {float(eps):g}.")
     return eps
 
 
@@ -193,10 +193,15 @@ class FrequencyOracle(LocalRandomizer, ABC):
         """The report arrays for these (validated) values."""
 
     # -- server --------------------------------------------------------------------------------------------
-    def support_counts(self, reports: Reports) -> FloatArray:
-        """How many reports support each value (length ``domain_size``)."""
+    def check_reports(self, reports: Reports) -> None:
+        """Raise ``ValueError`` unless ``reports`` were made by this oracle (protocol and parameters) and
+        their arrays have the shapes and ranges it sends."""
         reports.check(self.protocol, self.params)
         self._check_payload(reports)
+
+    def support_counts(self, reports: Reports) -> FloatArray:
+        """How many reports support each value (length ``domain_size``)."""
+        self.check_reports(reports)
         return self._support_counts(reports)
 
     @abstractmethod
@@ -208,8 +213,7 @@ class FrequencyOracle(LocalRandomizer, ABC):
 
     def supports(self, reports: Reports, values: ArrayLike) -> NDArray[np.bool_]:
         """Whether report ``j`` supports ``values[j]`` (one value per report)."""
-        reports.check(self.protocol, self.params)
-        self._check_payload(reports)
+        self.check_reports(reports)
         truth = check_domain_values(values, self._d)
         if truth.size != reports.n:
             raise ValueError(f"supports needs one value per report ({reports.n}), got {truth.size}.")
@@ -232,8 +236,7 @@ class FrequencyOracle(LocalRandomizer, ABC):
         For domains too large to enumerate (heavy hitters over ``2^32`` values): the cost is one support
         test per (report, candidate), never per domain value.
         """
-        reports.check(self.protocol, self.params)
-        self._check_payload(reports)
+        self.check_reports(reports)
         wanted = check_domain_values(candidates, self._d, "candidates")
         support = self._candidate_support_counts(reports, wanted)
         return self._with_variance(self._unbiased(support, reports.n), reports.n)

@@ -132,10 +132,10 @@ class LocalHashing(FrequencyOracle):
         value_digits = self._digits(values).T
         totals = np.zeros(values.size, dtype=np.int64)
         step = max(1, _SCAN_CELLS // max(values.size, 1))
-        keys, values = reports["hash"], reports["value"]
+        keys, reported = reports["hash"], reports["value"]
         for start in range(0, reports.n, step):
             hashed = (keys[start : start + step].astype(np.int64) @ value_digits) % self._g
-            totals += (hashed == values[start : start + step, None]).sum(axis=0)
+            totals += (hashed == reported[start : start + step, None]).sum(axis=0)
         return totals.astype(np.float64)
 
     def _supports(self, reports: Reports, values: IntArray) -> NDArray[np.bool_]:

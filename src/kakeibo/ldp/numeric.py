@@ -88,6 +88,11 @@ class NumericRandomizer(LocalRandomizer):
         """Exact ``Var(report | x)`` of this (discretised) randomizer."""
         raise NotImplementedError
 
+    @property
+    def output_bound(self) -> float:
+        """The largest ``|report|`` this randomizer sends (a server refuses anything beyond it)."""
+        raise NotImplementedError
+
     def estimate_mean(self, reports: ArrayLike) -> MeanEstimate:
         """The unbiased mean of the clients' values; its variance takes each client at the worst case
         ``|x| = 1`` (a bound, since the values are unknown)."""
@@ -118,7 +123,7 @@ class DuchiMechanism(NumericRandomizer):
         self._bound = float(1 / (1 - 2 * p0))
 
     @property
-    def bound(self) -> float:
+    def output_bound(self) -> float:
         """``B``: every report is ``+B`` or ``-B``."""
         return self._bound
 
@@ -225,6 +230,10 @@ class HybridMechanism(NumericRandomizer):
         self._duchi = DuchiMechanism(epsilon=self._epsilon)
         self._pm = PiecewiseMechanism(epsilon=self._epsilon)
         self._a = -math.expm1(-self.epsilon / 2) if self.epsilon > 0.61 else 0.0
+
+    @property
+    def output_bound(self) -> float:
+        return max(self._duchi.output_bound, self._pm.output_bound)
 
     @property
     def piecewise_share(self) -> float:
