@@ -23,8 +23,10 @@ from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
 from .heavy_hitters import PEM, HeavyHitters, PrefixExtendingMethod, TreeHist
 from .histogram import SHE
+from .itemsets import SVIM, SVSM, FrequentItems, FrequentItemsets, LengthChoice
 from .multidim import MultidimensionalEstimate, MultidimensionalSampling
 from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMechanism
+from .padding import PaddingSamplingOracle, UserSets
 from .rappor import RAPPOR, RapporClient, RapporDecoding
 from .reports import FORMAT_VERSION, Reports
 from .spatial import PCEP, PSDA, LocationHierarchy, SpatialCounts
@@ -42,18 +44,24 @@ __all__ = [
     "RAPPOR",
     "SHE",
     "SUE",
+    "SVIM",
+    "SVSM",
     "THE",
     "CountEstimate",
     "DuchiMechanism",
     "FrequencyOracle",
+    "FrequentItems",
+    "FrequentItemsets",
     "HadamardResponse",
     "HeavyHitters",
     "HybridMechanism",
+    "LengthChoice",
     "LocalHashing",
     "LocationHierarchy",
     "MeanEstimate",
     "MultidimensionalEstimate",
     "MultidimensionalSampling",
+    "PaddingSamplingOracle",
     "PiecewiseMechanism",
     "PrefixExtendingMethod",
     "RapporClient",
@@ -63,6 +71,7 @@ __all__ = [
     "SpatialCounts",
     "TreeHist",
     "UnaryEncoding",
+    "UserSets",
     "postprocess",
     "recommend_oracle",
 ]

@@ -10,7 +10,7 @@ arithmetic. The estimators use the rounded probabilities, so they stay unbiased.
 from __future__ import annotations
 
 import math
-from decimal import Decimal, localcontext
+from decimal import ROUND_CEILING, Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
@@ -23,6 +23,7 @@ __all__ = [
     "column_counts",
     "dyadic_at_least",
     "dyadic_at_most",
+    "exp_upper",
     "ln_upper",
     "precision_bits",
     "unpack_bits",
@@ -43,6 +44,16 @@ def ln_upper(value: Fraction) -> Fraction:
         ctx.prec = 60
         log = Decimal(value.numerator).ln() - Decimal(value.denominator).ln()
     return Fraction(log) + Fraction(1, 10**40)
+
+
+def exp_upper(x: Fraction) -> Fraction:
+    """A rational upper bound on ``e^x``: the 60-digit exponential of ``x`` rounded up, plus a relative margin
+    of ``10**-40``, far above the rounding error of the correctly rounded 60-digit ``exp``."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        ctx.rounding = ROUND_CEILING
+        value = (Decimal(x.numerator) / Decimal(x.denominator)).exp()
+    return Fraction(value) * (1 + Fraction(1, 10**40))
 
 
 def precision_bits(probability: float) -> int:
