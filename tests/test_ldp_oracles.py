@@ -207,11 +207,16 @@ def test_hadamard_response_columns_and_side_coin() -> None:
     assert ln_upper(p / (1 - p)) <= 1 and float(p) == pytest.approx(math.e / (math.e + 1), rel=2**-11)
 
 
-def test_hadamard_transform_matches_the_matrix() -> None:
-    k = 16
-    h = np.array([[(-1) ** bin(r & j).count("1") for j in range(k)] for r in range(k)], dtype=np.float64)
-    x = np.random.default_rng(0).normal(size=k)
-    np.testing.assert_allclose(ldp.hadamard.walsh_hadamard(x), h @ x)
+@pytest.mark.parametrize("k", [1, 2, 16, 128, 8192])
+def test_hadamard_transform_matches_the_matrix(k: int) -> None:
+    """One vector and a stack of rows, for sizes below, at and above the 64-row Kronecker factor."""
+    index = np.arange(k)
+    h = 1.0 - 2.0 * (np.vectorize(lambda v: bin(v).count("1"))(index[:, None] & index[None, :]) % 2)
+    rows = np.random.default_rng(0).normal(size=(3, k))
+    np.testing.assert_allclose(ldp.hadamard.walsh_hadamard(rows[0]), h @ rows[0], atol=1e-9)
+    np.testing.assert_allclose(ldp.hadamard.walsh_hadamard(rows), rows @ h, atol=1e-9)
+    with pytest.raises(ValueError, match="power-of-two"):
+        ldp.hadamard.walsh_hadamard(np.zeros(12))
 
 
 def test_she_noise_variance_is_the_discrete_laplace_one() -> None:

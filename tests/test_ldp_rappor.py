@@ -472,7 +472,7 @@ def test_bad_client_inputs_are_refused() -> None:
     rappor = RAPPOR(m=8)
     with pytest.raises(ValueError, match="values must be a 1-d array"):
         rappor.randomize(np.zeros((2, 2), dtype=np.int64))
-    with pytest.raises(ValueError, match="integer values must be non-negative"):
+    with pytest.raises(ValueError, match="values must be non-negative when they are integers"):
         rappor.randomize([1, -1])
     with pytest.raises(TypeError, match="values must be non-negative integers, strings or bytes"):
         rappor.randomize([0.5])

@@ -18,8 +18,8 @@ from scipy.stats import binom
 from kakeibo.audit import audit
 from kakeibo.audit._events import value_event
 from kakeibo.ldp import Reports
-from kakeibo.ldp._coins import ln_upper, precision_bits
-from kakeibo.ldp.spatial import PCEP, PSDA, LocationHierarchy, flip_probability, hoeffding_bound
+from kakeibo.ldp._coins import flip_probability, ln_upper, precision_bits
+from kakeibo.ldp.spatial import PCEP, PSDA, LocationHierarchy, hoeffding_bound
 
 TREE = LocationHierarchy.grid(levels=4)  # the quadtree of a 16 x 16 grid: 256 locations, 341 nodes
 TRIALS = 1_000_000
@@ -170,7 +170,7 @@ class LeakyPCEP(PCEP):
 
     def __init__(self, *, epsilon: float, hierarchy: LocationHierarchy, region: int) -> None:
         super().__init__(epsilon=epsilon, hierarchy=hierarchy, region=region)
-        self._flip = flip_probability(Fraction(2 * epsilon))
+        self._flip = flip_probability(Fraction(2 * epsilon), "PCEP randomizer")
 
 
 def test_audit_refutes_a_miscalibrated_pcep() -> None:

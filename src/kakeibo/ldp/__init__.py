@@ -29,6 +29,7 @@ from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMec
 from .padding import PaddingSamplingOracle, UserSets
 from .rappor import RAPPOR, RapporClient, RapporDecoding
 from .reports import FORMAT_VERSION, Reports
+from .sketch import CountMeanSketch, HadamardCountMeanSketch
 from .spatial import PCEP, PSDA, LocationHierarchy, SpatialCounts
 from .unary import OUE, SUE, THE, UnaryEncoding
 
@@ -48,10 +49,12 @@ __all__ = [
     "SVSM",
     "THE",
     "CountEstimate",
+    "CountMeanSketch",
     "DuchiMechanism",
     "FrequencyOracle",
     "FrequentItems",
     "FrequentItemsets",
+    "HadamardCountMeanSketch",
     "HadamardResponse",
     "HeavyHitters",
     "HybridMechanism",

@@ -24,6 +24,7 @@ __all__ = [
     "dyadic_at_least",
     "dyadic_at_most",
     "exp_upper",
+    "flip_probability",
     "ln_upper",
     "precision_bits",
     "unpack_bits",
@@ -75,6 +76,17 @@ def dyadic_at_least(probability: float | Fraction, bits: int) -> Fraction:
     """The smallest ``N / 2^bits >= probability``, but at most ``1 - 1 / 2^bits``."""
     scale = 1 << bits
     return Fraction(min(scale - 1, math.ceil(Fraction(probability) * scale)), scale)
+
+
+def flip_probability(epsilon: Fraction, protocol: str, differing: int = 1) -> Fraction:
+    """The flip probability ``f = 1 / (1 + e^(eps / t))`` of binary randomized response applied to the ``t``
+    coordinates in which two inputs differ, rounded *up* to a dyadic rational and checked exactly:
+    ``((1 - f) / f)^t <= e^eps``. ``ValueError`` (naming ``protocol``) when epsilon is too small for that."""
+    target = 1 / (1 + math.exp(float(epsilon) / differing))
+    flip = dyadic_at_least(target, precision_bits(target))
+    if not flip < Fraction(1, 2) or ln_upper(((1 - flip) / flip) ** differing) > epsilon:
+        raise ValueError(f"epsilon = {float(epsilon):g} is too small for an exact {protocol}.")
+    return flip
 
 
 def bernoulli_words(probability: Fraction, n_words: int, source: RandomSource) -> WordArray:

@@ -35,7 +35,7 @@ _PERSON = b"kakeibo-ldp"
 _MAX_BUCKETS = 1 << 32
 
 
-def value_keys(values: ArrayLike | Sequence[Any]) -> KeyArray:
+def value_keys(values: ArrayLike | Sequence[Any], name: str = "values") -> KeyArray:
     """One 64-bit key per value: non-negative integers as themselves, strings and bytes by BLAKE2b-64.
 
     >>> value_keys([3, 0]).tolist()
@@ -45,22 +45,22 @@ def value_keys(values: ArrayLike | Sequence[Any]) -> KeyArray:
     """
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise ValueError(f"values must be a 1-d array with one value per client, got shape {arr.shape}.")
+        raise ValueError(f"{name} must be a 1-d array with one value per client, got shape {arr.shape}.")
     if arr.dtype.kind in "iu":
         if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
-            raise ValueError("integer values must be non-negative.")
+            raise ValueError(f"{name} must be non-negative when they are integers.")
         return arr.astype(np.uint64)
     if arr.dtype.kind == "O" and not (
         all(isinstance(v, str) for v in arr) or all(isinstance(v, bytes) for v in arr)
     ):
-        raise TypeError("values must be non-negative integers, or all strings or all bytes.")
+        raise TypeError(f"{name} must be non-negative integers, or all strings or all bytes.")
     if arr.dtype.kind in "USO":
         if arr.size == 0:
             return np.zeros(0, dtype=np.uint64)
         distinct, inverse = np.unique(arr, return_inverse=True)
         keys = np.fromiter((_text_key(v) for v in distinct), dtype=np.uint64, count=distinct.size)
         return keys[inverse.reshape(-1)]
-    raise TypeError(f"values must be non-negative integers, strings or bytes, got an array of {arr.dtype}.")
+    raise TypeError(f"{name} must be non-negative integers, strings or bytes, got an array of {arr.dtype}.")
 
 
 def _text_key(value: str | bytes) -> int:

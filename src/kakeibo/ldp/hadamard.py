@@ -22,10 +22,13 @@ from numpy.typing import NDArray
 
 from ..noise._source import RandomSource
 from ..privacy import Number
-from ._coins import bernoulli_words, dyadic_at_most, ln_upper, precision_bits, unpack_bits
+from ._coins import bernoulli_words, flip_probability, unpack_bits
 from .direct import value_dtype
 from .framework import FloatArray, FrequencyOracle, IntArray, check_payload_range
 from .reports import Param, Reports
+
+#: Largest Sylvester factor applied as one matrix product in :func:`walsh_hadamard`.
+_FACTOR = 64
 
 __all__ = ["HadamardResponse", "walsh_hadamard"]
 
@@ -49,11 +52,7 @@ class HadamardResponse(FrequencyOracle):
     def __init__(self, *, epsilon: Number, domain_size: int) -> None:
         super().__init__(epsilon=epsilon, domain_size=domain_size)
         self._k = 1 << self._d.bit_length()
-        target = 1 / (1 + np.exp(-self.epsilon))
-        p = dyadic_at_most(float(target), precision_bits(float(target)))
-        if not p > 0.5 or ln_upper(p / (1 - p)) > self._epsilon:
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small for an exact Hadamard response.")
-        self._p = p
+        self._p = 1 - flip_probability(self._epsilon, "Hadamard response")
 
     @property
     def columns(self) -> int:
@@ -82,7 +81,7 @@ class HadamardResponse(FrequencyOracle):
         column = (source.words(n) & np.uint64(self._k - 1)).astype(np.int64)
         # Uniform column, then moved to the wanted side by flipping the row's lowest set bit: a bijection
         # between C_v and its complement, so the result is uniform on the wanted side.
-        plus = _parity(rows & column) == 0
+        plus = parity(rows & column) == 0
         column ^= np.where(plus != inside, rows & -rows, 0)
         return {"column": column.astype(value_dtype(self._k))}
 
@@ -95,10 +94,10 @@ class HadamardResponse(FrequencyOracle):
         return np.asarray((reports.n + signed[1 : self._d + 1]) / 2, dtype=np.float64)
 
     def _supports(self, reports: Reports, values: IntArray) -> NDArray[np.bool_]:
-        return np.asarray(_parity((values + 1) & reports["column"].astype(np.int64)) == 0)
+        return np.asarray(parity((values + 1) & reports["column"].astype(np.int64)) == 0)
 
 
-def _parity(x: IntArray) -> IntArray:
+def parity(x: IntArray) -> IntArray:
     """``popcount(x) mod 2`` for non-negative int64 values below 2**62."""
     x = x.copy()
     for shift in (32, 16, 8, 4, 2, 1):
@@ -106,18 +105,29 @@ def _parity(x: IntArray) -> IntArray:
     return x & 1
 
 
-def walsh_hadamard(vector: FloatArray) -> FloatArray:
-    """``H @ vector`` for the Sylvester-Hadamard matrix of size ``len(vector)`` (a power of two), in
-    ``O(K log K)`` by the butterfly recursion ``[a + b, a - b]``."""
-    out = np.array(vector, dtype=np.float64)
-    k = out.size
-    if k & (k - 1):
+def walsh_hadamard(array: FloatArray) -> FloatArray:
+    """``array @ H_K`` along the last axis, for the Sylvester-Hadamard matrix ``H_K[r, c] =
+    (-1)^popcount(r & c)`` of size ``K`` (the last axis' length, a power of two; ``H_K`` is symmetric).
+
+    ``H_K`` factors over groups of binary digits of ``r`` and ``c`` as a Kronecker product of Sylvester
+    matrices of at most 64 rows, so the transform is one matrix product per factor, lowest digits first:
+    ``O(K log K)``-like work in large BLAS calls, for one vector or a whole sketch of rows at once.
+    """
+    values = np.asarray(array, dtype=np.float64)
+    width = values.shape[-1] if values.ndim else 0
+    if width < 1 or width & (width - 1):
         raise ValueError("the Walsh-Hadamard transform needs a power-of-two length.")
-    half = 1
-    while half < k:
-        blocks = out.reshape(-1, 2, half)
-        a, b = blocks[:, 0, :].copy(), blocks[:, 1, :]
-        blocks[:, 0, :] += b
-        blocks[:, 1, :] = a - b
-        half *= 2
-    return out
+    size = min(width, _FACTOR)
+    out = values.reshape(-1, size) @ _sylvester(size)
+    done = size
+    while done < width:
+        size = min(width // done, _FACTOR)
+        out = np.matmul(_sylvester(size), out.reshape(-1, size, done))
+        done *= size
+    return np.asarray(out.reshape(values.shape), dtype=np.float64)
+
+
+def _sylvester(size: int) -> FloatArray:
+    """The ``size x size`` Sylvester-Hadamard matrix."""
+    index = np.arange(size, dtype=np.int64)
+    return np.asarray(1.0 - 2.0 * parity(index[:, None] & index[None, :]), dtype=np.float64)

@@ -28,7 +28,14 @@ from ..noise import resolve_source
 from ..noise._exact import uniform_below
 from ..noise._source import RandomSource
 from ..privacy import Number
-from ._coins import bernoulli_words, dyadic_at_least, dyadic_at_most, ln_upper, precision_bits, unpack_bits
+from ._coins import (
+    bernoulli_words,
+    dyadic_at_most,
+    flip_probability,
+    ln_upper,
+    precision_bits,
+    unpack_bits,
+)
 from .framework import FloatArray, LocalRandomizer
 
 __all__ = ["DuchiMechanism", "HybridMechanism", "MeanEstimate", "NumericRandomizer", "PiecewiseMechanism"]
@@ -115,12 +122,8 @@ class DuchiMechanism(NumericRandomizer):
 
     def __init__(self, *, epsilon: Number) -> None:
         super().__init__(epsilon=epsilon)
-        target = 1 / (math.exp(self.epsilon) + 1)
-        p0 = dyadic_at_least(target, precision_bits(target))
-        if ln_upper((1 - p0) / p0) > self._epsilon:
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small for an exact Duchi mechanism.")
-        self._p0 = p0
-        self._bound = float(1 / (1 - 2 * p0))
+        self._p0 = flip_probability(self._epsilon, "Duchi mechanism")
+        self._bound = float(1 / (1 - 2 * self._p0))
 
     @property
     def output_bound(self) -> float:

@@ -35,7 +35,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,7 @@ from ..noise import resolve_source
 from ..noise._exact import uniform_below
 from ..noise._source import RandomSource
 from ..privacy import Number
-from ._coins import bernoulli_words, dyadic_at_least, ln_upper, precision_bits, unpack_bits
+from ._coins import bernoulli_words, flip_probability, unpack_bits
 from .direct import value_dtype
 from .framework import (
     CountEstimate,
@@ -57,7 +56,7 @@ from .framework import (
     check_epsilon,
     check_payload_range,
 )
-from .hadamard import _parity, walsh_hadamard
+from .hadamard import parity, walsh_hadamard
 from .reports import Param, Reports
 
 __all__ = ["PCEP", "PSDA", "LocationHierarchy", "SpatialCounts"]
@@ -299,17 +298,6 @@ def _check_region_size(hierarchy: LocationHierarchy, nodes: tuple[int, ...]) -> 
 # --- PCEP: one cluster's count estimation ---------------------------------------------------------------
 
 
-@cache
-def flip_probability(epsilon: Fraction) -> Fraction:
-    """The dyadic probability ``q`` that a PCEP report's bit is flipped: ``1 / (e^eps + 1)`` rounded up,
-    with ``ln((1 - q) / q) <= epsilon`` checked exactly, or a ``ValueError`` if no such ``q < 1/2`` exists."""
-    target = 1 / (math.exp(float(epsilon)) + 1)
-    q = dyadic_at_least(target, precision_bits(target))
-    if not q < Fraction(1, 2) or ln_upper((1 - q) / q) > epsilon:
-        raise ValueError(f"epsilon = {float(epsilon):g} is too small for an exact PCEP randomizer.")
-    return q
-
-
 def hoeffding_bound(n: ArrayLike, scale: ArrayLike, locations: ArrayLike, beta: float) -> FloatArray:
     """``scale * sqrt(2 n ln(2 locations / beta))``: with probability at least ``1 - beta``, each of
     ``locations`` sums of ``n`` independent terms of range ``2 scale`` is within it of its mean
@@ -375,7 +363,7 @@ class PCEP(FrequencyOracle):
         nodes = hierarchy.outermost(hierarchy.check_nodes(region, "region"))
         mask = _check_region_size(hierarchy, nodes)
         super().__init__(epsilon=epsilon, domain_size=int(np.count_nonzero(mask)))
-        self._flip = flip_probability(self._epsilon)
+        self._flip = flip_probability(self._epsilon, "PCEP randomizer")
         self._hierarchy = hierarchy
         self._region = nodes
         self._locations = np.flatnonzero(mask).astype(np.int64)
@@ -452,7 +440,7 @@ class PCEP(FrequencyOracle):
         n = values.size
         row = uniform_below(self._rows, n, source)
         flipped = unpack_bits(bernoulli_words(self._flip, -(-n // 64), source), n)
-        bit = _parity(row & values).astype(np.uint8) ^ flipped
+        bit = parity(row & values).astype(np.uint8) ^ flipped
         return {"row": row.astype(value_dtype(self._rows)), "bit": bit}
 
     # -- server ----------------------------------------------------------------------------------------
@@ -468,7 +456,7 @@ class PCEP(FrequencyOracle):
         return np.asarray((reports.n + walsh_hadamard(z_bar)[: self._d]) / 2, dtype=np.float64)
 
     def _supports(self, reports: Reports, values: IntArray) -> BoolArray:
-        sign = _parity(reports["row"].astype(np.int64) & values)
+        sign = parity(reports["row"].astype(np.int64) & values)
         return np.asarray(reports["bit"] == sign)
 
     def error_bound(self, n: int, beta: float) -> float:
@@ -663,7 +651,9 @@ class _SpecClusters:
         self._atom_sizes = np.bincount(atom_of_location.reshape(-1), minlength=atoms.shape[1])
         self._masks = atoms  # (clusters, atoms)
         self._eps_rank = specs[:, 1].copy()  # index into eps_values, which increase
-        self._scale = np.array([float(1 / (1 - 2 * flip_probability(e))) for e in eps_values])
+        self._scale = np.array(
+            [float(1 / (1 - 2 * flip_probability(e, "PCEP randomizer"))) for e in eps_values]
+        )
         self._n = counts.astype(np.int64)
         self._members: list[list[int]] = [[i] for i in range(len(specs))]
         self._nodes: list[set[int]] = [{int(node)} for node in specs[:, 0]]
