@@ -34,6 +34,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sql.py --rows 1000000 10000000
 	$(BIN)/python benchmarks/bench_sql_peers.py --rows 1000000
 	$(BIN)/python benchmarks/bench_ldp.py $(if $(PEER_LDP_PYTHON),--peer-python $(PEER_LDP_PYTHON))
+	$(BIN)/python benchmarks/bench_rappor.py
+	$(BIN)/python benchmarks/bench_heavy_hitters.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
