@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ldp.py $(if $(PEER_LDP_PYTHON),--peer-python $(PEER_LDP_PYTHON))
 	$(BIN)/python benchmarks/bench_rappor.py
 	$(BIN)/python benchmarks/bench_heavy_hitters.py
+	$(BIN)/python benchmarks/bench_correlated.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,6 +7,8 @@
   [--format json] "SELECT ..."`` --
   answer a query with DP on DuckDB, charged to the ledger; a refused query exits 1 with the reason.
 * ``kakeibo explain --database FILE --catalog FILE [--epsilon E] "SELECT ..."`` -- the plan, before spending.
+* ``kakeibo repro bdp [--out DIR] [--quick]`` -- regenerate seed 001's figures (leakage of the Gaussian
+  correlation model on random networks and on ego-Facebook) and check the paper's claims on them.
 
 Exit status 2 means the command could not run (no such ledger, bad arguments).
 """
@@ -59,7 +61,28 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--budget", type=float, default=None, help="epsilon budget of a new ledger")
             sub.add_argument("--format", choices=("table", "json"), default="table")
         sub.add_argument("query", metavar="QUERY")
+    repro = commands.add_parser("repro", help="reproduce a paper's experiments")
+    experiments = repro.add_subparsers(dest="experiment", metavar="EXPERIMENT")
+    bdp = experiments.add_parser("bdp", help="seed 001: Bayesian DP leakage figures (needs matplotlib)")
+    bdp.add_argument("--out", default="repro-bdp", help="directory for the PNG figures and claims.txt")
+    bdp.add_argument("--quick", action="store_true", help="small networks: a smoke run in seconds")
     return parser
+
+
+def _repro(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("kakeibo: the figures need matplotlib: pip install 'kakeibo[repro]'", file=sys.stderr)
+        return 2
+    from .correlated.repro import reproduce
+
+    lines = reproduce(Path(args.out), quick=args.quick)
+    print("\n".join(lines))
+    print(f"figures and claims.txt written to {args.out}")
+    return 0 if all(line.startswith("[ok]") for line in lines) else 1
 
 
 def _sql(args: argparse.Namespace) -> int:
@@ -162,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("sql", "explain"):
         return _sql(args)
+    if args.command == "repro" and args.experiment == "bdp":
+        return _repro(args)
     if args.command != "ledger" or args.action is None:
         parser.print_help(sys.stderr)
         return 2
