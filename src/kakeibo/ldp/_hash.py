@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .framework import check_integer
+
 __all__ = ["HashFamily", "value_keys"]
 
 KeyArray = NDArray[np.uint64]
@@ -95,10 +97,7 @@ class HashFamily:
             ("count", count, 1, 1 << 20),
             ("buckets", buckets, 2, _MAX_BUCKETS),
         ):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"{name} must be an integer, not {type(value).__name__}.")
-            if not low <= value <= high:
-                raise ValueError(f"{name} must lie in {low}..{high}, got {int(value)}.")
+            check_integer(value, name, low, high)
         self.seed, self.count, self.buckets = int(seed), int(count), int(buckets)
         coefficients = [self._coefficients(j) for j in range(self.count)]
         self._a = np.array([a for a, _ in coefficients], dtype=np.uint64)

@@ -33,7 +33,7 @@ from ..noise._source import RandomSource
 from ..privacy import Number, PureDP, as_fraction
 from .reports import Param, Reports
 
-__all__ = ["CountEstimate", "FrequencyOracle", "LocalRandomizer", "check_domain_values"]
+__all__ = ["CountEstimate", "FrequencyOracle", "LocalRandomizer", "check_domain_values", "check_integer"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -98,12 +98,18 @@ def check_payload_range(reports: Reports, name: str, bound: int, columns: int | 
         raise ValueError(f"{reports.protocol} report array {name!r} holds values outside 0..{bound - 1}.")
 
 
+def check_integer(value: int, name: str, low: int, high: int, shown_high: str | None = None) -> int:
+    """``value`` as an ``int`` if it is an integer (not a bool) in ``low..high``, else a one-sentence
+    ``TypeError``/``ValueError`` naming ``name`` (``shown_high`` spells ``high`` in the message)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}.")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must lie in {low}..{shown_high or high}, got {int(value)}.")
+    return int(value)
+
+
 def check_domain_size(domain_size: int) -> int:
-    if isinstance(domain_size, bool) or not isinstance(domain_size, (int, np.integer)):
-        raise TypeError(f"domain_size must be an integer, not {type(domain_size).__name__}.")
-    if not 2 <= domain_size <= 2**40:
-        raise ValueError(f"domain_size must lie in 2..2**40, got {int(domain_size)}.")
-    return int(domain_size)
+    return check_integer(domain_size, "domain_size", 2, 2**40, "2**40")
 
 
 def check_epsilon(epsilon: Number) -> Fraction:

@@ -66,6 +66,7 @@ from .framework import (
     IntArray,
     LocalRandomizer,
     check_domain_values,
+    check_integer,
 )
 from .hashing import OLH
 from .reports import Param, Reports
@@ -135,8 +136,8 @@ class _PrefixProtocol(LocalRandomizer, ABC):
 
     def __init__(self, *, epsilon: Number, bits: int, k: int, oracle: type[FrequencyOracle]) -> None:
         super().__init__(epsilon=epsilon)
-        self._bits = _check_int(bits, "bits", 1, _MAX_BITS)
-        self._k = _check_int(k, "k", 1, _MAX_CANDIDATES)
+        self._bits = check_integer(bits, "bits", 1, _MAX_BITS)
+        self._k = check_integer(k, "k", 1, _MAX_CANDIDATES)
         if not (isinstance(oracle, type) and issubclass(oracle, FrequencyOracle)):
             raise TypeError(f"oracle must be a FrequencyOracle class such as OLH, not {oracle!r}.")
         self._oracle_class = oracle
@@ -345,9 +346,9 @@ class PrefixExtendingMethod(_PrefixProtocol):
     ) -> None:
         super().__init__(epsilon=epsilon, bits=bits, k=k, oracle=oracle)
         gamma = min(math.ceil(math.log2(self._k)), self._bits - 1) if start is None else start
-        self._start = _check_int(gamma, "start", 0, self._bits - 1)
-        self._step = _check_int(step, "step", 1, _MAX_BITS)
-        self._keep = _check_int(self._k if keep is None else keep, "keep", self._k, _MAX_CANDIDATES)
+        self._start = check_integer(gamma, "start", 0, self._bits - 1)
+        self._step = check_integer(step, "step", 1, _MAX_BITS)
+        self._keep = check_integer(self._k if keep is None else keep, "keep", self._k, _MAX_CANDIDATES)
         first = min(self._bits, self._start + self._step)
         if 1 << first > _MAX_CANDIDATES or self._keep << self._step > _MAX_CANDIDATES:
             raise ValueError(
@@ -414,7 +415,7 @@ class TreeHist(_PrefixProtocol):
         false_positive_rate: float = 0.05,
     ) -> None:
         super().__init__(epsilon=epsilon, bits=bits, k=k, oracle=oracle)
-        self._cap = _check_int(4 * self._k if cap is None else cap, "cap", self._k, _MAX_CANDIDATES // 2)
+        self._cap = check_integer(4 * self._k if cap is None else cap, "cap", self._k, _MAX_CANDIDATES // 2)
         self._fpr = check_beta(false_positive_rate, "false_positive_rate")
         self._build_oracles([*range(1, self._bits + 1), self._bits])
 
@@ -440,11 +441,3 @@ PEM = PrefixExtendingMethod
 def _largest(counts: FloatArray, keep: int) -> IntArray:
     """Indices of the ``keep`` largest counts, largest first (ties: the earlier candidate)."""
     return np.asarray(np.argsort(-counts, kind="stable")[:keep], dtype=np.int64)
-
-
-def _check_int(value: int, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}.")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must lie in {low}..{high}, got {int(value)}.")
-    return int(value)

@@ -31,6 +31,7 @@ from .framework import (
     LocalRandomizer,
     check_domain_size,
     check_domain_values,
+    check_integer,
 )
 from .hashing import OLH
 from .padding import (
@@ -181,14 +182,6 @@ def _check_percentile(percentile: float) -> float:
     return float(percentile)
 
 
-def _check_k(k: int, low: int, high: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"k must be an integer, not {type(k).__name__}.")
-    if not low <= k <= high:
-        raise ValueError(f"k must lie in {low}..{high}, got {int(k)}.")
-    return int(k)
-
-
 def _assign_groups(n: int, split: tuple[float, float, float], source: RandomSource) -> IntArray:
     """Group ``0, 1, 2`` of each of ``n`` users: a uniformly random partition with ``floor(share * n)`` users
     in groups 0 and 1 and the rest in group 2 (each user reports in one group only)."""
@@ -266,7 +259,7 @@ class _MiningProtocol(LocalRandomizer):
     ) -> None:
         super().__init__(epsilon=epsilon)
         self._d = check_domain_size(domain_size)
-        self._k = _check_k(k, least_k, min(self._d, most_k))
+        self._k = check_integer(k, "k", least_k, min(self._d, most_k))
         self._split = _check_split(split)
         self._rounds = _CandidateRounds(self._epsilon, name, _check_percentile(percentile))
 

@@ -54,6 +54,7 @@ from .framework import (
     LocalRandomizer,
     check_domain_size,
     check_domain_values,
+    check_integer,
     check_payload_range,
 )
 from .numeric import DuchiMechanism, HybridMechanism, NumericRandomizer, PiecewiseMechanism
@@ -104,14 +105,6 @@ class MultidimensionalEstimate:
         """Per-column normal interval ``means +- z_(1-alpha/2) sqrt(variances)``: each mean is an average of
         ``n`` independent bounded terms, as a count is, so the interval is :class:`CountEstimate`'s."""
         return CountEstimate(self.means, self.variances, self.n).confidence_interval(alpha)
-
-
-def _check_dimensions(dimensions: int) -> int:
-    if isinstance(dimensions, bool) or not isinstance(dimensions, (int, np.integer)):
-        raise TypeError(f"dimensions must be an integer, not {type(dimensions).__name__}.")
-    if not 1 <= dimensions < 2**31:
-        raise ValueError(f"dimensions must lie in 1..2**31 - 1, got {int(dimensions)}.")
-    return int(dimensions)
 
 
 def _check_mechanism(mechanism: str) -> type[NumericRandomizer]:
@@ -190,7 +183,7 @@ class MultidimensionalSampling(LocalRandomizer):
         categorical: Mapping[int, int] | None = None,
     ) -> None:
         super().__init__(epsilon=epsilon)
-        self._d = _check_dimensions(dimensions)
+        self._d = check_integer(dimensions, "dimensions", 1, 2**31 - 1, "2**31 - 1")
         numeric_type = _check_mechanism(mechanism)
         self._categorical = _check_categorical(categorical, self._d)
         self._mechanism = mechanism

@@ -79,6 +79,7 @@ from .framework import (
     FloatArray,
     LocalRandomizer,
     check_domain_values,
+    check_integer,
     check_payload_range,
 )
 from .reports import Param, Reports
@@ -113,14 +114,6 @@ def _probability(value: Number, name: str) -> Fraction:
     if not 0 < frac < 1:
         raise ValueError(f"{name} must lie strictly between 0 and 1, got {float(frac)!r}.")
     return frac
-
-
-def _check_size(value: int, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}.")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must lie in {low}..{high}, got {int(value)}.")
-    return int(value)
 
 
 class _KeyedStream:
@@ -169,9 +162,9 @@ class RAPPOR(LocalRandomizer):
         f: Number = 0.5,
         hash_seed: int = 0,
     ) -> None:
-        self._k = _check_size(k, "k", 2, 1 << 16)
-        self._h = _check_size(h, "h", 1, 64)
-        self._m = _check_size(m, "m", 1, 1 << 16)
+        self._k = check_integer(k, "k", 2, 1 << 16)
+        self._h = check_integer(h, "h", 1, 64)
+        self._m = check_integer(m, "m", 1, 1 << 16)
         if self._m * self._h > 1 << 20:
             raise ValueError(f"m * h must be at most 2**20 hash functions, got {self._m * self._h}.")
         exact_p, exact_q, exact_f = (_probability(v, name) for v, name in ((p, "p"), (q, "q"), (f, "f")))
@@ -625,7 +618,7 @@ class RapporClient:
             stream = _KeyedStream(secret, b"cohort|" + self._context)
             self._cohort = int(uniform_below(rappor.m, 1, stream)[0])
         else:
-            self._cohort = _check_size(cohort, "cohort", 0, rappor.m - 1)
+            self._cohort = check_integer(cohort, "cohort", 0, rappor.m - 1)
 
     @property
     def cohort(self) -> int:

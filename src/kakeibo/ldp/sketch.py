@@ -71,6 +71,7 @@ from .framework import (
     IntArray,
     LocalRandomizer,
     check_domain_size,
+    check_integer,
     check_payload_range,
 )
 from .hadamard import parity, walsh_hadamard
@@ -102,10 +103,7 @@ class _MeanSketch(LocalRandomizer, ABC):
 
     def __init__(self, *, epsilon: Number, hashes: int, buckets: int, seed: int = 0) -> None:
         super().__init__(epsilon=epsilon)
-        if isinstance(hashes, bool) or not isinstance(hashes, (int, np.integer)):
-            raise TypeError(f"hashes must be an integer, not {type(hashes).__name__}.")
-        if not 1 <= hashes <= _MAX_HASHES:
-            raise ValueError(f"hashes must lie in 1..{_MAX_HASHES}, got {int(hashes)}.")
+        check_integer(hashes, "hashes", 1, _MAX_HASHES)
         self._family = HashFamily(seed=seed, count=hashes, buckets=buckets)
         if hashes * buckets > _MAX_CELLS:
             raise ValueError(
