@@ -62,14 +62,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr
 
 from ..mechanisms._base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise._exact import uniform_below
-from ..noise._source import RandomSource
+from ..noise._source import KeyedSource, RandomSource
 from ..privacy import Number, PureDP, as_fraction
 from ._coins import bernoulli_words, column_counts, dyadic_at_least, dyadic_at_most, ln_upper
 from ._hash import HashFamily, KeyArray, value_keys
@@ -114,22 +113,6 @@ def _probability(value: Number, name: str) -> Fraction:
     if not 0 < frac < 1:
         raise ValueError(f"{name} must lie strictly between 0 and 1, got {float(frac)!r}.")
     return frac
-
-
-class _KeyedStream:
-    """A :class:`~kakeibo.noise.RandomSource` whose words are the ChaCha20 keystream under the key
-    ``BLAKE2b(label; key=secret)``: deterministic for whoever holds ``secret``, unpredictable to others.
-    Used for memoisation: re-creating the stream for the same ``(secret, label)`` replays the same coins."""
-
-    secure = True
-
-    def __init__(self, secret: bytes, label: bytes) -> None:
-        key = hashlib.blake2b(label, key=secret, digest_size=32, person=_PERSON).digest()
-        self._encryptor = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
-
-    def words(self, n: int) -> NDArray[np.uint64]:
-        stream = self._encryptor.update(bytes(8 * n))
-        return np.frombuffer(stream, dtype="<u8").astype(np.uint64)
 
 
 # -- the protocol --------------------------------------------------------------------------------------------
@@ -615,8 +598,7 @@ class RapporClient:
         self._rappor, self._secret = rappor, secret
         self._context = repr(sorted(rappor.params.items())).encode()
         if cohort is None:
-            stream = _KeyedStream(secret, b"cohort|" + self._context)
-            self._cohort = int(uniform_below(rappor.m, 1, stream)[0])
+            self._cohort = int(uniform_below(rappor.m, 1, self._stream(b"cohort|" + self._context))[0])
         else:
             self._cohort = check_integer(cohort, "cohort", 0, rappor.m - 1)
 
@@ -652,9 +634,12 @@ class RapporClient:
         stacked = np.concatenate(rows) if rows else bloom
         return stacked[inverse.reshape(-1)]
 
-    def _value_stream(self, key: int) -> _KeyedStream:
-        label = b"prr|" + self._context + struct.pack("<IQ", self._cohort, key)
-        return _KeyedStream(self._secret, label)
+    def _value_stream(self, key: int) -> KeyedSource:
+        return self._stream(b"prr|" + self._context + struct.pack("<IQ", self._cohort, key))
+
+    def _stream(self, label: bytes) -> KeyedSource:
+        """The ChaCha20 keystream under ``BLAKE2b(label; key=secret)``: re-creating it replays the coins."""
+        return KeyedSource(hashlib.blake2b(label, key=self._secret, digest_size=32, person=_PERSON).digest())
 
     def __repr__(self) -> str:
         return f"RapporClient({self._rappor!r}, secret=<{len(self._secret)} bytes>, cohort={self._cohort})"

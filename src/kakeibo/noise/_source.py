@@ -21,7 +21,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from numpy.typing import NDArray
 
-__all__ = ["GeneratorSource", "RandomSource", "SecureSource", "resolve_source"]
+__all__ = ["GeneratorSource", "KeyedSource", "RandomSource", "SecureSource", "resolve_source"]
 
 _REKEY_BYTES = 64 * 1024 * 1024
 
@@ -38,18 +38,36 @@ class RandomSource(Protocol):
         ...
 
 
+class KeyedSource:
+    """The ChaCha20 keystream under a given 32-byte ``key`` (and 16-byte ``nonce``) as 64-bit words:
+    deterministic for whoever holds the key, unpredictable to anyone else. :class:`SecureSource` keys it
+    from ``os.urandom``; a RAPPOR client keys it from its secret to replay memoised coins."""
+
+    secure = True
+
+    def __init__(self, key: bytes, nonce: bytes = bytes(16)) -> None:
+        self._encryptor = Cipher(algorithms.ChaCha20(key, nonce), mode=None).encryptor()
+        self._zeros = b""
+
+    def words(self, n: int) -> NDArray[np.uint64]:
+        nbytes = 8 * n
+        if len(self._zeros) < nbytes:
+            self._zeros = bytes(nbytes)
+        stream = self._encryptor.update(memoryview(self._zeros)[:nbytes])
+        return np.frombuffer(stream, dtype=np.uint64)
+
+
 class SecureSource:
-    """ChaCha20 keystream keyed from ``os.urandom``; one instance per thread (see :func:`resolve_source`)."""
+    """A :class:`KeyedSource` keyed from ``os.urandom``, re-keyed after a fork and every ``_REKEY_BYTES``;
+    one instance per thread (see :func:`resolve_source`)."""
 
     secure = True
 
     def __init__(self) -> None:
-        self._zeros = b""
         self._rekey()
 
     def _rekey(self) -> None:
-        cipher = Cipher(algorithms.ChaCha20(os.urandom(32), os.urandom(16)), mode=None)
-        self._encryptor = cipher.encryptor()
+        self._stream = KeyedSource(os.urandom(32), os.urandom(16))
         self._emitted = 0
         self._pid = os.getpid()
 
@@ -58,10 +76,7 @@ class SecureSource:
         if self._pid != os.getpid() or self._emitted + nbytes > _REKEY_BYTES:
             self._rekey()
         self._emitted += nbytes
-        if len(self._zeros) < nbytes:
-            self._zeros = bytes(nbytes)
-        stream = self._encryptor.update(memoryview(self._zeros)[:nbytes])
-        return np.frombuffer(stream, dtype=np.uint64)
+        return self._stream.words(n)
 
 
 class GeneratorSource:
