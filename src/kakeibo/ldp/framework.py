@@ -51,6 +51,10 @@ class CountEstimate:
     variance: FloatArray
     n: int
 
+    def __post_init__(self) -> None:
+        for a in (self.counts, self.variance):
+            a.setflags(write=False)
+
     @property
     def frequencies(self) -> FloatArray:
         """``counts / n``: estimated shares (unbiased; may fall outside [0, 1], see :mod:`.postprocess`)."""
@@ -256,10 +260,7 @@ class FrequencyOracle(LocalRandomizer, ABC):
         )
 
     def _with_variance(self, counts: FloatArray, n: int) -> CountEstimate:
-        variance = self.count_variance(n, np.clip(counts, 0, n))
-        for a in (counts, variance):
-            a.setflags(write=False)
-        return CountEstimate(counts=counts, variance=variance, n=n)
+        return CountEstimate(counts=counts, variance=self.count_variance(n, np.clip(counts, 0, n)), n=n)
 
     def count_variance(self, n: int, counts: ArrayLike) -> FloatArray:
         """Exact variance of the estimated count of a value held by ``counts`` of ``n`` clients."""

@@ -280,8 +280,6 @@ class _PrefixProtocol(LocalRandomizer, ABC):
         scale = n / batch.n
         counts = oracle.estimate_candidates(inner, candidates).counts * scale
         variance = population_count_variance(oracle, n, batch.n, np.clip(counts, 0, n))
-        for a in (counts, variance):
-            a.setflags(write=False)
         return CountEstimate(counts=counts, variance=variance, n=n)
 
     def _collect(self, batches: Sequence[Reports]) -> list[Reports]:

@@ -39,7 +39,6 @@ from .padding import (
     PaddingSamplingOracle,
     UserSets,
     as_user_sets,
-    frozen_estimate,
     lower_variance,
 )
 from .postprocess import clip_and_normalize
@@ -155,7 +154,7 @@ class _CandidateRounds:
         u, u_var = choice.update_factor, choice.update_variance
         held = np.clip(group.counts, 0, group.n)
         variance = u**2 * group.variance + (held**2 + group.variance) * u_var
-        return frozen_estimate(group.counts * u, variance, group.n)
+        return CountEstimate(group.counts * u, variance, group.n)
 
 
 def _to_population(group: CountEstimate, n_total: int) -> CountEstimate:
@@ -166,7 +165,7 @@ def _to_population(group: CountEstimate, n_total: int) -> CountEstimate:
     share = np.clip(group.counts / n_g, 0, 1)
     sampling = n_g * share * (1 - share) * (n_total - n_g) / max(n_total - 1, 1)
     scale = n_total / n_g
-    return frozen_estimate(group.counts * scale, (group.variance + sampling) * scale**2, n_total)
+    return CountEstimate(group.counts * scale, (group.variance + sampling) * scale**2, n_total)
 
 
 def _check_split(split: Sequence[float]) -> tuple[float, float, float]:
@@ -217,7 +216,7 @@ def _ranked(estimate: CountEstimate, how_many: int) -> IntArray:
 
 
 def _take(estimate: CountEstimate, index: IntArray) -> CountEstimate:
-    return frozen_estimate(estimate.counts[index], estimate.variance[index], estimate.n)
+    return CountEstimate(estimate.counts[index], estimate.variance[index], estimate.n)
 
 
 # -- SVIM ----------------------------------------------------------------------------------------------------
@@ -588,7 +587,7 @@ class SVSM(_MiningProtocol):
             )
         group = self._rounds.estimate(reports, _itemset_key(itemsets), len(itemsets), choice)
         sets_estimate = _to_population(group, n_users)
-        every = frozen_estimate(
+        every = CountEstimate(
             np.concatenate([items.estimate.counts, sets_estimate.counts]),
             np.concatenate([items.estimate.variance, sets_estimate.variance]),
             n_users,

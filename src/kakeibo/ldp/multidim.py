@@ -348,8 +348,6 @@ class MultidimensionalSampling(LocalRandomizer):
         packed = np.ascontiguousarray(blocks[rows, slots, : -(-oracle.domain_size // 8)])
         counts = self._scale * oracle.estimate(Reports(oracle.protocol, oracle.params, {"bits": packed}))
         variance = self.count_variance(column, reports.n, np.clip(counts, 0, reports.n))
-        for a in (counts, variance):
-            a.setflags(write=False)
         return CountEstimate(counts=counts, variance=variance, n=reports.n)
 
     # -- variances -----------------------------------------------------------------------------------------

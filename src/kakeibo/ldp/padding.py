@@ -374,10 +374,4 @@ class PaddingSamplingOracle(LocalRandomizer):
     def _scaled(self, inner_counts: FloatArray, n: int) -> CountEstimate:
         counts = np.asarray(inner_counts * self._l, dtype=np.float64)
         variance = self.count_variance(n, np.clip(counts, 0, n))
-        return frozen_estimate(counts, variance, n)
-
-
-def frozen_estimate(counts: FloatArray, variance: FloatArray, n: int) -> CountEstimate:
-    for arr in (counts, variance):
-        arr.setflags(write=False)
-    return CountEstimate(counts=counts, variance=variance, n=n)
+        return CountEstimate(counts, variance, n)

@@ -219,8 +219,6 @@ class _MeanSketch(LocalRandomizer, ABC):
             sums[start : start + step] = matrix[np.arange(k), rows].sum(axis=1) / k
         counts = self._debias(sums, n)
         variance = self._plugin_variance(np.clip(counts, 0, n), n)
-        for a in (counts, variance):
-            a.setflags(write=False)
         return CountEstimate(counts=counts, variance=variance, n=n)
 
     def _debias(self, collided: FloatArray, n: int) -> FloatArray:
