@@ -21,6 +21,7 @@ from scipy import integrate
 from scipy.special import log_ndtr
 from scipy.stats import norm
 
+from correlated_fixtures import STAR, star_centre_conditional
 from kakeibo.audit import audit
 from kakeibo.correlated.gaussian import (
     GaussianCorrelationModel,
@@ -577,13 +578,8 @@ def test_eq_26_mechanism_keeps_the_weak_adversary_within_epsilon(tau: float) -> 
     ``np.linalg.inv``). Audit at 10^6 releases per value, confidence 1 - 1e-6 (false-failure rate 1e-6 per
     assertion): the eq. 26 mechanism is not refuted at eps = 1, and plain DP calibration (sensitivity M) is
     refuted, since the correlation shifts the sum by (1 + slope) M."""
-    model = GaussianCorrelationModel.from_edges([(0, k) for k in range(1, 6)], tau=tau)
-    cov = np.linalg.inv(model.precision.toarray())
-    unknown = np.arange(1, 6)
-    slope = cov[unknown, 0].sum() / cov[0, 0]
-    spread = np.sqrt(
-        (cov[np.ix_(unknown, unknown)] - np.outer(cov[unknown, 0], cov[unknown, 0]) / cov[0, 0]).sum()
-    )
+    model = GaussianCorrelationModel.from_edges(STAR, tau=tau)
+    slope, spread = star_centre_conditional(tau)
 
     def releases(mechanism: Laplace) -> Any:
         def sample(value: float, n: int, rng: np.random.Generator) -> np.ndarray:

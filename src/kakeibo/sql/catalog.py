@@ -23,6 +23,13 @@ A catalog is a TOML file or the same structure as a Python mapping::
     category = { type = "str", public_values = ["food", "rent"] }
     amount   = { type = "float", lower = 0, upper = 100 }
     age      = { type = "int", lower = 0, upper = 120, user_constant = true }
+    [tables.visits.correlation]       # optional: users are correlated along this graph
+    edges = "friends.csv"             # pairs of user_id values, optional weight (relative to the TOML file)
+    tau = 1.0
+
+With a ``correlation`` section, SUM, COUNT and AVG on the table are calibrated against every Bayesian
+adversary of the Gaussian correlation model on that graph; :mod:`kakeibo.sql.correlation` states the exact
+neighbour relation, adversary model and what is refused.
 
 A column may also be given by its type alone (``user_id = "int"``). Unknown keys are rejected, so a typo
 in a privacy setting cannot pass silently. Table and column names are case-insensitive and stored in
@@ -41,12 +48,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
+from .correlation import CorrelationSpec
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
-__all__ = ["Catalog", "ColumnSpec", "ColumnType", "FrozenMap", "QueryRefused", "TableSpec"]
+__all__ = [
+    "Catalog",
+    "ColumnSpec",
+    "ColumnType",
+    "CorrelationSpec",
+    "FrozenMap",
+    "QueryRefused",
+    "TableSpec",
+]
 
 ColumnType = Literal["int", "float", "str", "bool", "date"]
 _COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
@@ -233,6 +250,8 @@ class TableSpec:
     ``max_partitions`` groups per user. Without it the table has row-level privacy: each row is a
     different person, so both limits are 1. A ``public`` table holds no personal data; it may only be
     JOINed to a sensitive table. ``source`` is a Parquet or CSV file the DuckDB backend reads as the table.
+    ``correlation`` declares a graph over the privacy units (:mod:`kakeibo.sql.correlation`); it is read
+    and checked here, so a bad edge file fails when the catalog loads.
 
     >>> columns = [ColumnSpec("user_id", "int"), ColumnSpec("amount", "float", lower=0, upper=100)]
     >>> visits = TableSpec(
@@ -256,6 +275,7 @@ class TableSpec:
     max_rows_per_partition: int = 1
     public: bool = False
     source: str | None = None
+    correlation: CorrelationSpec | None = None
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a table name")
@@ -290,6 +310,11 @@ class TableSpec:
                     f"table {name!r} has row-level privacy (no privacy_unit), so each row is a person and "
                     "max_partitions and max_rows_per_partition must be 1."
                 )
+            if self.correlation is not None:
+                raise ValueError(
+                    f"table {name!r} declares a correlation graph but no privacy_unit; the graph's nodes are "
+                    "privacy-unit values."
+                )
             return
         if self.public:
             raise ValueError(f"table {name!r} is public, so it cannot have a privacy_unit.")
@@ -297,6 +322,13 @@ class TableSpec:
         if unit not in columns:
             raise ValueError(f"the privacy_unit {unit!r} of table {name!r} is not one of its columns.")
         object.__setattr__(self, "privacy_unit", unit)
+        if self.correlation is not None:
+            if not isinstance(self.correlation, CorrelationSpec):
+                raise TypeError(f"correlation of table {name!r} must be a CorrelationSpec.")
+            try:
+                self.correlation.bound(columns[unit].type)
+            except (OSError, ValueError) as error:
+                raise ValueError(f"table {name!r}: {error}") from error
 
     @property
     def row_level(self) -> bool:
@@ -325,13 +357,16 @@ class TableSpec:
             out["public"] = True
         if self.source is not None:
             out["source"] = self.source
+        if self.correlation is not None:
+            out["correlation"] = self.correlation.to_dict()
         out["columns"] = {name: spec.to_dict() for name, spec in self.columns.items()}
         return out
 
 
 _TABLE_KEYS = frozenset(
-    {"privacy_unit", "max_partitions", "max_rows_per_partition", "public", "source", "columns"}
+    {"privacy_unit", "max_partitions", "max_rows_per_partition", "public", "source", "columns", "correlation"}
 )
+_CORRELATION_KEYS = frozenset({"edges", "tau"})
 _COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant"})
 
 
@@ -369,9 +404,6 @@ def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
     columns = data.get("columns")
     if not isinstance(columns, Mapping) or not columns:
         raise ValueError(f"table {name!r} needs a [tables.{name}.columns] section with at least one column.")
-    source = data.get("source")
-    if isinstance(source, str) and base is not None and "://" not in source and not os.path.isabs(source):
-        source = str(base / source)
     return TableSpec(
         name,
         {key: _column_from_dict(name, key, spec) for key, spec in columns.items()},
@@ -379,8 +411,28 @@ def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
         max_partitions=data.get("max_partitions", 1),
         max_rows_per_partition=data.get("max_rows_per_partition", 1),
         public=data.get("public", False),
-        source=source,
+        source=_resolve(data.get("source"), base),
+        correlation=_correlation_from_dict(name, data.get("correlation"), base),
     )
+
+
+def _resolve(path: _V, base: Path | None) -> _V | str:
+    """A relative file path taken relative to ``base`` (the TOML file's folder); anything else as it is."""
+    if isinstance(path, str) and base is not None and "://" not in path and not os.path.isabs(path):
+        return str(base / path)
+    return path
+
+
+def _correlation_from_dict(table: str, data: object, base: Path | None) -> CorrelationSpec | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise TypeError(f"correlation of table {table!r} must be a table with edges and tau.")
+    _unknown(data, _CORRELATION_KEYS, f"table {table}.correlation")
+    missing = sorted(_CORRELATION_KEYS - set(data))
+    if missing:
+        raise ValueError(f"correlation of table {table!r} needs {' and '.join(missing)}.")
+    return CorrelationSpec(_resolve(data["edges"], base), tau=data["tau"])
 
 
 class Catalog:

@@ -25,6 +25,12 @@ Group keys come from the catalog's public values when every GROUP BY column has 
 selected privately: a key is released when its noisy user count reaches a threshold ``tau`` chosen so that
 a key held by a single user is released with probability at most ``delta / L0`` (Korolova et al. 2009;
 Wilson et al. 2020, Section 4), which makes the whole query (epsilon, delta)-DP.
+
+On a table whose catalog declares a correlation graph over its users, every statistic instead gets Laplace
+noise of scale ``Delta (1 + l*) / share``: ``Delta`` is the replace range of one user's contribution and
+``l*`` the graph's certified largest leakage coefficient (seed 001, eq. 26). Variances, quantiles and
+private partition selection are refused there; :mod:`kakeibo.sql.correlation` gives the model, the
+neighbour relation and the proofs.
 """
 
 from __future__ import annotations
@@ -34,9 +40,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from ..accounting.overlap import Box
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .analyze import AnalyzedQuery, QueryRefused
+from .correlation import CorrelationBound
 from .quantiles import Buckets, QuantileEstimate, make_quantile
 
 __all__ = [
@@ -79,6 +87,13 @@ class NoisePlan:
     public_keys: tuple[tuple[object, ...], ...] | None  # the released keys, or None for private selection
     threshold: int | None  # private selection: release keys whose noisy user count is >= threshold
     quantiles: tuple[QuantileEstimate, ...] = ()
+    correlation: CorrelationBound | None = None  # set when the table's users are correlated
+
+    @property
+    def region(self) -> Box | None:
+        """The ledger region of the charge: the WHERE box, or none (overlapping everything) on a correlated
+        table, where a correlated user outside the box is evidence about one inside it."""
+        return None if self.correlation is not None else self.query.where_box
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
@@ -224,6 +239,11 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
     l0 = (table.max_partitions if table.privacy_unit else 1) if query.group_by else 1
     public = _public_keys(query)
     selection = bool(query.group_by) and public is None
+    correlation = None
+    if table.correlation is not None:
+        assert table.privacy_unit is not None  # the catalog requires one for a correlation graph
+        _refuse_correlated(query, selection)
+        correlation = table.correlation.bound(table.column(table.privacy_unit).type)
     if selection and dlt == 0:
         raise QueryRefused(
             "grouping by columns without public values needs private partition selection, which needs "
@@ -235,8 +255,11 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
     statistics = []
     for name, kind, column in needed:
         per_group = _per_group(query, kind, column, kappa)
-        if kind in ("rows", "n", "users"):
-            mechanism: Mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
+        if correlation is not None:
+            replace = _replace_sensitivity(query, kind, column, kappa, l0)
+            mechanism: Mechanism = Laplace(sensitivity=replace * correlation.factor, epsilon=share)
+        elif kind in ("rows", "n", "users"):
+            mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
         else:
             mechanism = Laplace(sensitivity=per_group * l0, epsilon=share)
         statistics.append(Statistic(name, kind, column, per_group, mechanism))
@@ -262,7 +285,50 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         public_keys=public,
         threshold=threshold,
         quantiles=tuple(quantiles),
+        correlation=correlation,
     )
+
+
+def _refuse_correlated(query: AnalyzedQuery, selection: bool) -> None:
+    """Refuse what the Gaussian correlation model's calibration does not cover (see
+    :mod:`kakeibo.sql.correlation`)."""
+    name = query.table.name
+    for agg in query.aggregates:
+        if agg.function in ("variance", "stddev"):
+            raise QueryRefused(
+                f"{agg.alias}: the users of table {name} are correlated, and the Gaussian correlation model "
+                "calibrates sums of per-user values, not the sum of squares a variance needs."
+            )
+        if agg.function == "quantile":
+            raise QueryRefused(
+                f"{agg.alias}: the users of table {name} are correlated, and the Bayesian calibration (seed "
+                "001, eq. 26) covers Laplace sums, not the exponential mechanism of quantiles, MIN and MAX."
+            )
+    if selection:
+        raise QueryRefused(
+            f"the users of table {name} are correlated, so GROUP BY needs public_values for every grouping "
+            "column: private partition selection bounds delta for independent users only."
+        )
+
+
+def _replace_sensitivity(
+    query: AnalyzedQuery, kind: StatisticKind, column: str | None, kappa: int, l0: int
+) -> float:
+    """L1 distance between the statistic's values for two records of one user (absence included): ``hi - lo``
+    for one group, ``2 L0 max(-lo, hi)`` over groups, where ``[lo, hi]`` bounds one user's contribution to
+    one group (:mod:`kakeibo.sql.correlation`)."""
+    if kind in ("rows", "n", "users"):
+        low, high = 0.0, _per_group(query, kind, column, kappa)
+    else:
+        assert column is not None
+        spec = query.table.column(column)
+        assert spec.lower is not None and spec.upper is not None  # _per_group refused unbounded columns
+        if kind == "s":
+            low, high = kappa * min(spec.lower, 0.0), kappa * max(spec.upper, 0.0)
+        else:  # "sc", the centred sum behind AVG
+            high = kappa * (spec.upper - spec.lower) / 2
+            low = -high
+    return high - low if not query.group_by else 2 * l0 * max(-low, high)
 
 
 def _public_keys(query: AnalyzedQuery) -> tuple[tuple[object, ...], ...] | None:

@@ -116,6 +116,7 @@ class Session:
         lines = [
             f"privacy loss: {plan.privacy_loss}",
             f"table {plan.query.table.name}: " + _bounding(plan),
+            *([f"correlated users: {plan.correlation}"] if plan.correlation is not None else []),
             "groups: "
             + (
                 "all public keys from the catalog"
@@ -125,8 +126,13 @@ class Session:
         ]
         for stat in plan.statistics:
             m = stat.mechanism
+            sensitivity = (
+                f"per-group sensitivity {stat.per_group_sensitivity:g}"
+                if plan.correlation is None
+                else f"Bayesian sensitivity {getattr(m, 'sensitivity', 0):.6g} (replace range x (1 + l*))"
+            )
             lines.append(
-                f"  {stat.name:<16} per-group sensitivity {stat.per_group_sensitivity:g}, "
+                f"  {stat.name:<16} {sensitivity}, "
                 f"{type(m).__name__} at {m.privacy_loss}, scale {getattr(m, 'scale', 0):.4g}, "
                 f"95% error +-{m.error_bound(0.05):.4g}"
             )
@@ -169,7 +175,7 @@ class Session:
                     label=plan.query.sql,
                     analyst=self.analyst,
                     dataset=plan.query.table.name,
-                    region=plan.query.where_box,
+                    region=plan.region,
                     request_id=request_id,
                     replay=False,
                     release=stored,
@@ -183,9 +189,11 @@ class Session:
     def _request_id(self, plan: NoisePlan) -> str:
         """The ledger request id of a release: a digest of everything that determines what it means."""
         tables = [plan.query.table] + ([plan.query.join.table] if plan.query.join else [])
-        catalog = [
+        catalog: list[tuple[object, ...]] = [
             (t.name, t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.columns) for t in tables
         ]
+        if plan.correlation is not None:  # the graph itself, not only where it was declared
+            catalog.append((plan.correlation.digest, plan.correlation.tau))
         text = repr((self.analyst, plan.query.sql, plan.epsilon, plan.delta, catalog))
         return "sql:" + hashlib.sha256(text.encode()).hexdigest()
 
