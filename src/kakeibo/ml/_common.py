@@ -1,0 +1,57 @@
+"""Input checks and randomness shared by the estimators and transformers of :mod:`kakeibo.ml`.
+
+scikit-learn's ``random_state`` convention maps onto kakeibo's randomness: an ``int`` seeds a
+``np.random.Generator`` (reproducible, so not private against whoever knows the seed; for experiments and
+tests), a ``Generator`` is used as it is, and ``None`` draws from the operating system's CSPRNG through
+:class:`~kakeibo.noise.SecureSource` (the default, and the only choice for real releases).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..noise._source import RandomSource, resolve_source
+
+__all__ = ["FloatMatrix", "check_binary_labels", "check_features", "random_source"]
+
+FloatMatrix = NDArray[np.float64]
+RandomState = int | np.random.Generator | RandomSource | None
+
+
+def random_source(random_state: RandomState) -> RandomSource:
+    """The randomness behind ``random_state`` (see the module docstring)."""
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return resolve_source(np.random.default_rng(int(random_state)))
+    if random_state is None or isinstance(random_state, (np.random.Generator, RandomSource)):
+        return resolve_source(random_state)
+    raise TypeError(f"random_state must be an int, a numpy Generator or None, got {random_state!r}.")
+
+
+def check_features(X: ArrayLike, n_features: int | None = None) -> FloatMatrix:
+    """``X`` as a finite 2-d float array with at least one row (and ``n_features`` columns when given)."""
+    arr = np.asarray(X)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"X must hold numbers, got dtype {arr.dtype}.")
+    arr = arr.astype(np.float64)
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"X must be a non-empty 2-d array (records x attributes), got shape {arr.shape}.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("X contains NaN or infinite values.")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"X has {arr.shape[1]} attributes, but this was fitted with {n_features}.")
+    return arr
+
+
+def check_binary_labels(y: ArrayLike, n_samples: int) -> tuple[NDArray[np.int64], NDArray[np.generic]]:
+    """``(signs, classes)``: labels of exactly two classes as -1 / +1 (the larger class label is +1) and
+    the two labels in sorted order."""
+    labels = np.asarray(y)
+    if labels.ndim != 1 or labels.shape[0] != n_samples:
+        raise ValueError(f"y must be a 1-d array of {n_samples} labels, got shape {labels.shape}.")
+    classes = np.unique(labels)
+    if classes.size != 2:
+        raise ValueError(f"y must have exactly two classes, got {classes.size}.")
+    return np.where(labels == classes[1], 1, -1).astype(np.int64), classes
