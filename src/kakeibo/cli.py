@@ -9,6 +9,9 @@
 * ``kakeibo explain --database FILE --catalog FILE [--epsilon E] "SELECT ..."`` -- the plan, before spending.
 * ``kakeibo repro bdp [--out DIR] [--quick]`` -- regenerate seed 001's figures (leakage of the Gaussian
   correlation model on random networks and on ego-Facebook) and check the paper's claims on them.
+* ``kakeibo repro supml --dataset wdbc|ionosphere [--out DIR] [--quick] [--jobs N]`` -- seed 004's sweep
+  (SUP.ML, WALDP, the PM baseline and raw data, 10-fold CV): print the result table, write it as CSV and
+  Parquet with figures and claims.txt.
 
 Exit status 2 means the command could not run (no such ledger, bad arguments).
 """
@@ -66,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     bdp = experiments.add_parser("bdp", help="seed 001: Bayesian DP leakage figures (needs matplotlib)")
     bdp.add_argument("--out", default="repro-bdp", help="directory for the PNG figures and claims.txt")
     bdp.add_argument("--quick", action="store_true", help="small networks: a smoke run in seconds")
+    supml = experiments.add_parser("supml", help="seed 004: SUP.ML / WALDP on WDBC or Ionosphere")
+    supml.add_argument("--dataset", choices=("wdbc", "ionosphere"), required=True)
+    supml.add_argument("--out", default=None, help="output directory (default repro-supml-DATASET)")
+    supml.add_argument("--quick", action="store_true", help="a small grid: a smoke run")
+    supml.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    supml.add_argument("--seed", type=int, default=0, help="shuffle and noise seed (default 0)")
     return parser
 
 
@@ -77,6 +86,12 @@ def _repro(args: argparse.Namespace) -> int:
     except ImportError:
         print("kakeibo: the figures need matplotlib: pip install 'kakeibo[repro]'", file=sys.stderr)
         return 2
+    if args.experiment == "supml":
+        from .ml.repro import reproduce as reproduce_supml
+
+        out = Path(args.out or f"repro-supml-{args.dataset}")
+        print(reproduce_supml(args.dataset, out, quick=args.quick, seed=args.seed, n_jobs=args.jobs))
+        return 0
     from .correlated.repro import reproduce
 
     lines = reproduce(Path(args.out), quick=args.quick)
@@ -185,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("sql", "explain"):
         return _sql(args)
-    if args.command == "repro" and args.experiment == "bdp":
+    if args.command == "repro" and args.experiment in ("bdp", "supml"):
         return _repro(args)
     if args.command != "ledger" or args.action is None:
         parser.print_help(sys.stderr)
