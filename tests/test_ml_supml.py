@@ -142,7 +142,7 @@ def test_one_perturbed_class_gives_a_constant_prediction() -> None:
     ("params", "error", "match"),
     [
         ({"dimension_reduction": "pca"}, ValueError, "dimension_reduction must be one of rand, pm, wa, none"),
-        ({"training": "laplace"}, ValueError, "training must be one of waldp, wa, pm, raw"),
+        ({"training": "laplace"}, ValueError, "training must be one of waldp, wa, pm, pm-sampled, raw"),
         ({"testing": "x"}, ValueError, "testing must be one of"),
         ({"epsilon": 0}, ValueError, "epsilon must be a positive finite number"),
         ({"dimension_reduction_epsilon": -1}, ValueError, "dimension_reduction_epsilon must be"),

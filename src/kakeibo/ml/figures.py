@@ -197,7 +197,8 @@ def plot(dataset: str, table: pa.Table, rows: list[dict[str, Any]], out: Path) -
         ax.set_ylabel("accuracy (10-fold CV)")
         ax.set_title(f"{dataset}: {name.split('_', 2)[2].removesuffix('.png')}")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # a panel whose curves the grid did not run stays empty
+            ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / name, dpi=120)
         plt.close(fig)
@@ -214,7 +215,14 @@ def _kl_panel(ax: Any, table: pa.Table, dataset: str) -> None:
 
 def _methods_panel(ax: Any, table: pa.Table, raw: float) -> None:
     ax.axhline(raw, color="black", linestyle="--", label="raw data")
-    for method in ("DR.Rand (WALDP, WALDP)", "DR.PM (WALDP, WALDP)", "DR.WA (WALDP, WALDP)", "PM"):
+    methods = (
+        "DR.Rand (WALDP, WALDP)",
+        "DR.PM (WALDP, WALDP)",
+        "DR.WA (WALDP, WALDP)",
+        "PM",
+        "DR.Rand (PM, PM)",
+    )
+    for method in methods:
         eps, acc = curve(table, method)
         if eps:
             ax.plot(eps, acc, marker="o", label=f"{method}, best (K, L)")

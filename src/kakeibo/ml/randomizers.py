@@ -34,6 +34,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..ldp.framework import MAX_EPSILON
+from ..ldp.multidim import MultidimensionalSampling, sample_size
 from ..ldp.numeric import PiecewiseMechanism
 from ..mechanisms import RandomizedResponse
 from ..noise._source import RandomSource
@@ -146,7 +147,16 @@ class PiecewiseTransformer(_LocalRandomizer):
     Loss: ``epsilon / d`` per attribute (any two values of its domain), ``epsilon`` per record. The
     Piecewise mechanism accepts at most ``epsilon / d = 64``.
 
-    Fitted: ``mechanism_`` (the per-attribute Piecewise mechanism), ``feature_range_``, ``n_features_in_``.
+    ``sample_attributes=True`` is the multidimensional protocol of Wang et al. 2019 (Algorithm 4), which
+    seed 004 (section 3.1) describes as PM's way with many attributes and uses as its PM baseline: each
+    record samples ``k = max(1, min(d, floor(eps / 2.5)))`` attributes uniformly, sends each through the
+    Piecewise mechanism at ``epsilon / k``, and the others as 0 (the domain's centre); the sampled reports
+    are scaled by ``d / k`` so that every attribute stays unbiased
+    (:class:`kakeibo.ldp.multidim.MultidimensionalSampling`). Loss: ``epsilon / k`` per sampled attribute,
+    ``epsilon`` per record.
+
+    Fitted: ``mechanism_`` (the per-attribute Piecewise mechanism, or the sampling protocol),
+    ``feature_range_``, ``n_features_in_``.
 
     >>> X = np.array([[0.0, 5.0], [10.0, 5.0]])
     >>> pm = PiecewiseTransformer(4.0, feature_range=(0.0, 10.0), random_state=0).fit(X)
@@ -154,12 +164,20 @@ class PiecewiseTransformer(_LocalRandomizer):
     (2.0, (2, 2))
     """
 
-    mechanism_: PiecewiseMechanism
+    mechanism_: PiecewiseMechanism | MultidimensionalSampling
     feature_range_: FloatMatrix
 
-    def __init__(self, epsilon: float, *, feature_range: Any = (-1.0, 1.0), random_state: Any = None) -> None:
+    def __init__(
+        self,
+        epsilon: float,
+        *,
+        feature_range: Any = (-1.0, 1.0),
+        sample_attributes: bool = False,
+        random_state: Any = None,
+    ) -> None:
         self.epsilon = epsilon
         self.feature_range = feature_range
+        self.sample_attributes = sample_attributes
         self.random_state = random_state
 
     def fit(self, X: ArrayLike, y: object = None) -> PiecewiseTransformer:
@@ -168,13 +186,20 @@ class PiecewiseTransformer(_LocalRandomizer):
         features = check_features(check_dense(X))
         d = features.shape[1]
         ranges = check_feature_range(self.feature_range, d)
-        budget = self._attribute_budget(epsilon, d)
+        if not isinstance(self.sample_attributes, bool):
+            raise TypeError(f"sample_attributes must be True or False, got {self.sample_attributes!r}.")
+        sampled = sample_size(epsilon, d) if self.sample_attributes else d
+        budget = self._attribute_budget(epsilon, sampled)
         if budget > MAX_EPSILON:
             raise ValueError(
-                f"epsilon / n_features = {float(budget):g} exceeds {MAX_EPSILON}, the Piecewise mechanism's "
+                f"epsilon per attribute = {float(budget):g} exceeds {MAX_EPSILON}, the Piecewise mechanism's "
                 "largest epsilon."
             )
-        mechanism = PiecewiseMechanism(epsilon=budget)
+        mechanism: PiecewiseMechanism | MultidimensionalSampling = (
+            MultidimensionalSampling(epsilon=budget * sampled, dimensions=d, mechanism="piecewise")
+            if self.sample_attributes
+            else PiecewiseMechanism(epsilon=budget)
+        )
         self._start(epsilon, d, budget)
         self.mechanism_ = mechanism
         self.feature_range_ = ranges
@@ -187,7 +212,13 @@ class PiecewiseTransformer(_LocalRandomizer):
         centre = self.feature_range_.mean(axis=1)
         half = (self.feature_range_[:, 1] - self.feature_range_[:, 0]) / 2
         unit = np.clip((features - centre) / half, -1.0, 1.0)
-        reports = self.mechanism_.randomize(unit.ravel(), rng=self._coins()).reshape(unit.shape)
+        if isinstance(self.mechanism_, MultidimensionalSampling):
+            sent = self.mechanism_.randomize(unit, rng=self._coins())
+            reports = np.zeros_like(unit)
+            scale = self.n_features_in_ / self.mechanism_.k  # the public d / k of Algorithm 4
+            np.put_along_axis(reports, sent["attributes"].astype(np.int64), scale * sent["values"], axis=1)
+        else:
+            reports = self.mechanism_.randomize(unit.ravel(), rng=self._coins()).reshape(unit.shape)
         return np.asarray(centre + half * reports, dtype=np.float64)
 
 

@@ -24,9 +24,15 @@ no trusted party.
    * ``"waldp"``: WALDP (Algorithm 5) at ``eps / (K + 1)`` per attribute, and the target through k-ary
      randomized response at ``eps / (K + 1)``: the record is ``eps``-LDP (sequential composition);
    * ``"wa"``: weak anonymisation (WAT, Algorithm 4) and the true target: **not differentially private**;
-   * ``"pm"``: the Piecewise mechanism at ``eps / (K + 1)`` per attribute and the target as for WALDP --
-     the paper's PM baseline (``(PM, PM)``); the target goes through randomized response in both so that
-     the baseline differs from SUP.ML in the attribute mechanism only;
+   * ``"pm-sampled"``: the paper's PM baseline (``(PM, PM)`` on the raw data, section 4.1 (3)): PM used
+     the way section 3.1 describes it, Wang et al. 2019's Algorithm 4 -- each owner samples
+     ``k = max(1, min(K, floor(eps / 2.5)))`` of the chosen attributes, sends each through the Piecewise
+     mechanism and the others as 0 (:class:`~kakeibo.ml.PiecewiseTransformer` with
+     ``sample_attributes=True``), at ``eps k / (k + 1)`` in total, and the target through randomized
+     response at ``eps / (k + 1)``. Use it with ``dimension_reduction="none"``;
+   * ``"pm"``: the Piecewise mechanism on every chosen attribute at ``eps / (K + 1)`` and the target as for
+     WALDP: SUP.ML's pipeline with PM in place of WALDP (not in the paper; a control that separates the
+     effect of the dimension reduction from that of the mechanism);
    * ``"raw"``: the attributes themselves (the paper's raw-data reference).
 
    A test record's owner sends the attributes only: its target's share ``eps / (K + 1)`` of Algorithm 9
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
@@ -50,6 +57,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.svm import SVC
 
+from ..ldp.multidim import sample_size
 from ..ldp.numeric import PiecewiseMechanism
 from ..noise._source import RandomSource
 from ..privacy import PureDP
@@ -60,9 +68,9 @@ from .weak_anonymization import WeakAnonymizer
 __all__ = ["SUPML"]
 
 DimensionReduction = Literal["rand", "pm", "wa", "none"]
-DataType = Literal["waldp", "wa", "pm", "raw"]
+DataType = Literal["waldp", "wa", "pm", "pm-sampled", "raw"]
 _REDUCTIONS = ("rand", "pm", "wa", "none")
-_DATA_TYPES = ("waldp", "wa", "pm", "raw")
+_DATA_TYPES = ("waldp", "wa", "pm", "pm-sampled", "raw")
 RandomState = int | np.random.Generator | None
 
 
@@ -164,6 +172,12 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         """``eps / (K + 1)``: each chosen attribute's and the target's share (Algorithms 8 and 9)."""
         return float(self.epsilon) / (self._k + 1)
 
+    def label_epsilon(self, data_type: str) -> float:
+        """The target's share of ``epsilon`` for ``data_type`` (the attributes get the rest)."""
+        if data_type == "pm-sampled":
+            return float(self.epsilon) / (sample_size(Fraction(self.epsilon), self._k) + 1)
+        return self.attribute_epsilon
+
     # -- dimension reduction (Algorithms 6 and 7) ------------------------------------------------------
 
     def _reduce(self, X: FloatMatrix, signs: NDArray[np.int64], rng: RandomState) -> NDArray[np.int64]:
@@ -223,7 +237,7 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         domain = _subset_domain(self.feature_range, chosen, self.n_features_in_)
         discrete = tuple(chosen.index(j) for j in self.discrete_features if j in chosen)
         categories = {chosen.index(j): v for j, v in (self.categories or {}).items() if j in chosen}
-        feature_epsilon = self.attribute_epsilon * len(chosen)
+        feature_epsilon = float(self.epsilon) - self.label_epsilon(data_type)
         if data_type == "waldp":
             return WALDP(
                 feature_epsilon,
@@ -240,14 +254,20 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
                 discrete_features=discrete,
                 categories=categories or None,
             )
-        if data_type == "pm":
-            return PiecewiseTransformer(feature_epsilon, feature_range=domain, random_state=rng)
+        if data_type in ("pm", "pm-sampled"):
+            return PiecewiseTransformer(
+                feature_epsilon,
+                feature_range=domain,
+                sample_attributes=data_type == "pm-sampled",
+                random_state=rng,
+            )
         return _Identity()
 
     def _training_labels(self, signs: NDArray[np.int64], rng: RandomState) -> NDArray[np.int64]:
         if self.training in ("wa", "raw"):
             return signs
-        rr = RandomizedResponseTransformer(self.attribute_epsilon, categories=[[-1, 1]], random_state=rng)
+        share = self.label_epsilon(self.training)
+        rr = RandomizedResponseTransformer(share, categories=[[-1, 1]], random_state=rng)
         return np.asarray(rr.fit_transform(signs[:, None].astype(np.float64))[:, 0], dtype=np.int64)
 
     def _privacy_losses(self) -> dict[str, PureDP | None]:
@@ -259,7 +279,7 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         }[self.dimension_reduction]
 
         def phase(data_type: str) -> PureDP | None:
-            return PureDP(self.epsilon) if data_type in ("waldp", "pm") else None
+            return PureDP(self.epsilon) if data_type in ("waldp", "pm", "pm-sampled") else None
 
         return {
             "dimension_reduction": reduction,
