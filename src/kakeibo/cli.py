@@ -12,6 +12,10 @@
 * ``kakeibo repro supml --dataset wdbc|ionosphere [--out DIR] [--quick] [--jobs N]`` -- seed 004's sweep
   (SUP.ML, WALDP, the PM baseline and raw data, 10-fold CV): print the result table, write it as CSV and
   Parquet with figures and claims.txt.
+* ``kakeibo serve --config FILE [--host H] [--port P]`` -- the DP SQL query service over HTTP
+  (:mod:`kakeibo.service`; needs ``pip install 'kakeibo[service]'``).
+* ``kakeibo hash-key [--new]`` -- the salted hash of a key read from stdin, for ``admin_key_hash`` (with
+  ``--new``: make a fresh key, print it and its hash).
 
 Exit status 2 means the command could not run (no such ledger, bad arguments).
 """
@@ -69,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     bdp = experiments.add_parser("bdp", help="seed 001: Bayesian DP leakage figures (needs matplotlib)")
     bdp.add_argument("--out", default="repro-bdp", help="directory for the PNG figures and claims.txt")
     bdp.add_argument("--quick", action="store_true", help="small networks: a smoke run in seconds")
+    serve = commands.add_parser("serve", help="run the DP SQL query service (HTTP)")
+    serve.add_argument("--config", required=True, help="the service's TOML configuration")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    hashing = commands.add_parser("hash-key", help="print the salted hash of a key read from stdin")
+    hashing.add_argument("--new", action="store_true", help="make a fresh key and print it with its hash")
     supml = experiments.add_parser("supml", help="seed 004: SUP.ML / WALDP on WDBC or Ionosphere")
     supml.add_argument("--dataset", choices=("wdbc", "ionosphere"), required=True)
     supml.add_argument("--out", default=None, help="output directory (default repro-supml-DATASET)")
@@ -98,6 +108,39 @@ def _repro(args: argparse.Namespace) -> int:
     print("\n".join(lines))
     print(f"figures and claims.txt written to {args.out}")
     return 0 if all(line.startswith("[ok]") for line in lines) else 1
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from .service import ServiceConfig, create_app
+    except ImportError:
+        message = "kakeibo: the service needs FastAPI and uvicorn: pip install 'kakeibo[service]'"
+        print(message, file=sys.stderr)
+        return 2
+    try:
+        config = ServiceConfig.from_toml(args.config)
+    except (OSError, ValueError) as exc:
+        print(f"kakeibo: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(create_app(config), host=args.host, port=args.port)
+    return 0
+
+
+def _hash_key(args: argparse.Namespace) -> int:
+    from .service.registry import hash_key, new_key
+
+    if args.new:
+        key = new_key()[0]
+        print(f"key:  {key}\nhash: {hash_key(key)}")
+        return 0
+    key = sys.stdin.readline().strip()
+    if not key:
+        print("kakeibo: give the key on stdin (or --new for a fresh one)", file=sys.stderr)
+        return 2
+    print(hash_key(key))
+    return 0
 
 
 def _sql(args: argparse.Namespace) -> int:
@@ -200,6 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("sql", "explain"):
         return _sql(args)
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "hash-key":
+        return _hash_key(args)
     if args.command == "repro" and args.experiment in ("bdp", "supml"):
         return _repro(args)
     if args.command != "ledger" or args.action is None:

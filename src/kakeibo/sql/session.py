@@ -27,6 +27,7 @@ import pyarrow as pa
 import sqlglot
 
 from ..accounting import DuplicateRequest, Ledger
+from ..accounting.overlap import Box
 from ..backends import Backend, DuckDBBackend
 from ..mechanisms._base import Rng
 from ..noise import resolve_source
@@ -53,6 +54,7 @@ class Result:
     sql: str
     seeded: bool = False
     explanation: str = field(default="", repr=False)
+    request_id: str = ""  # the ledger request id of the release (``Ledger.lookup`` gives its entry)
 
     def to_arrow(self) -> pa.Table:
         return self.table
@@ -70,16 +72,29 @@ class Result:
 
 
 class Session:
-    """A DP SQL session: one engine, one catalog, one ledger. Create it with :func:`connect`."""
+    """A DP SQL session: one engine, one catalog, one ledger. Create it with :func:`connect`.
+
+    Charges name the queried table as their ledger dataset, unless ``dataset`` names the whole catalog
+    (as the query service does, so that one budget covers all its tables); then a WHERE region is kept
+    only when the catalog has a single sensitive table, since boxes over different tables' columns must
+    never be taken for disjoint regions of one table."""
 
     def __init__(
-        self, backend: Backend, catalog: Catalog, ledger: Ledger, *, analyst: str | None, delta: Number
+        self,
+        backend: Backend,
+        catalog: Catalog,
+        ledger: Ledger,
+        *,
+        analyst: str | None,
+        delta: Number,
+        dataset: str | None = None,
     ) -> None:
         self.backend = backend
         self.catalog = catalog
         self.ledger = ledger
         self.analyst = analyst
         self.delta = delta
+        self.dataset = dataset
 
     def plan(
         self,
@@ -156,14 +171,19 @@ class Session:
         accuracy: tuple[float, float] | None = None,
         delta: Number | None = None,
         rng: Rng = None,
+        request_id: str | None = None,
     ) -> Result:
         """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring).
 
         ``accuracy=(alpha, beta)`` instead of ``epsilon`` spends the least epsilon (two significant digits)
         at which each COUNT / SUM is within ``alpha`` of its bounded true value with probability
-        ``>= 1 - beta``; ``result.privacy_loss`` tells what was spent."""
+        ``>= 1 - beta``; ``result.privacy_loss`` tells what was spent.
+
+        The release is stored under a digest of the query, its budget and the catalog: asking the same
+        again returns it at no cost. ``request_id`` (a client's idempotency key) joins that digest, so
+        a retry with the same key gets the same answer and a new key asks for a fresh release."""
         plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta)
-        request_id = self._request_id(plan)
+        request_id = self._request_id(plan, request_id)
         stored = self.ledger.release(request_id)
         if stored is None:
             statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
@@ -174,8 +194,8 @@ class Session:
                     plan.privacy_loss,
                     label=plan.query.sql,
                     analyst=self.analyst,
-                    dataset=plan.query.table.name,
-                    region=plan.region,
+                    dataset=self.dataset or plan.query.table.name,
+                    region=self._region(plan),
                     request_id=request_id,
                     replay=False,
                     release=stored,
@@ -184,9 +204,15 @@ class Session:
                 stored = self.ledger.release(request_id)
                 assert stored is not None
         table, seeded = _deserialise(stored)
-        return Result(table, plan.privacy_loss, plan.query.sql, seeded=seeded)
+        return Result(table, plan.privacy_loss, plan.query.sql, seeded=seeded, request_id=request_id)
 
-    def _request_id(self, plan: NoisePlan) -> str:
+    def _region(self, plan: NoisePlan) -> Box | None:
+        if self.dataset is None:
+            return plan.region
+        sensitive = [t for t in self.catalog.tables.values() if not t.public]
+        return plan.region if len(sensitive) == 1 else None
+
+    def _request_id(self, plan: NoisePlan, client_key: str | None = None) -> str:
         """The ledger request id of a release: a digest of everything that determines what it means."""
         tables = [plan.query.table] + ([plan.query.join.table] if plan.query.join else [])
         catalog: list[tuple[object, ...]] = [
@@ -195,6 +221,8 @@ class Session:
         if plan.correlation is not None:  # the graph itself, not only where it was declared
             catalog.append((plan.correlation.digest, plan.correlation.tau))
         text = repr((self.analyst, plan.query.sql, plan.epsilon, plan.delta, catalog))
+        if client_key is not None:
+            text += repr(("client request id", client_key))
         return "sql:" + hashlib.sha256(text.encode()).hexdigest()
 
     def _delta(self, delta: Number | None) -> Fraction:

@@ -1,0 +1,324 @@
+"""The DP SQL query service: multi-analyst access to :mod:`kakeibo.sql` over HTTP (FastAPI).
+
+Analysts authenticate with ``Authorization: Bearer <key>`` (:mod:`.registry`), the administrator with the
+admin key. An analyst may query only the datasets granted to them; any other name, existing or not, gets
+the same 403, so the answer reveals nothing about which datasets exist. Every answer goes through one
+:class:`kakeibo.sql.Session` per request, so the ledger is charged before anything is returned, and it
+carries its confidence intervals, its privacy loss and its ledger entry.
+
+Budgets are ledger budgets: one per dataset (the configuration's ``budget``, shared by all analysts, so
+colluders cannot exceed it) and one per (analyst, dataset), set when access is granted. Changing either
+is a row of the ledger's budget chain.
+
+Endpoints (``/docs`` and ``/openapi.json`` describe them):
+
+* ``POST /v1/query`` ``{dataset, sql, epsilon | accuracy: [alpha, beta], delta?, request_id?}``
+* ``POST /v1/explain`` -- the plan, its cost and expected errors; free
+* ``GET /v1/budget`` -- spent and remaining per granted dataset (the caller's and the dataset's)
+* ``GET /v1/history`` -- the caller's ledger entries; ``GET /v1/ledger/verify``
+* admin: ``POST /v1/admin/analysts`` (returns the new key once), ``POST /v1/admin/analysts/{name}/revoke``,
+  ``POST /v1/admin/grants`` ``{analyst, dataset, budget}``, ``DELETE /v1/admin/grants/{analyst}/{dataset}``,
+  ``POST /v1/admin/budgets`` ``{dataset, analyst?, budget}``, ``GET /v1/admin/analysts``.
+
+Safety: a refused query costs nothing and its message is the analyser's reason (which names columns,
+never values); unexpected errors answer a bare 500; bodies above ``max_body_bytes`` get 413; more than
+``requests_per_minute`` per key get 429.
+"""
+
+import collections
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Annotated, Any
+
+import duckdb
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from ..accounting import BudgetExceeded, Ledger
+from ..accounting.ledger import Scope
+from ..backends import DuckDBBackend
+from ..privacy import PrivacyLoss
+from ..sql import Catalog, QueryRefused
+from ..sql.session import Session
+from .config import DatasetConfig, ServiceConfig
+from .registry import AnalystRegistry, check_name, verify_key
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("kakeibo.service")
+_NOT_GRANTED = "this key has no access to that dataset."
+_BAD_KEY = "missing, invalid or revoked API key."
+
+
+class QueryRequest(BaseModel):
+    dataset: str = Field(max_length=64)
+    sql: str = Field(max_length=20_000)
+    epsilon: float | None = Field(default=None, gt=0)
+    accuracy: tuple[float, float] | None = None
+    delta: float | None = Field(default=None, ge=0, lt=1)
+    request_id: str | None = Field(default=None, max_length=128)
+
+
+class NewAnalyst(BaseModel):
+    name: str = Field(max_length=64)
+
+
+class GrantRequest(BaseModel):
+    analyst: str = Field(max_length=64)
+    dataset: str = Field(max_length=64)
+    budget: float = Field(gt=0)
+
+
+class BudgetRequest(BaseModel):
+    dataset: str = Field(max_length=64)
+    analyst: str | None = Field(default=None, max_length=64)
+    budget: float = Field(gt=0)
+
+
+@dataclass
+class _Dataset:
+    config: DatasetConfig
+    catalog: Catalog
+    backend: DuckDBBackend
+    lock: threading.Lock  # one engine connection per dataset: statements run one at a time
+
+
+class _RateLimiter:
+    """At most ``limit`` requests per key in any 60-second window."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._seen: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._lock = threading.Lock()
+
+    def allow(self, key: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            window = self._seen[key]
+            while window and now - window[0] > 60:
+                window.popleft()
+            if len(window) >= self._limit:
+                return False
+            window.append(now)
+            return True
+
+
+def _loss(loss: PrivacyLoss) -> dict[str, float]:
+    return {"epsilon": float(getattr(loss, "epsilon", math.nan)), "delta": float(getattr(loss, "delta", 0))}
+
+
+def _open_ledger(config: ServiceConfig) -> Ledger:
+    """The service's ledger, created if missing. Its global budget is the sum of the dataset budgets, so the
+    dataset and (analyst, dataset) budgets are the ones that bind; it is raised (a recorded change) when
+    datasets are added."""
+    total = sum((spec.budget for spec in config.datasets.values()), Fraction(0))
+    if not config.ledger.exists():
+        return Ledger(config.ledger, budget=total)
+    ledger = Ledger(config.ledger)
+    current = ledger.budgets().get(Scope())
+    if current is None or getattr(current, "epsilon", total) < total:
+        ledger.set_budget(total)
+    return ledger
+
+
+def create_app(config: ServiceConfig) -> FastAPI:
+    """The service for ``config``: opens the ledger and the registry, sets the dataset budgets."""
+    ledger = _open_ledger(config)
+    registry = AnalystRegistry(config.registry)
+    datasets: dict[str, _Dataset] = {}
+    budgets = ledger.budgets()
+    for name, spec in config.datasets.items():
+        catalog = Catalog.from_toml(spec.catalog)
+        backend = DuckDBBackend(spec.database)
+        for table in catalog.tables.values():
+            if table.source is not None:
+                backend.register_source(table.name, table.source)
+        datasets[name] = _Dataset(spec, catalog, backend, threading.Lock())
+        current = [v for s, v in budgets.items() if s.analyst is None and s.dataset == name]
+        if not current or getattr(current[0], "epsilon", None) != spec.budget:
+            ledger.set_budget(spec.budget, dataset=name)  # recorded in the budget chain
+    limiter = _RateLimiter(config.requests_per_minute)
+    bearer = HTTPBearer(auto_error=False)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        for dataset in datasets.values():
+            dataset.backend.close()
+        registry.close()
+        ledger.close()
+
+    app = FastAPI(title="kakeibo query service", version="1", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > config.max_body_bytes):
+            return JSONResponse({"detail": "request body too large."}, status_code=413)
+        chunked = declared is None and request.method in ("POST", "PUT", "PATCH")
+        if chunked and len(await request.body()) > config.max_body_bytes:
+            return JSONResponse({"detail": "request body too large."}, status_code=413)
+        return await call_next(request)
+
+    def analyst(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
+        name = registry.authenticate(credentials.credentials) if credentials is not None else None
+        if name is None:
+            raise HTTPException(401, _BAD_KEY)
+        if not limiter.allow(name):
+            raise HTTPException(429, "too many requests for this key; retry in a minute.")
+        return name
+
+    def admin(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+        if credentials is None or not verify_key(credentials.credentials, config.admin_key_hash):
+            raise HTTPException(401, _BAD_KEY)
+
+    def granted(name: str, dataset: str) -> _Dataset:
+        if dataset not in datasets or not registry.granted(name, dataset):
+            raise HTTPException(403, _NOT_GRANTED)
+        return datasets[dataset]
+
+    def session(name: str, dataset: _Dataset) -> Session:
+        return Session(
+            dataset.backend,
+            dataset.catalog,
+            ledger,
+            analyst=name,
+            delta=config.delta,
+            dataset=dataset.config.name,
+        )
+
+    @app.post("/v1/query")
+    def query(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
+        dataset = granted(name, body.dataset)
+        with dataset.lock, _errors():
+            result = session(name, dataset).sql(
+                body.sql,
+                epsilon=body.epsilon,
+                accuracy=body.accuracy,
+                delta=body.delta,
+                request_id=body.request_id,
+            )
+        entry = ledger.lookup(result.request_id)
+        assert entry is not None  # the session stored the release with its charge
+        table = result.to_arrow()
+        return {
+            "columns": table.column_names,
+            "rows": [list(row.values()) for row in table.to_pylist()],
+            "privacy_loss": _loss(result.privacy_loss),
+            "ledger_entry": entry.seq,
+            "confidence": 0.95,
+        }
+
+    @app.post("/v1/explain")
+    def explain(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
+        dataset = granted(name, body.dataset)
+        with _errors():
+            text = session(name, dataset).explain(
+                body.sql, epsilon=body.epsilon, accuracy=body.accuracy, delta=body.delta
+            )
+        return {"plan": text}
+
+    @app.get("/v1/budget")
+    def budget(name: Annotated[str, Depends(analyst)]) -> list[dict[str, Any]]:
+        return [
+            {
+                "dataset": ds,
+                "spent": _loss(ledger.spent(analyst=name, dataset=ds)),
+                "remaining": _loss(ledger.remaining(analyst=name, dataset=ds)),
+                "dataset_remaining": _loss(ledger.remaining(dataset=ds)),
+            }
+            for ds in registry.datasets(name)
+            if ds in datasets
+        ]
+
+    @app.get("/v1/history")
+    def history(name: Annotated[str, Depends(analyst)]) -> list[dict[str, Any]]:
+        return [
+            {
+                "ledger_entry": e.seq,
+                "dataset": e.dataset,
+                "sql": e.label,
+                "privacy_loss": _loss(e.loss),
+                "created_at": e.created_at.isoformat(),
+            }
+            for e in ledger.entries(analyst=name)
+        ]
+
+    @app.get("/v1/ledger/verify")
+    def verify(name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
+        result = ledger.verify()
+        return {"ok": result.ok, "entries": result.entries, "problems": len(result.problems)}
+
+    @app.post("/v1/admin/analysts", dependencies=[Depends(admin)])
+    def create_analyst(body: NewAnalyst) -> dict[str, str]:
+        with _errors():
+            key = registry.create(body.name)
+        return {"name": body.name, "key": key}
+
+    @app.get("/v1/admin/analysts", dependencies=[Depends(admin)])
+    def list_analysts() -> list[dict[str, Any]]:
+        return [{**a, "datasets": registry.datasets(str(a["name"]))} for a in registry.analysts()]
+
+    @app.post("/v1/admin/analysts/{analyst_name}/revoke", dependencies=[Depends(admin)])
+    def revoke(analyst_name: str) -> dict[str, str]:
+        try:
+            registry.revoke(analyst_name)
+        except KeyError:
+            raise HTTPException(404, "no such analyst.") from None
+        return {"revoked": analyst_name}
+
+    @app.post("/v1/admin/grants", dependencies=[Depends(admin)])
+    def grant(body: GrantRequest) -> dict[str, Any]:
+        if body.dataset not in datasets:
+            raise HTTPException(404, "no such dataset.")
+        try:
+            registry.grant(check_name(body.analyst, "an analyst name"), body.dataset)
+        except KeyError:
+            raise HTTPException(404, "no such analyst.") from None
+        with _errors():
+            ledger.set_budget(body.budget, analyst=body.analyst, dataset=body.dataset)
+        return {"analyst": body.analyst, "dataset": body.dataset, "budget": body.budget}
+
+    @app.delete("/v1/admin/grants/{analyst_name}/{dataset}", dependencies=[Depends(admin)])
+    def revoke_grant(analyst_name: str, dataset: str) -> dict[str, str]:
+        registry.revoke_grant(analyst_name, dataset)
+        return {"analyst": analyst_name, "dataset": dataset, "granted": "no"}
+
+    @app.post("/v1/admin/budgets", dependencies=[Depends(admin)])
+    def set_budget(body: BudgetRequest) -> dict[str, Any]:
+        if body.dataset not in datasets:
+            raise HTTPException(404, "no such dataset.")
+        with _errors():
+            ledger.set_budget(body.budget, analyst=body.analyst, dataset=body.dataset)
+        return {"dataset": body.dataset, "analyst": body.analyst, "budget": body.budget}
+
+    return app
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """Map kakeibo's exceptions to HTTP answers that carry the reason but never data: 400 for a refused
+    query or bad parameters, 409 for an exhausted budget, a bare 500 for anything else (logged)."""
+    try:
+        yield
+    except HTTPException:
+        raise
+    except BudgetExceeded as error:
+        raise HTTPException(409, f"budget exhausted: {error}") from None
+    except (QueryRefused, ValueError, TypeError) as error:
+        raise HTTPException(400, str(error)) from None
+    except duckdb.Error:  # e.g. a literal of the wrong type; the engine's message is not passed on
+        raise HTTPException(
+            400, "the engine could not run this query (check literal types); nothing was charged."
+        ) from None
+    except Exception:
+        log.exception("unexpected error while answering a request")
+        raise HTTPException(500, "internal error.") from None

@@ -1,0 +1,137 @@
+"""The query service's configuration file (TOML). Paths are relative to the file::
+
+    [service]
+    ledger = "ledger.sqlite"            # the privacy ledger (created if missing)
+    registry = "analysts.sqlite"        # analysts, key digests and grants (created if missing)
+    admin_key_hash = "scrypt$...$..."   # `kakeibo hash-key` prints it for a key read from stdin
+    max_body_bytes = 65536              # larger request bodies get 413
+    requests_per_minute = 600           # per API key; more get 429
+    delta = "1e-6"                      # default delta of queries that need private partition selection
+
+    [datasets.visits]
+    database = "visits.duckdb"          # DuckDB file (":memory:" with the catalog's `source` files)
+    catalog = "catalog.toml"
+    budget = 10                         # epsilon for ALL analysts together (colluders cannot exceed it)
+
+Unknown keys are refused, so a typo in a privacy setting cannot pass silently.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ..privacy import as_fraction
+from .registry import check_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+
+__all__ = ["DatasetConfig", "ServiceConfig"]
+
+_SERVICE_KEYS = frozenset(
+    {"ledger", "registry", "admin_key_hash", "max_body_bytes", "requests_per_minute", "delta"}
+)
+_DATASET_KEYS = frozenset({"database", "catalog", "budget"})
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One dataset the service answers queries on: its DuckDB database, catalog and global budget."""
+
+    name: str
+    database: str
+    catalog: Path
+    budget: Fraction
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Everything ``kakeibo serve`` needs (see the module docstring)."""
+
+    ledger: Path
+    registry: Path
+    admin_key_hash: str
+    datasets: Mapping[str, DatasetConfig]
+    max_body_bytes: int = 65536
+    requests_per_minute: int = 600
+    delta: Fraction = Fraction(1, 10**6)
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str]) -> ServiceConfig:
+        file = Path(path)
+        with file.open("rb") as handle:
+            data = tomllib.load(handle)
+        return cls.from_dict(data, base=file.resolve().parent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, base: Path) -> ServiceConfig:
+        _unknown(data, frozenset({"service", "datasets"}), "the service configuration")
+        service = data.get("service")
+        if not isinstance(service, Mapping):
+            raise ValueError("the service configuration needs a [service] section.")
+        _unknown(service, _SERVICE_KEYS, "[service]")
+        for key in ("ledger", "registry", "admin_key_hash"):
+            if not isinstance(service.get(key), str) or not service[key]:
+                raise ValueError(f"[service] needs {key} (a string).")
+        if not service["admin_key_hash"].startswith("scrypt$"):
+            raise ValueError("[service] admin_key_hash must be the output of `kakeibo hash-key`.")
+        datasets = data.get("datasets")
+        if not isinstance(datasets, Mapping) or not datasets:
+            raise ValueError("the service configuration declares no datasets; add a [datasets.NAME] section.")
+        return cls(
+            ledger=_path(service["ledger"], base),
+            registry=_path(service["registry"], base),
+            admin_key_hash=service["admin_key_hash"],
+            datasets={name: _dataset(name, spec, base) for name, spec in datasets.items()},
+            max_body_bytes=_positive_int(service.get("max_body_bytes", 65536), "max_body_bytes"),
+            requests_per_minute=_positive_int(service.get("requests_per_minute", 600), "requests_per_minute"),
+            delta=as_fraction(service.get("delta", "1e-6"), "delta"),
+        )
+
+
+def _dataset(name: str, spec: object, base: Path) -> DatasetConfig:
+    check_name(name, "a dataset name")
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"[datasets.{name}] must be a table of settings.")
+    _unknown(spec, _DATASET_KEYS, f"[datasets.{name}]")
+    if not isinstance(spec.get("catalog"), str) or "budget" not in spec:
+        raise ValueError(f"[datasets.{name}] needs catalog (a path) and budget (an epsilon).")
+    database = spec.get("database", ":memory:")
+    if not isinstance(database, str):
+        raise ValueError(f"[datasets.{name}] database must be a path or ':memory:'.")
+    budget = as_fraction(spec["budget"], f"the budget of dataset {name}")
+    if budget <= 0:
+        raise ValueError(f"the budget of dataset {name} must be positive.")
+    return DatasetConfig(
+        name=name,
+        database=database if database == ":memory:" else str(_path(database, base)),
+        catalog=_path(spec["catalog"], base),
+        budget=budget,
+    )
+
+
+def _path(text: str, base: Path) -> Path:
+    path = Path(text)
+    return path if path.is_absolute() else base / path
+
+
+def _positive_int(value: object, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"[service] {key} must be a positive integer, got {value!r}.")
+    return value
+
+
+def _unknown(data: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+    extra = sorted(set(data) - allowed)
+    if extra:
+        raise ValueError(
+            f"unknown key(s) {', '.join(extra)} in {where}; the keys are {', '.join(sorted(allowed))}."
+        )

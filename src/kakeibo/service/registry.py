@@ -1,0 +1,178 @@
+"""Analysts, their API keys and their dataset grants, for the query service (:mod:`kakeibo.service.app`).
+
+A key is ``kak_<id>_<secret>``: ``id`` (16 hex digits) finds the analyst's row, ``secret`` (32 random bytes,
+URL-safe base64) is checked against a salted scrypt digest (RFC 7914; ``n = 2^14, r = 8, p = 1``) with a
+constant-time comparison. Only the salt and the digest are stored; a key is shown once, when it is made.
+The admin key is checked the same way against a digest in the service configuration
+(:func:`hash_key`, printed by ``kakeibo hash-key``).
+
+Budgets are not kept here: they are ledger budgets (per dataset, and per analyst and dataset), so every
+change is a row of the ledger's budget chain and never silent.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["AnalystRegistry", "hash_key", "new_key", "verify_key"]
+
+_KEY = re.compile(r"kak_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS analysts (
+    name TEXT PRIMARY KEY, key_id TEXT UNIQUE NOT NULL, salt BLOB NOT NULL, digest BLOB NOT NULL,
+    created_at REAL NOT NULL, revoked_at REAL
+);
+CREATE TABLE IF NOT EXISTS grants (
+    analyst TEXT NOT NULL REFERENCES analysts(name), dataset TEXT NOT NULL, granted_at REAL NOT NULL,
+    PRIMARY KEY (analyst, dataset)
+);
+"""
+
+
+def _digest(secret: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(secret.encode(), salt=salt, n=2**14, r=8, p=1, dklen=32)
+
+
+def new_key() -> tuple[str, str, str]:
+    """A fresh key as ``(key, key_id, secret)``."""
+    key_id = secrets.token_hex(8)
+    secret = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
+    return f"kak_{key_id}_{secret}", key_id, secret
+
+
+def hash_key(key: str) -> str:
+    """``scrypt$<salt hex>$<digest hex>`` of a whole key (for the admin key in the configuration)."""
+    salt = os.urandom(16)
+    return f"scrypt${salt.hex()}${_digest(key, salt).hex()}"
+
+
+def verify_key(key: str, stored: str) -> bool:
+    """Whether ``key`` matches a :func:`hash_key` string (constant-time comparison)."""
+    parts = stored.split("$")
+    if len(parts) != 3 or parts[0] != "scrypt":
+        raise ValueError("a stored key hash must look like scrypt$<salt hex>$<digest hex>.")
+    return hmac.compare_digest(_digest(key, bytes.fromhex(parts[1])), bytes.fromhex(parts[2]))
+
+
+def check_name(name: object, what: str) -> str:
+    """A name of 1-64 letters, digits, ``_ . -`` starting with a letter (one-sentence ValueError)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"{what} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter.")
+    return name
+
+
+class AnalystRegistry:
+    """The analysts (with their key digests) and which datasets each may query, in a SQLite file."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        self._con.executescript(_SCHEMA)
+        self._verified: dict[bytes, str] = {}
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._con.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._con
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            self._con.execute("COMMIT")
+
+    def create(self, name: str) -> str:
+        """Register analyst ``name`` and return their key (the only time it is shown)."""
+        check_name(name, "an analyst name")
+        key, key_id, secret = new_key()
+        salt = os.urandom(16)
+        with self._transaction() as con:
+            if con.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)).fetchone():
+                raise ValueError(f"analyst {name!r} already exists.")
+            con.execute(
+                "INSERT INTO analysts VALUES (?, ?, ?, ?, ?, NULL)",
+                (name, key_id, salt, _digest(secret, salt), time.time()),
+            )
+        return key
+
+    def authenticate(self, key: str) -> str | None:
+        """The analyst whose valid, unrevoked key this is, else ``None`` (no hint which part was wrong).
+
+        scrypt is slow on purpose; a key verified once is remembered in memory by its SHA-256 (never
+        stored), and revocation is still read from the database on every call."""
+        match = _KEY.fullmatch(key) if isinstance(key, str) else None
+        if match is None:
+            return None
+        fingerprint = hashlib.sha256(key.encode()).digest()
+        with self._lock:
+            row = self._con.execute(
+                "SELECT name, salt, digest, revoked_at FROM analysts WHERE key_id = ?", (match[1],)
+            ).fetchone()
+            known = self._verified.get(fingerprint)
+        if row is None:
+            _digest(match[2], b"\0" * 16)  # the same work whether or not the id exists
+            return None
+        name, salt, digest, revoked = row
+        if known != name:
+            if not hmac.compare_digest(_digest(match[2], salt), digest):
+                return None
+            with self._lock:
+                self._verified[fingerprint] = name
+        return str(name) if revoked is None else None
+
+    def revoke(self, name: str) -> None:
+        """Revoke analyst ``name``'s key (their ledger history stays)."""
+        with self._transaction() as con:
+            if (
+                con.execute("UPDATE analysts SET revoked_at = ? WHERE name = ?", (time.time(), name)).rowcount
+                != 1
+            ):
+                raise KeyError(name)
+
+    def grant(self, name: str, dataset: str) -> None:
+        with self._transaction() as con:
+            if not con.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)).fetchone():
+                raise KeyError(name)
+            con.execute("INSERT OR IGNORE INTO grants VALUES (?, ?, ?)", (name, dataset, time.time()))
+
+    def revoke_grant(self, name: str, dataset: str) -> None:
+        with self._transaction() as con:
+            con.execute("DELETE FROM grants WHERE analyst = ? AND dataset = ?", (name, dataset))
+
+    def granted(self, name: str, dataset: str) -> bool:
+        with self._lock:
+            row = self._con.execute(
+                "SELECT 1 FROM grants WHERE analyst = ? AND dataset = ?", (name, dataset)
+            ).fetchone()
+        return row is not None
+
+    def datasets(self, name: str) -> list[str]:
+        with self._lock:
+            rows = self._con.execute(
+                "SELECT dataset FROM grants WHERE analyst = ? ORDER BY dataset", (name,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def analysts(self) -> list[dict[str, object]]:
+        with self._lock:
+            rows = self._con.execute(
+                "SELECT name, created_at, revoked_at FROM analysts ORDER BY name"
+            ).fetchall()
+        return [{"name": n, "created_at": c, "revoked": r is not None} for n, c, r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()

@@ -1,0 +1,233 @@
+"""The query service (issue 7, first part): keys, grants, budgets, idempotency and refusals over HTTP
+(FastAPI's in-process test client; no network)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pytest
+from fastapi.testclient import TestClient
+
+from kakeibo.accounting import Ledger
+from kakeibo.service import ServiceConfig, create_app, hash_key, new_key
+from test_sql_cli import CATALOG  # the visits catalog of the CLI tests: the same table is served here
+
+SECRET_CATEGORY = "zz-private-category-value"
+
+
+def write_service(tmp_path: Path, *, per_minute: int = 600, dataset_budget: float = 1.5) -> tuple[Path, str]:
+    rng = np.random.default_rng(0)
+    con = duckdb.connect(str(tmp_path / "visits.duckdb"))
+    users = rng.integers(0, 300, 2000)
+    categories = np.array(["food", "rent", SECRET_CATEGORY])[rng.integers(0, 3, 2000)]
+    amounts = rng.uniform(0, 120, 2000)
+    con.register("generated", pa.table({"user_id": users, "category": categories, "amount": amounts}))
+    con.execute("CREATE TABLE visits AS SELECT * FROM generated")
+    con.execute("CREATE TABLE secrets (user_id BIGINT, ssn VARCHAR)")
+    con.close()
+    (tmp_path / "catalog.toml").write_text(CATALOG)
+    admin_key = new_key()[0]
+    (tmp_path / "service.toml").write_text(
+        f"""
+[service]
+ledger = "ledger.sqlite"
+registry = "analysts.sqlite"
+admin_key_hash = "{hash_key(admin_key)}"
+max_body_bytes = 4096
+requests_per_minute = {per_minute}
+
+[datasets.shop]
+database = "visits.duckdb"
+catalog = "catalog.toml"
+budget = {dataset_budget}
+"""
+    )
+    return tmp_path / "service.toml", admin_key
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
+    config, admin_key = write_service(tmp_path)
+    with TestClient(create_app(ServiceConfig.from_toml(config))) as client:
+        yield client, admin_key
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def make_analyst(client: TestClient, admin_key: str, name: str, budget: float | None = 1.0) -> str:
+    created = client.post("/v1/admin/analysts", json={"name": name}, headers=bearer(admin_key))
+    assert created.status_code == 200, created.text
+    if budget is not None:
+        granted = client.post(
+            "/v1/admin/grants",
+            json={"analyst": name, "dataset": "shop", "budget": budget},
+            headers=bearer(admin_key),
+        )
+        assert granted.status_code == 200, granted.text
+    return str(created.json()["key"])
+
+
+def ask(client: TestClient, key: str, **body: Any) -> Any:
+    return client.post("/v1/query", json={"dataset": "shop", **body}, headers=bearer(key))
+
+
+def spent(client: TestClient, key: str) -> float:
+    [row] = client.get("/v1/budget", headers=bearer(key)).json()
+    return float(row["spent"]["epsilon"])
+
+
+def test_keys_are_stored_only_as_salted_digests(service: tuple[TestClient, str], tmp_path: Path) -> None:
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice")
+    assert key.startswith("kak_")
+    secret = key.rsplit("_", 1)[1]
+    stored = (tmp_path / "analysts.sqlite").read_bytes()
+    assert secret.encode() not in stored and key.encode() not in stored
+
+
+def test_an_answer_carries_intervals_loss_and_ledger_entry(
+    service: tuple[TestClient, str], tmp_path: Path
+) -> None:
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice")
+    answer = ask(
+        client, key, sql="SELECT category, SUM(amount) AS total FROM visits GROUP BY category", epsilon=0.5
+    )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["columns"] == ["category", "total", "total_ci_low", "total_ci_high"]
+    assert [row[0] for row in body["rows"]] == ["food", "rent"]
+    assert all(low <= value <= high for _, value, low, high in body["rows"])
+    assert body["privacy_loss"] == {"epsilon": 0.5, "delta": 0.0}
+    entry = next(e for e in Ledger(tmp_path / "ledger.sqlite").entries() if e.seq == body["ledger_entry"])
+    assert entry.analyst == "alice" and entry.dataset == "shop"
+    assert spent(client, key) == 0.5
+
+
+def test_a_retried_request_is_charged_once(service: tuple[TestClient, str]) -> None:
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice")
+    query = {"sql": "SELECT COUNT(*) AS n FROM visits", "epsilon": 0.25, "request_id": "r-1"}
+    first, again = ask(client, key, **query).json(), ask(client, key, **query).json()
+    assert first == again and spent(client, key) == 0.25
+    fresh = ask(client, key, **{**query, "request_id": "r-2"}).json()
+    assert fresh["ledger_entry"] != first["ledger_entry"] and spent(client, key) == 0.5
+
+
+def test_budgets_per_analyst_and_per_dataset(service: tuple[TestClient, str]) -> None:
+    """alice and bob each may spend 1.0 on shop, the dataset only 1.5 in all: colluders cannot exceed it."""
+    client, admin_key = service
+    alice, bob = make_analyst(client, admin_key, "alice"), make_analyst(client, admin_key, "bob")
+    assert ask(client, alice, sql="SELECT COUNT(*) FROM visits", epsilon=1.0).status_code == 200
+    refused = ask(client, alice, sql="SELECT SUM(amount) FROM visits", epsilon=0.1)
+    assert refused.status_code == 409 and refused.json()["detail"].startswith("budget exhausted")
+    assert ask(client, bob, sql="SELECT COUNT(*) FROM visits", epsilon=0.5).status_code == 200
+    over = ask(client, bob, sql="SELECT SUM(amount) FROM visits", epsilon=0.1)
+    assert over.status_code == 409  # bob has 0.5 left, the dataset has none
+    assert spent(client, alice) == 1.0 and spent(client, bob) == 0.5
+
+
+def test_wrong_revoked_and_ungranted_keys(service: tuple[TestClient, str]) -> None:
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice")
+    carol = make_analyst(client, admin_key, "carol", budget=None)
+    sql = "SELECT COUNT(*) FROM visits"
+    assert ask(client, key.replace("kak_", "kak_0"), sql=sql, epsilon=0.1).status_code == 401
+    assert ask(client, new_key()[0], sql=sql, epsilon=0.1).status_code == 401
+    assert client.post("/v1/query", json={"dataset": "shop", "sql": sql, "epsilon": 0.1}).status_code == 401
+    hidden = [
+        ask(client, carol, sql=sql, epsilon=0.1),
+        client.post(
+            "/v1/query", json={"dataset": "no-such", "sql": sql, "epsilon": 0.1}, headers=bearer(key)
+        ),
+    ]
+    assert [r.status_code for r in hidden] == [403, 403] and hidden[0].json() == hidden[1].json()
+    assert client.post("/v1/admin/analysts", json={"name": "eve"}, headers=bearer(key)).status_code == 401
+    assert client.post("/v1/admin/analysts/alice/revoke", headers=bearer(admin_key)).status_code == 200
+    assert ask(client, key, sql=sql, epsilon=0.1).status_code == 401
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM visits",
+        "SELECT category FROM visits",
+        "SELECT ssn FROM secrets",
+        f"SELECT COUNT(*) FROM visits WHERE category = '{SECRET_CATEGORY}' AND amount = 'x'",
+        "DROP TABLE visits",
+    ],
+)
+def test_refused_sql_costs_nothing_and_echoes_no_data(service: tuple[TestClient, str], sql: str) -> None:
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice")
+    refused = ask(client, key, sql=sql, epsilon=0.5)
+    assert refused.status_code == 400 and spent(client, key) == 0
+    assert "ssn" not in refused.text or "secrets" in sql  # it may name what was asked, not what is stored
+
+
+def test_explain_is_free_and_limits_hold(tmp_path: Path) -> None:
+    config, admin_key = write_service(tmp_path, per_minute=4)
+    with TestClient(create_app(ServiceConfig.from_toml(config))) as client:
+        key = make_analyst(client, admin_key, "alice")
+        plan = client.post(
+            "/v1/explain",
+            json={"dataset": "shop", "sql": "SELECT COUNT(*) FROM visits", "epsilon": 1},
+            headers=bearer(key),
+        )
+        assert plan.status_code == 200 and "privacy loss: epsilon=1" in plan.json()["plan"]
+        assert spent(client, key) == 0
+        big = client.post(
+            "/v1/query", content=b"x" * 5000, headers={**bearer(key), "content-type": "application/json"}
+        )
+        assert big.status_code == 413
+        statuses = [client.get("/v1/history", headers=bearer(key)).status_code for _ in range(3)]
+        assert statuses == [200, 200, 429]  # explain, budget and two histories used the 4 per minute
+
+
+def test_budget_changes_are_ledger_records_and_the_ledger_verifies(
+    service: tuple[TestClient, str], tmp_path: Path
+) -> None:
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice", budget=0.5)
+    raised = client.post(
+        "/v1/admin/budgets",
+        json={"dataset": "shop", "analyst": "alice", "budget": 0.75},
+        headers=bearer(admin_key),
+    )
+    assert raised.status_code == 200
+    budgets = {
+        (s.analyst, s.dataset): float(b.epsilon)
+        for s, b in Ledger(tmp_path / "ledger.sqlite").budgets().items()
+    }
+    assert budgets[("alice", "shop")] == 0.75 and budgets[(None, "shop")] == 1.5
+    assert client.get("/v1/ledger/verify", headers=bearer(key)).json()["ok"] is True
+    assert client.get("/openapi.json").json()["info"]["title"] == "kakeibo query service"
+
+
+def test_hash_key_cli_and_bad_configurations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kakeibo.cli import main
+    from kakeibo.service import verify_key
+
+    assert main(["hash-key", "--new"]) == 0
+    key_line, hash_line = capsys.readouterr().out.splitlines()
+    assert verify_key(key_line.split()[1], hash_line.split()[1])
+    assert not verify_key(new_key()[0], hash_line.split()[1])
+    config, _ = write_service(tmp_path)
+    good = config.read_text()
+    for text, match in [
+        (good.replace("budget = 1.5", "budget = 0"), "budget of dataset shop must be positive"),
+        (good.replace("budget = 1.5", "budgt = 1.5"), r"unknown key\(s\) budgt in \[datasets.shop\]"),
+        (good.replace('"scrypt$', '"plain$'), "output of `kakeibo hash-key`"),
+        (good.replace("[datasets.shop]", "[datasets.'bad name']"), "a dataset name must be"),
+    ]:
+        config.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            ServiceConfig.from_toml(config)
+    assert main(["serve", "--config", str(tmp_path / "missing.toml")]) == 2
