@@ -1,0 +1,190 @@
+"""Load test of the query service on loopback (issue 7): concurrent analysts against one dataset whose budget
+allows exactly ``--answers`` queries.
+
+A real ``kakeibo serve`` process (uvicorn, one worker) serves a DuckDB table of ``--rows`` visits. The admin
+creates ``--clients`` analysts, each granted the whole dataset budget, and the dataset budget is
+``answers * epsilon``: so the dataset budget, shared by all, is what binds. Each client thread sends
+``--queries`` COUNT/SUM queries with distinct ``request_id`` values (so each asks for a fresh release).
+Printed: answered / refused-for-budget / other counts (the run fails unless exactly ``answers`` are
+answered and every other one is refused for the budget), throughput, p50 / p99 latency of answered and
+refused queries and of ``/v1/explain``, and whether the ledger verifies afterwards with exactly
+``answers`` entries.
+
+    .venv/bin/python benchmarks/bench_service.py [--clients 32] [--queries 200] [--answers 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import httpx
+import numpy as np
+import pyarrow as pa
+
+from kakeibo.accounting import Ledger
+from kakeibo.service import hash_key, new_key
+
+CATALOG = """
+[tables.visits]
+privacy_unit = "user_id"
+max_partitions = 2
+max_rows_per_partition = 3
+[tables.visits.columns]
+user_id = { type = "int" }
+category = { type = "str", public_values = ["food", "rent", "travel"] }
+amount = { type = "float", lower = 0, upper = 100 }
+"""
+QUERIES = (
+    "SELECT COUNT(*) AS n FROM visits",
+    "SELECT category, SUM(amount) AS total FROM visits GROUP BY category",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def write_service(folder: Path, rows: int, budget: float) -> str:
+    rng = np.random.default_rng(0)
+    con = duckdb.connect(str(folder / "visits.duckdb"))
+    con.register(
+        "generated",
+        pa.table(
+            {
+                "user_id": rng.integers(0, rows // 4, rows),
+                "category": np.array(["food", "rent", "travel"])[rng.integers(0, 3, rows)],
+                "amount": rng.uniform(0, 120, rows),
+            }
+        ),
+    )
+    con.execute("CREATE TABLE visits AS SELECT * FROM generated")
+    con.close()
+    (folder / "catalog.toml").write_text(CATALOG)
+    admin = new_key()[0]
+    (folder / "service.toml").write_text(
+        '[service]\nledger = "ledger.sqlite"\nregistry = "analysts.sqlite"\n'
+        f'admin_key_hash = "{hash_key(admin)}"\nrequests_per_minute = 1000000\n\n'
+        f'[datasets.shop]\ndatabase = "visits.duckdb"\ncatalog = "catalog.toml"\nbudget = "{budget!r}"\n'
+    )
+    return admin
+
+
+def wait_up(url: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(url + "/openapi.json", timeout=1)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError("the service did not start")
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) * 1000 if values else float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--answers", type=int, default=1000)
+    parser.add_argument("--rows", type=int, default=100_000)
+    args = parser.parse_args()
+    epsilon = 0.001
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        admin = write_service(folder, args.rows, epsilon * args.answers)
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kakeibo.cli",
+                "serve",
+                "--config",
+                str(folder / "service.toml"),
+                "--port",
+                str(port),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            wait_up(url)
+            keys = []
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}) as client:
+                for i in range(args.clients):
+                    keys.append(client.post("/v1/admin/analysts", json={"name": f"a{i}"}).json()["key"])
+                    granted = {"analyst": f"a{i}", "dataset": "shop", "budget": epsilon * args.answers}
+                    client.post("/v1/admin/grants", json=granted).raise_for_status()
+            results: list[tuple[str, int, float]] = []
+            lock = threading.Lock()
+
+            def run(index: int, key: str) -> None:
+                with httpx.Client(
+                    base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+                ) as client:
+                    for q in range(args.queries):
+                        body: dict[str, Any] = {
+                            "dataset": "shop",
+                            "sql": QUERIES[q % len(QUERIES)],
+                            "epsilon": epsilon,
+                            "request_id": f"{index}-{q}",
+                        }
+                        kind = "explain" if q % 10 == 9 else "query"
+                        start = time.perf_counter()
+                        response = client.post(f"/v1/{kind}", json=body)
+                        elapsed = time.perf_counter() - start
+                        with lock:
+                            results.append((kind, response.status_code, elapsed))
+
+            threads = [threading.Thread(target=run, args=(i, k)) for i, k in enumerate(keys)]
+            start = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - start
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+        queries = [r for r in results if r[0] == "query"]
+        answered = [r[2] for r in queries if r[1] == 200]
+        refused = [r[2] for r in queries if r[1] == 409]
+        explains = [r[2] for r in results if r[0] == "explain" and r[1] == 200]
+        other = len(results) - len(answered) - len(refused) - len(explains)
+        ledger = Ledger(folder / "ledger.sqlite")
+        verification = ledger.verify()
+        entries = len(ledger.entries())
+        print(
+            f"{args.clients} clients x {args.queries} requests ({len(queries)} queries, {len(explains)} "
+            f"explains) on {args.rows} rows, budget for exactly {args.answers} answers at eps = {epsilon}"
+        )
+        print(f"answered {len(answered)}, refused for budget {len(refused)}, other {other}")
+        print(f"wall {wall:.1f} s, {len(results) / wall:.0f} requests/s")
+        for name, values in (("answered", answered), ("refused", refused), ("explain", explains)):
+            print(f"  {name:<9} p50 {percentile(values, 50):7.1f} ms   p99 {percentile(values, 99):7.1f} ms")
+        print(f"ledger verifies: {verification.ok}, entries: {entries}")
+        ok = len(answered) == args.answers == entries and other == 0 and verification.ok
+        print("OK" if ok else "FAILED")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
