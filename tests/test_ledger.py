@@ -537,3 +537,19 @@ def test_a_ledger_written_before_stored_releases_still_opens(tmp_path: Path) -> 
     with Ledger(path) as ledger:
         ledger.charge(0.5, label="q", request_id="r1", release=b"x")
         assert ledger.release("r1") == b"x" and ledger.verify().ok
+
+
+def test_check_looks_ahead_like_charge_and_writes_nothing(path: Path) -> None:
+    """``check`` refuses exactly what ``charge`` would refuse, parallel composition included, and records
+    nothing: after a full charge over ages 18-40, a disjoint box still fits, an overlapping one does not."""
+    ledger = Ledger(path, budget=1)
+    young, old = Box({"age": (18, 40)}, unit="user"), Box({"age": (41, 90)}, unit="user")
+    ledger.charge(1, label="young", dataset="d", region=young)
+    ledger.check(1, dataset="d", region=old)
+    for region in (young, None):
+        with pytest.raises(BudgetExceeded, match="only epsilon=0 remains"):
+            ledger.check(0.5, dataset="d", region=region)
+        with pytest.raises(BudgetExceeded):
+            ledger.charge(0.5, label="refused", dataset="d", region=region)
+    ledger.charge(1, label="old", dataset="d", region=old)
+    assert len(ledger.entries()) == 2 and ledger.verify().ok

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 import kakeibo
+from kakeibo.accounting import BudgetExceeded
 from kakeibo.backends import DuckDBBackend
 from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.sql import Catalog, QueryRefused
@@ -349,3 +350,21 @@ def test_accuracy_mode_refusals(session: kakeibo.sql.session.Session) -> None:
     with pytest.raises(ValueError, match="alpha must be a positive number"):
         session.sql("SELECT COUNT(*) AS n FROM people", accuracy=(-1, 0.05))
     assert session.ledger.entries() == []
+
+
+def test_a_query_over_budget_is_refused_before_the_engine_runs(tmp_path: Path) -> None:
+    db = DuckDBBackend()
+    db.load_table("tbl", REVIEWS)
+    session = kakeibo.connect(db, catalog=Catalog.from_toml(CATALOG), ledger=tmp_path / "l.sqlite", budget=1)
+    statements: list[str] = []
+    execute = db.execute
+
+    def counting(sql: str) -> pa.Table:
+        statements.append(sql)
+        return execute(sql)
+
+    db.execute = counting  # type: ignore[method-assign]
+    session.sql("SELECT COUNT(*) AS n FROM tbl", epsilon=1, rng=np.random.default_rng(0))
+    with pytest.raises(BudgetExceeded):
+        session.sql("SELECT SUM(rating) AS s FROM tbl", epsilon=0.5)
+    assert len(statements) == 1 and session.ledger.spent() == PureDP(1)

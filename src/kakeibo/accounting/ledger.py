@@ -732,23 +732,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                             "a second release under it would cost privacy without being charged."
                         )
                     return original
-            _, tally = self._sync(conn)
-            budgets = self._load_budgets(conn, check=True)
-            new = _Item(weights, box, analyst, dataset)
-            for scope, budget in budgets.items():
-                if not scope.covers(analyst, dataset):
-                    continue
-                with_new, _ = tally.sums(scope, new)
-                if not self._policy.within(with_new, self._kind, budget, any_charge=True):
-                    remaining = _subtract(budget, self._spent(tally, scope))
-                    shown = convert(value, self._kind)
-                    raise BudgetExceeded(
-                        f"Charging {shown!s} would exceed {scope.describe()} of "
-                        f"{budget!s}; only {remaining!s} remains.",
-                        requested=shown,
-                        remaining=remaining,
-                        scope=scope,
-                    )
+            self._check_fits(conn, value, _Item(weights, box, analyst, dataset))
             meta = self._meta(conn)
             seq = int(meta["entries_count"]) + 1
             row_values = (
@@ -788,6 +772,53 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             region=box,
         )
         return entry
+
+    def check(
+        self,
+        loss: PrivacyLoss | Number,
+        *,
+        analyst: str | None = None,
+        dataset: str | None = None,
+        region: Box | None = None,
+    ) -> None:
+        """Raise :class:`BudgetExceeded` if a :meth:`charge` of ``loss`` would be refused now; write nothing.
+
+        A read-only look-ahead, so that a caller can refuse before doing expensive work; the charge itself
+        checks again in its own transaction (another charge may land in between).
+
+        >>> ledger = Ledger(":memory:", budget=1)
+        >>> ledger.check(0.75)
+        >>> ledger.check(1.5)
+        Traceback (most recent call last):
+        ...
+        kakeibo.accounting.ledger.BudgetExceeded: Charging epsilon=1.5 would exceed the global budget of \
+epsilon=1; only epsilon=1 remains.
+        """
+        value = _canonical_loss(loss, "loss")
+        analyst = _text(analyst, "analyst")
+        dataset = _text(dataset, "dataset")
+        item = _Item(self._policy.weights(value, self._kind), _region(region, dataset), analyst, dataset)
+        with self._transaction(immediate=False) as conn:
+            self._check_fits(conn, value, item)
+
+    def _check_fits(self, conn: sqlite3.Connection, value: PrivacyLoss, new: _Item) -> None:
+        """:class:`BudgetExceeded` unless ``new`` fits, with what was spent, in every budget covering it."""
+        _, tally = self._sync(conn)
+        budgets = self._load_budgets(conn, check=True)
+        for scope, budget in budgets.items():
+            if not scope.covers(new.analyst, new.dataset):
+                continue
+            with_new, _ = tally.sums(scope, new)
+            if not self._policy.within(with_new, self._kind, budget, any_charge=True):
+                remaining = _subtract(budget, self._spent(tally, scope))
+                shown = convert(value, self._kind)
+                raise BudgetExceeded(
+                    f"Charging {shown!s} would exceed {scope.describe()} of "
+                    f"{budget!s}; only {remaining!s} remains.",
+                    requested=shown,
+                    remaining=remaining,
+                    scope=scope,
+                )
 
     def set_budget(
         self, budget: PrivacyLoss | Number, *, analyst: str | None = None, dataset: str | None = None

@@ -186,6 +186,9 @@ class Session:
         request_id = self._request_id(plan, request_id)
         stored = self.ledger.release(request_id)
         if stored is None:
+            dataset, region = self.dataset or plan.query.table.name, self._region(plan)
+            # refuse before the engine works for nothing (the charge checks again, atomically)
+            self.ledger.check(plan.privacy_loss, analyst=self.analyst, dataset=dataset, region=region)
             statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
             released = _release(plan, self.backend.execute(statement), rng)
             stored = _serialise(released, seeded=not resolve_source(rng).secure)
@@ -194,8 +197,8 @@ class Session:
                     plan.privacy_loss,
                     label=plan.query.sql,
                     analyst=self.analyst,
-                    dataset=self.dataset or plan.query.table.name,
-                    region=self._region(plan),
+                    dataset=dataset,
+                    region=region,
                     request_id=request_id,
                     replay=False,
                     release=stored,
