@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import duckdb
 import pyarrow as pa
@@ -31,9 +32,15 @@ class DuckDBBackend:
             self._conn = database
         else:
             self._conn = duckdb.connect(os.fspath(database))
+        self._local = threading.local()
 
     def execute(self, sql: str) -> pa.Table:
-        return self._conn.sql(sql).to_arrow_table()
+        """Run ``sql`` on this thread's cursor: statements from several threads run concurrently (a DuckDB
+        connection must not be shared between threads; its cursors see the same database)."""
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._local.cursor = self._conn.cursor()
+        return cursor.sql(sql).to_arrow_table()
 
     def load_table(self, name: str, data: pa.Table) -> None:
         self._conn.register("__kakeibo_load", data)

@@ -87,8 +87,7 @@ class BudgetRequest(BaseModel):
 class _Dataset:
     config: DatasetConfig
     catalog: Catalog
-    backend: DuckDBBackend
-    lock: threading.Lock  # one engine connection per dataset: statements run one at a time
+    backend: DuckDBBackend  # thread-safe: every request thread runs on its own cursor
 
 
 class _RateLimiter:
@@ -141,7 +140,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         for table in catalog.tables.values():
             if table.source is not None:
                 backend.register_source(table.name, table.source)
-        datasets[name] = _Dataset(spec, catalog, backend, threading.Lock())
+        datasets[name] = _Dataset(spec, catalog, backend)
         current = [v for s, v in budgets.items() if s.analyst is None and s.dataset == name]
         if not current or getattr(current[0], "epsilon", None) != spec.budget:
             ledger.set_budget(spec.budget, dataset=name)  # recorded in the budget chain
@@ -198,7 +197,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.post("/v1/query")
     def query(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
-        with dataset.lock, _errors():
+        with _errors():
             result = session(name, dataset).sql(
                 body.sql,
                 epsilon=body.epsilon,
