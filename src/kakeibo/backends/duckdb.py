@@ -33,13 +33,15 @@ class DuckDBBackend:
         else:
             self._conn = duckdb.connect(os.fspath(database))
         self._local = threading.local()
+        self._cursor_lock = threading.Lock()  # cursors are made one at a time (once per thread; cheap)
 
     def execute(self, sql: str) -> pa.Table:
         """Run ``sql`` on this thread's cursor: statements from several threads run concurrently (a DuckDB
         connection must not be shared between threads; its cursors see the same database)."""
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
-            cursor = self._local.cursor = self._conn.cursor()
+            with self._cursor_lock:
+                cursor = self._local.cursor = self._conn.cursor()
         return cursor.sql(sql).to_arrow_table()
 
     def load_table(self, name: str, data: pa.Table) -> None:

@@ -314,7 +314,8 @@ def _errors() -> Iterator[None]:
         raise HTTPException(409, f"budget exhausted: {error}") from None
     except (QueryRefused, ValueError, TypeError) as error:
         raise HTTPException(400, str(error)) from None
-    except duckdb.Error:  # e.g. a literal of the wrong type; the engine's message is not passed on
+    except duckdb.Error as error:  # e.g. a literal of the wrong type; the message stays in the server log
+        log.warning("the engine refused a statement: %s", error)
         raise HTTPException(
             400, "the engine could not run this query (check literal types); nothing was charged."
         ) from None
