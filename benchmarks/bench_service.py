@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +32,7 @@ import pyarrow as pa
 
 from kakeibo.accounting import Ledger
 from kakeibo.service import hash_key, new_key
+from kakeibo.service.process import free_port, start_server
 
 CATALOG = """
 [tables.visits]
@@ -49,12 +48,6 @@ QUERIES = (
     "SELECT COUNT(*) AS n FROM visits",
     "SELECT category, SUM(amount) AS total FROM visits GROUP BY category",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_service(folder: Path, rows: int, budget: float) -> str:
@@ -82,17 +75,6 @@ def write_service(folder: Path, rows: int, budget: float) -> str:
     return admin
 
 
-def wait_up(url: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url + "/openapi.json", timeout=1)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError("the service did not start")
-
-
 def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) * 1000 if values else float("nan")
 
@@ -110,22 +92,8 @@ def main() -> int:
         admin = write_service(folder, args.rows, epsilon * args.answers)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kakeibo.cli",
-                "serve",
-                "--config",
-                str(folder / "service.toml"),
-                "--port",
-                str(port),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        server = start_server(folder / "service.toml", port)
         try:
-            wait_up(url)
             keys = []
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}) as client:
                 for i in range(args.clients):

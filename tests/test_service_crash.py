@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import random
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 from fractions import Fraction
@@ -20,6 +17,7 @@ import httpx
 
 from kakeibo.accounting import Ledger
 from kakeibo.privacy import PureDP
+from kakeibo.service.process import free_port, start_server
 from test_service import write_service
 
 EPSILON = Fraction(1, 1000)
@@ -27,29 +25,6 @@ QUERIES = (
     "SELECT COUNT(*) AS n FROM visits",
     "SELECT category, SUM(amount) AS s FROM visits GROUP BY category",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start(config: Path, port: int) -> subprocess.Popen[bytes]:
-    server = subprocess.Popen(
-        [sys.executable, "-m", "kakeibo.cli", "serve", "--config", str(config), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
-            return server
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    server.kill()
-    raise RuntimeError("the service did not start")
 
 
 def body(request_id: str) -> dict[str, Any]:
@@ -61,7 +36,7 @@ def test_sigkill_during_load_loses_and_doubles_nothing(tmp_path: Path) -> None:
     config, admin = write_service(tmp_path, per_minute=10**6, dataset_budget=100.0)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start(config, port)
+    server = start_server(config, port)
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}) as client:
         key = client.post("/v1/admin/analysts", json={"name": "alice"}).json()["key"]
         client.post(
@@ -112,7 +87,7 @@ def test_sigkill_during_load_loses_and_doubles_nothing(tmp_path: Path) -> None:
             assert answer["ledger_entry"] in entries  # every answer a client holds was charged
         assert ledger.spent(analyst="alice", dataset="shop") == PureDP(EPSILON * len(entries))
         ledger.close()
-        server = start(config, port)
+        server = start_server(config, port)
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as client:
             for (

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["PAPER", "claims", "curve", "plot"]
+__all__ = ["PAPER", "claims", "curve", "mean_accuracies", "plot"]
 
 #: The paper's figures for the claims (section 4; accuracies as fractions).
 PAPER = {
@@ -29,7 +29,8 @@ MIXED_REDUCTION = {"wdbc": "Rand", "ionosphere": "WA"}
 COMBINATION_LABELS = ("(WALDP, WALDP)", "(WALDP, WA)", "(WA, WALDP)", "(WA, WA)")
 
 
-def _means(table: pa.Table) -> dict[tuple[str, float, int, int], float]:
+def mean_accuracies(table: pa.Table) -> dict[tuple[str, float, int, int], float]:
+    """The mean accuracy over the folds of every (method, epsilon, K, L)."""
     scores: dict[tuple[str, float, int, int], list[float]] = {}
     for row in table.to_pylist():
         scores.setdefault((row["method"], row["epsilon"], row["K"], row["L"]), []).append(row["accuracy"])
@@ -39,7 +40,7 @@ def _means(table: pa.Table) -> dict[tuple[str, float, int, int], float]:
 def curve(table: pa.Table, method: str, kl: tuple[int, int] | None = None) -> tuple[list[float], list[float]]:
     """(epsilons, mean accuracies) of ``method``: at ``(K, L) = kl``, or the best over ``(K, L)``."""
     best: dict[float, float] = {}
-    for (m, eps, k, n_classes), accuracy in _means(table).items():
+    for (m, eps, k, n_classes), accuracy in mean_accuracies(table).items():
         if m != method or (kl is not None and (k, n_classes) != kl):
             continue
         best[eps] = max(best.get(eps, -1.0), accuracy)

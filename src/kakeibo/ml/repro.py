@@ -30,6 +30,7 @@ from sklearn.model_selection import KFold
 from sklearn.svm import SVC
 
 from .datasets import Dataset, load_dataset
+from .figures import mean_accuracies
 from .supml import SUPML
 
 __all__ = ["Config", "Grid", "evaluate", "reproduce", "run_grid", "summary"]
@@ -125,12 +126,8 @@ def run_grid(data: Dataset, configs: Sequence[Config], *, seed: int = 0, n_jobs:
 
 def summary(table: pa.Table) -> list[dict[str, Any]]:
     """Per method and epsilon: the best mean accuracy over ``(K, L)`` and where it is reached."""
-    means: dict[tuple[str, float, int, int], list[float]] = {}
-    for row in table.to_pylist():
-        means.setdefault((row["method"], row["epsilon"], row["K"], row["L"]), []).append(row["accuracy"])
     best: dict[tuple[str, float], dict[str, Any]] = {}
-    for (method, epsilon, k, n_classes), scores in means.items():
-        mean = float(np.mean(scores))
+    for (method, epsilon, k, n_classes), mean in mean_accuracies(table).items():
         key = (method, epsilon)
         if key not in best or mean > best[key]["accuracy"]:
             best[key] = {"method": method, "epsilon": epsilon, "accuracy": mean, "K": k, "L": n_classes}

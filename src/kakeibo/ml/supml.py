@@ -57,13 +57,13 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.svm import SVC
 
-from ..ldp.multidim import sample_size
+from ..ldp.multidim import _sample_attributes, sample_size
 from ..ldp.numeric import PiecewiseMechanism
 from ..noise._source import RandomSource
 from ..privacy import PureDP
 from ._common import FloatMatrix, check_binary_labels, check_features, random_source
 from .randomizers import WALDP, PiecewiseTransformer, RandomizedResponseTransformer
-from .weak_anonymization import WeakAnonymizer
+from .weak_anonymization import WeakAnonymizer, check_feature_range
 
 __all__ = ["SUPML"]
 
@@ -214,7 +214,7 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         so the covariance over the attribute's standard deviation orders them like the correlation."""
         epsilon = float(self.dimension_reduction_epsilon or self.epsilon) / (self._k + 1)
         pm = PiecewiseMechanism(epsilon=epsilon)
-        low, high = _ranges(self.feature_range, X.shape[1])
+        low, high = check_feature_range(self.feature_range, X.shape[1]).T
         rows = np.arange(X.shape[0])[:, None]
         unit = (2 * (X[rows, sampled] - low[sampled]) / (high - low)[sampled] - 1).clip(-1, 1)
         reports = pm.randomize(unit.ravel(), rng=source).reshape(unit.shape)
@@ -335,12 +335,6 @@ def _spawn(random_state: RandomState, count: int) -> list[RandomState]:
     return [np.random.default_rng(s) for s in np.random.SeedSequence(int(random_state)).spawn(count)]
 
 
-def _sample_attributes(n: int, d: int, k: int, source: RandomSource) -> NDArray[np.int64]:
-    """``n`` independent uniform ``k``-subsets of ``0 .. d-1`` (the order of ``d`` uniform 64-bit keys)."""
-    keys = source.words(n * d).reshape(n, d)
-    return np.asarray(np.argsort(keys, axis=1, kind="stable")[:, :k], dtype=np.int64)
-
-
 def _mean_by_attribute(values: ArrayLike, sampled: NDArray[np.int64], d: int) -> FloatMatrix:
     """Per attribute, the mean of the values sent for it (0 for an attribute nobody sampled)."""
     sums = np.bincount(sampled.ravel(), weights=np.asarray(values, dtype=np.float64).ravel(), minlength=d)
@@ -348,18 +342,6 @@ def _mean_by_attribute(values: ArrayLike, sampled: NDArray[np.int64], d: int) ->
     return np.asarray(np.divide(sums, counts, out=np.zeros(d), where=counts > 0), dtype=np.float64)
 
 
-def _ranges(feature_range: Any, d: int) -> tuple[FloatMatrix, FloatMatrix]:
-    pairs = np.asarray(feature_range, dtype=np.float64)
-    if pairs.shape == (2,):
-        pairs = np.broadcast_to(pairs, (d, 2))
-    if pairs.shape != (d, 2) or not np.all(pairs[:, 1] > pairs[:, 0]):
-        raise ValueError(f"feature_range must be one (low, high) pair or {d} pairs with low < high.")
-    return pairs[:, 0], pairs[:, 1]
-
-
-def _subset_domain(feature_range: Any, chosen: list[int], d: int) -> Any:
-    """``feature_range`` for the chosen columns (one shared pair stays one pair)."""
-    if np.asarray(feature_range, dtype=np.float64).shape == (2,):
-        return feature_range
-    low, high = _ranges(feature_range, d)
-    return [(float(low[j]), float(high[j])) for j in chosen]
+def _subset_domain(feature_range: Any, chosen: list[int], d: int) -> FloatMatrix:
+    """The ``(low, high)`` pairs of the chosen columns."""
+    return check_feature_range(feature_range, d)[chosen]

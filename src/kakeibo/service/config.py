@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..privacy import as_fraction
+from ..sql.catalog import _unknown  # one wording for unknown keys in every TOML file
 from .registry import check_name
 
 if sys.version_info >= (3, 11):
@@ -127,11 +128,3 @@ def _positive_int(value: object, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"[service] {key} must be a positive integer, got {value!r}.")
     return value
-
-
-def _unknown(data: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
-    extra = sorted(set(data) - allowed)
-    if extra:
-        raise ValueError(
-            f"unknown key(s) {', '.join(extra)} in {where}; the keys are {', '.join(sorted(allowed))}."
-        )
