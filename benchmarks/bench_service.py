@@ -10,7 +10,12 @@ answered and every other one is refused for the budget), throughput, p50 / p99 l
 refused queries and of ``/v1/explain``, and whether the ledger verifies afterwards with exactly
 ``answers`` entries.
 
+``--store postgresql://...`` keeps the ledger and the analyst registry in that (empty) PostgreSQL database
+instead of SQLite files, and ``--replicas N`` starts N servers on it, client ``i`` talking to replica
+``i mod N``: the budget must still be spent exactly once across replicas.
+
     .venv/bin/python benchmarks/bench_service.py [--clients 32] [--queries 200] [--answers 1000]
+        [--store postgresql://user@host:port/db] [--replicas 2]
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ QUERIES = (
 )
 
 
-def write_service(folder: Path, rows: int, budget: float) -> str:
+def write_service(folder: Path, rows: int, budget: float, store: str | None) -> str:
     rng = np.random.default_rng(0)
     con = duckdb.connect(str(folder / "visits.duckdb"))
     con.register(
@@ -67,8 +72,9 @@ def write_service(folder: Path, rows: int, budget: float) -> str:
     con.close()
     (folder / "catalog.toml").write_text(CATALOG)
     admin = new_key()[0]
+    ledger, registry = (store, store) if store else ("ledger.sqlite", "analysts.sqlite")
     (folder / "service.toml").write_text(
-        '[service]\nledger = "ledger.sqlite"\nregistry = "analysts.sqlite"\n'
+        f'[service]\nledger = "{ledger}"\nregistry = "{registry}"\n'
         f'admin_key_hash = "{hash_key(admin)}"\nrequests_per_minute = 1000000\n\n'
         f'[datasets.shop]\ndatabase = "visits.duckdb"\ncatalog = "catalog.toml"\nbudget = "{budget!r}"\n'
     )
@@ -85,17 +91,21 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--answers", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--store", help="a postgresql:// URL of an empty database (default: SQLite files)")
+    parser.add_argument("--replicas", type=int, default=1)
     args = parser.parse_args()
+    if args.replicas > 1 and not args.store:
+        parser.error("replicas need a shared --store postgresql://... (SQLite files are per host)")
     epsilon = 0.001
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        admin = write_service(folder, args.rows, epsilon * args.answers)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        server = start_server(folder / "service.toml", port)
+        admin = write_service(folder, args.rows, epsilon * args.answers, args.store)
+        ports = [free_port() for _ in range(args.replicas)]
+        urls = [f"http://127.0.0.1:{port}" for port in ports]
+        servers = [start_server(folder / "service.toml", port) for port in ports]
         try:
             keys = []
-            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}) as client:
+            with httpx.Client(base_url=urls[0], headers={"Authorization": f"Bearer {admin}"}) as client:
                 for i in range(args.clients):
                     keys.append(client.post("/v1/admin/analysts", json={"name": f"a{i}"}).json()["key"])
                     granted = {"analyst": f"a{i}", "dataset": "shop", "budget": epsilon * args.answers}
@@ -105,7 +115,7 @@ def main() -> int:
 
             def run(index: int, key: str) -> None:
                 with httpx.Client(
-                    base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+                    base_url=urls[index % len(urls)], headers={"Authorization": f"Bearer {key}"}, timeout=120
                 ) as client:
                     for q in range(args.queries):
                         body: dict[str, Any] = {
@@ -129,19 +139,21 @@ def main() -> int:
                 t.join()
             wall = time.perf_counter() - start
         finally:
-            server.send_signal(signal.SIGTERM)
-            server.wait(timeout=30)
+            for server in servers:
+                server.send_signal(signal.SIGTERM)
+                server.wait(timeout=30)
         queries = [r for r in results if r[0] == "query"]
         answered = [r[2] for r in queries if r[1] == 200]
         refused = [r[2] for r in queries if r[1] == 409]
         explains = [r[2] for r in results if r[0] == "explain" and r[1] == 200]
         other = len(results) - len(answered) - len(refused) - len(explains)
-        ledger = Ledger(folder / "ledger.sqlite")
+        ledger = Ledger(args.store or folder / "ledger.sqlite")
         verification = ledger.verify()
         entries = len(ledger.entries())
         print(
             f"{args.clients} clients x {args.queries} requests ({len(queries)} queries, {len(explains)} "
-            f"explains) on {args.rows} rows, budget for exactly {args.answers} answers at eps = {epsilon}"
+            f"explains) on {args.rows} rows, budget for exactly {args.answers} answers at eps = {epsilon}; "
+            f"{args.replicas} replica(s), ledger in {'PostgreSQL' if args.store else 'SQLite'}"
         )
         print(f"answered {len(answered)}, refused for budget {len(refused)}, other {other}")
         print(f"wall {wall:.1f} s, {len(results) / wall:.0f} requests/s")

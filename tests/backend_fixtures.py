@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ _PG_SETTINGS = {
     "full_page_writes": "off",
     "wal_level": "minimal",
     "max_wal_senders": "0",
-    "max_connections": "20",
+    "max_connections": "60",
     "shared_buffers": "128MB",
     "logging_collector": "off",
     "log_min_messages": "warning",
@@ -240,6 +241,18 @@ def postgres_backend(postgres_server: str) -> Iterator[Any]:
         yield backend
     finally:
         backend.close()
+
+
+@pytest.fixture
+def postgres_database(postgres_server: str) -> str:
+    """URL of a new, empty database on the session's server (for ledgers and registries)."""
+    import psycopg
+
+    name = f"kakeibo_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    params = dict(part.split("=", 1) for part in postgres_server.split())
+    return f"postgresql://{params['user']}@{params['host']}:{params['port']}/{name}"
 
 
 def _check_java() -> None:

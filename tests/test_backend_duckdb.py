@@ -1,11 +1,15 @@
-"""The DuckDB backend under concurrent use: each thread runs on its own cursor of one database."""
+"""The DuckDB backend under concurrent use: each thread runs on its own cursor of one database; read-only
+files shared by several backends (service replicas)."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from kakeibo.backends import DuckDBBackend
 
@@ -25,3 +29,19 @@ def test_threads_run_statements_concurrently_and_see_one_database() -> None:
             pool.map(lambda _: db.execute("SELECT CAST(SUM(y) AS BIGINT) AS s FROM u").to_pylist(), range(16))
         )
     assert sums == [[{"s": 6}]] * 16
+
+
+def test_a_read_only_file_is_shared_and_cannot_be_changed(tmp_path: Path) -> None:
+    path = tmp_path / "data.duckdb"
+    writer = DuckDBBackend(path)
+    writer.load_table("t", pa.table({"x": [1, 2, 3]}))
+    writer.close()
+    first, second = DuckDBBackend(path, read_only=True), DuckDBBackend(path, read_only=True)  # two replicas
+    query = "SELECT CAST(SUM(x) AS BIGINT) AS s FROM t"
+    assert first.execute(query).to_pylist() == second.execute(query).to_pylist() == [{"s": 6}]
+    for statement in ("DELETE FROM t", "CREATE TABLE u (y INTEGER)", "DROP TABLE t"):
+        with pytest.raises(duckdb.Error, match="read-only"):
+            first.execute(statement)
+    assert second.execute(query).to_pylist() == [{"s": 6}]
+    first.close()
+    second.close()

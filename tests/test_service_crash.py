@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from kakeibo.accounting import Ledger
-from kakeibo.privacy import PureDP
+from kakeibo.privacy import ApproxDP
 from kakeibo.service.process import free_port, start_server
 from test_service import write_service
 
@@ -85,7 +85,7 @@ def test_sigkill_during_load_loses_and_doubles_nothing(tmp_path: Path) -> None:
         entries = {e.seq: e for e in ledger.entries()}
         for answer in answers.values():
             assert answer["ledger_entry"] in entries  # every answer a client holds was charged
-        assert ledger.spent(analyst="alice", dataset="shop") == PureDP(EPSILON * len(entries))
+        assert ledger.spent(analyst="alice", dataset="shop") == ApproxDP(EPSILON * len(entries), 0)
         ledger.close()
         server = start_server(config, port)
     try:
@@ -103,5 +103,5 @@ def test_sigkill_during_load_loses_and_doubles_nothing(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "ledger.sqlite")
     assert ledger.verify().ok
     assert len(ledger.entries()) == len(set(sent))  # one charge per request id, whether or not it was cut off
-    assert ledger.spent(analyst="alice", dataset="shop") == PureDP(EPSILON * len(set(sent)))
+    assert ledger.spent(analyst="alice", dataset="shop") == ApproxDP(EPSILON * len(set(sent)), 0)
     print(f"20 kills: {len(answers)} answers received, {len(set(sent))} requests sent, all charged once")

@@ -2,14 +2,16 @@
 
 Every central-DP release in kakeibo is paid for here first (see ``DESIGN.md``: one choke point). The ledger
 is a SQLite database so that several processes -- notebook kernels, web workers, batch jobs -- can share
-one budget without a server:
+one budget without a server, or a PostgreSQL database (a ``postgresql://`` URL as ``path``) so that
+processes on several machines -- query-service replicas -- can (:mod:`.storage` gives both the same
+transaction contract):
 
-* **One transaction per charge.** :meth:`Ledger.charge` opens ``BEGIN IMMEDIATE`` (the database's write
-  lock), checks the request id, recomputes what has been spent *including the new charge* under the
-  ledger's composition policy, refuses with :class:`BudgetExceeded` if any applicable budget would be
-  exceeded, and otherwise appends the entry and commits. Two processes can therefore never both spend
-  the last epsilon. WAL journaling keeps readers unblocked and makes a killed process harmless: a charge
-  is either committed or absent.
+* **One transaction per charge.** :meth:`Ledger.charge` opens a write transaction (SQLite's ``BEGIN
+  IMMEDIATE``; PostgreSQL's advisory write lock), checks the request id, recomputes what has been spent
+  *including the new charge* under the ledger's composition policy, refuses with :class:`BudgetExceeded`
+  if any applicable budget would be exceeded, and otherwise appends the entry and commits. Two processes
+  can therefore never both spend the last epsilon. Readers are never blocked (SQLite's WAL journal;
+  PostgreSQL's snapshots), and a killed process is harmless: a charge is either committed or absent.
 * **Exact amounts.** Losses are stored as ``"num/den"`` text with a kind tag and added as Fractions, so
   100 charges of ``Fraction(1, 100)`` spend exactly 1. (A *float* 0.01 is slightly more than 1/100 and
   is charged as the exact binary value it denotes: 100 of them do not fit in 1, which is the sound way
@@ -39,9 +41,6 @@ import json
 import math
 import os
 import re
-import sqlite3
-import threading
-import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -53,6 +52,7 @@ from typing import Any
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP
 from .composition import CompositionPolicy, convert, kind_name, kind_zero, loss_leq, resolve_policy
 from .overlap import Box, max_weighted_depth
+from .storage import Connection, StoreError, is_postgres_url, open_store, redact
 
 __all__ = [
     "BudgetExceeded",
@@ -263,24 +263,25 @@ _ENTRY_COLUMNS = (
 )
 _BUDGET_COLUMNS = "seq, analyst, dataset, kind, epsilon, delta, rho, created_at, hash"
 
+# Column types in braces differ between SQLite and PostgreSQL (``Store.ddl`` fills them in).
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL){strict};
 CREATE TABLE IF NOT EXISTS entries (
-    seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, epsilon TEXT, delta TEXT, rho TEXT,
+    seq {int} PRIMARY KEY, kind TEXT NOT NULL, epsilon TEXT, delta TEXT, rho TEXT,
     label TEXT NOT NULL, analyst TEXT, dataset TEXT, request_id TEXT UNIQUE, region TEXT,
     created_at TEXT NOT NULL, hash TEXT NOT NULL
-) STRICT;
+){strict};
 CREATE TABLE IF NOT EXISTS budgets (
-    seq INTEGER PRIMARY KEY, analyst TEXT, dataset TEXT, kind TEXT NOT NULL, epsilon TEXT, delta TEXT,
+    seq {int} PRIMARY KEY, analyst TEXT, dataset TEXT, kind TEXT NOT NULL, epsilon TEXT, delta TEXT,
     rho TEXT, created_at TEXT NOT NULL, hash TEXT NOT NULL
-) STRICT;
+){strict}
 """
 #: Stored releases (see :meth:`Ledger.release`); added after the first ledger files were written, so it is
 #: also created when an older ledger is opened.
 _RELEASES_TABLE = """
 CREATE TABLE IF NOT EXISTS releases (
-    request_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, payload BLOB NOT NULL, sha256 TEXT NOT NULL
-) STRICT
+    request_id TEXT PRIMARY KEY, seq {int} NOT NULL, payload {blob} NOT NULL, sha256 TEXT NOT NULL
+){strict}
 """
 
 
@@ -374,7 +375,8 @@ class _Tally:
 
 
 class Ledger:
-    """A privacy-budget ledger stored in the SQLite file ``path`` (see the module docstring).
+    """A privacy-budget ledger stored in the SQLite file ``path``, or in the PostgreSQL database of a
+    ``postgresql://`` URL (see the module docstring).
 
     ``budget`` (a loss, or a plain number meaning pure epsilon) is the global budget; it is stored in the
     ledger, so reopening needs ``budget=None`` (use the stored one) or the same value. ``composition`` is
@@ -419,60 +421,53 @@ class Ledger:
         if budget_loss is not None:
             kind_name(type(budget_loss))
             (policy or resolve_policy("sequential")).check_budget(budget_loss)
-        in_memory = path_text == ":memory:"
+        postgres = is_postgres_url(path_text)
         if budget_loss is None:
-            if in_memory:
+            if path_text == ":memory:":
                 raise ValueError("a new in-memory ledger needs a budget.")
-            if not os.path.exists(path_text):
+            if not postgres and not os.path.exists(path_text):
                 raise FileNotFoundError(f"there is no ledger at {path_text}; pass budget= to create one.")
 
-        self.path = path_text
-        self._timeout = float(timeout)
-        self._lock = threading.RLock()
+        try:
+            self._store = open_store(path_text, timeout=float(timeout), owner="ledger")
+        except StoreError as exc:
+            raise ValueError(f"{redact(path_text)} is not a usable kakeibo ledger ({exc}).") from exc
+        self.path = self._store.describe()
         self._pid = os.getpid()
         self._cache: list[tuple[LedgerEntry, _Item]] = []
         self._tally: _Tally | None = None  # built on first sync, once the policy is known
-        self._conn = sqlite3.connect(
-            path_text, timeout=self._timeout, isolation_level=None, check_same_thread=False
-        )
         try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
-            if not in_memory:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = FULL")
             self._open(budget_loss, policy)
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise ValueError(f"{path_text} is not a usable kakeibo ledger ({exc}).") from exc
+        except self._store.database_errors as exc:
+            self._store.close()
+            raise ValueError(f"{self.path} is not a usable kakeibo ledger ({exc}).") from exc
         except BaseException:
-            self._conn.close()
+            self._store.close()
             raise
 
     # -- setup ---------------------------------------------------------------------------------
 
-    def _is_initialised(self) -> bool:
-        row = self._conn.execute(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-        ).fetchone()
-        if not row[0]:
+    def _is_initialised(self, conn: Connection) -> bool:
+        if not self._store.has_table(conn, "meta"):
             return False
-        return self._conn.execute("SELECT 1 FROM meta WHERE key = 'header'").fetchone() is not None
+        return conn.execute("SELECT 1 FROM meta WHERE key = 'header'").fetchone() is not None
 
     def _open(self, budget: PrivacyLoss | None, policy: CompositionPolicy | None) -> None:
-        if not self._is_initialised():
+        with self._transaction(immediate=False) as conn:
+            initialised = self._is_initialised(conn)
+            has_releases = initialised and self._store.has_table(conn, "releases")
+        if not initialised:
             if budget is None:
+                if self._store.kind == "postgres":
+                    raise FileNotFoundError(f"there is no ledger at {self.path}; pass budget= to create one.")
                 raise ValueError(f"{self.path} is not a kakeibo ledger; pass budget= to create one.")
             with self._transaction(immediate=True) as conn:
-                if not self._is_initialised():
+                if not self._is_initialised(conn):  # another process may have created it meanwhile
                     self._create(conn, budget, policy or resolve_policy("sequential"))
-        elif (
-            self._conn.execute(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'releases'"
-            ).fetchone()[0]
-            == 0
-        ):
+        elif not has_releases:
             with self._transaction(immediate=True) as conn:
-                conn.execute(_RELEASES_TABLE)
+                for statement in self._store.ddl(_RELEASES_TABLE):
+                    conn.execute(statement)
         header = self._header()
         if header.get("format") != _FORMAT:
             raise ValueError(f"{self.path} has ledger format {header.get('format')!r}, expected {_FORMAT!r}.")
@@ -495,11 +490,9 @@ class Ledger:
                     "pass budget=None to use the stored budget, or change it with set_budget()."
                 )
 
-    def _create(self, conn: sqlite3.Connection, budget: PrivacyLoss, policy: CompositionPolicy) -> None:
-        # executescript() would COMMIT the open transaction, so run the statements one by one.
-        for statement in [*_SCHEMA.split(";"), _RELEASES_TABLE]:
-            if statement.strip():
-                conn.execute(statement)
+    def _create(self, conn: Connection, budget: PrivacyLoss, policy: CompositionPolicy) -> None:
+        for statement in self._store.ddl(_SCHEMA + ";" + _RELEASES_TABLE):
+            conn.execute(statement)
         header_text = _canonical_json(
             {
                 "format": _FORMAT,
@@ -524,7 +517,8 @@ class Ledger:
         self._append_budget(conn, budget, Scope())
 
     def _header(self) -> dict[str, Any]:
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
+        with self._transaction(immediate=False) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'header'").fetchone()
         try:
             header = json.loads(row[0])
         except ValueError:
@@ -542,43 +536,19 @@ class Ledger:
             )
 
     @contextmanager
-    def _transaction(self, *, immediate: bool) -> Iterator[sqlite3.Connection]:
-        """One SQLite transaction; ``immediate`` takes the write lock up front (``BEGIN IMMEDIATE``)."""
+    def _transaction(self, *, immediate: bool) -> Iterator[Connection]:
+        """One transaction of the store; ``immediate`` takes the write lock up front (see :mod:`.storage`)."""
         self._check_process()
-        with self._lock:
-            conn = self._conn
-            deadline = time.monotonic() + self._timeout
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
-                    break
-                except sqlite3.OperationalError as exc:
-                    # busy_timeout already waited; retry the rare cases SQLite reports busy at once
-                    busy = "locked" in str(exc) or "busy" in str(exc)
-                    if not busy or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.005)
-            try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            else:
-                try:
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+        with self._store.transaction(write=immediate) as conn:
+            yield conn
 
-    def _meta(self, conn: sqlite3.Connection) -> dict[str, str]:
+    def _meta(self, conn: Connection) -> dict[str, str]:
         return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
-    def _budget_rows(self, conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+    def _budget_rows(self, conn: Connection) -> list[tuple[Any, ...]]:
         return list(conn.execute(f"SELECT {_BUDGET_COLUMNS} FROM budgets ORDER BY seq"))
 
-    def _load_budgets(self, conn: sqlite3.Connection, *, check: bool) -> dict[Scope, PrivacyLoss]:
+    def _load_budgets(self, conn: Connection, *, check: bool) -> dict[Scope, PrivacyLoss]:
         """The budget in force per scope (latest row wins); with ``check``, re-verify the budget chain."""
         meta = self._meta(conn)
         rows = self._budget_rows(conn)
@@ -601,7 +571,7 @@ class Ledger:
             budgets[Scope(row[1], row[2])] = _loss_from_columns(row[3], row[4], row[5], row[6])
         return budgets
 
-    def _append_budget(self, conn: sqlite3.Connection, budget: PrivacyLoss, scope: Scope) -> None:
+    def _append_budget(self, conn: Connection, budget: PrivacyLoss, scope: Scope) -> None:
         meta = self._meta(conn)
         seq = int(meta["budgets_count"]) + 1
         row = (seq, scope.analyst, scope.dataset, *_loss_columns(budget), _now())
@@ -615,7 +585,7 @@ class Ledger:
     def _item(self, entry: LedgerEntry) -> _Item:
         return _Item(self._policy.weights(entry.loss, self._kind), entry.region, entry.analyst, entry.dataset)
 
-    def _sync(self, conn: sqlite3.Connection) -> tuple[list[tuple[LedgerEntry, _Item]], _Tally]:
+    def _sync(self, conn: Connection) -> tuple[list[tuple[LedgerEntry, _Item]], _Tally]:
         """The committed entries, read incrementally (they are append-only), checked against the meta head."""
         meta = self._meta(conn)
         try:
@@ -801,7 +771,7 @@ epsilon=1; only epsilon=1 remains.
         with self._transaction(immediate=False) as conn:
             self._check_fits(conn, value, item)
 
-    def _check_fits(self, conn: sqlite3.Connection, value: PrivacyLoss, new: _Item) -> None:
+    def _check_fits(self, conn: Connection, value: PrivacyLoss, new: _Item) -> None:
         """:class:`BudgetExceeded` unless ``new`` fits, with what was spent, in every budget covering it."""
         _, tally = self._sync(conn)
         budgets = self._load_budgets(conn, check=True)
@@ -884,6 +854,30 @@ epsilon=1; only epsilon=1 remains.
                 f"no budget is set for {scope.describe()[len('the budget of ') :]}; use set_budget()."
             )
         return _subtract(budgets[scope], self._spent(tally, scope))
+
+    def spending(
+        self, analyst: str | None = None, dataset: str | None = None
+    ) -> list[tuple[LedgerEntry, PrivacyLoss]]:
+        """Each entry that counts against scope ``(analyst, dataset)``, in order, with what the scope had
+        spent once it was charged, under the ledger's policy (a curve of spending over time; with parallel
+        composition a step can be smaller than its entry's loss).
+
+        >>> from kakeibo.accounting import Box
+        >>> ledger = Ledger(":memory:", budget=1)
+        >>> for low, high in ((0, 9), (10, 19)):  # disjoint WHERE regions compose in parallel
+        ...     _ = ledger.charge(0.5, label="q", dataset="d", region=Box({"x": (low, high)}, unit="record"))
+        >>> [str(spent) for _, spent in ledger.spending(dataset="d")]
+        ['epsilon=0.5', 'epsilon=0.5']
+        """
+        scope = Scope(_text(analyst, "analyst"), _text(dataset, "dataset"))
+        with self._transaction(immediate=False) as conn:
+            cached, _ = self._sync(conn)
+        tally, curve = self._new_tally(), []
+        for entry, item in cached:
+            if scope.covers(entry.analyst, entry.dataset):
+                tally.add(item)
+                curve.append((entry, self._spent(tally, scope)))
+        return curve
 
     def entries(self, analyst: str | None = None, dataset: str | None = None) -> list[LedgerEntry]:
         """The committed entries in order, optionally only those with exactly this analyst / dataset."""
@@ -1023,8 +1017,7 @@ epsilon=1; only epsilon=1 remains.
 
     def close(self) -> None:
         """Close the database connection."""
-        with self._lock:
-            self._conn.close()
+        self._store.close()
 
     def __enter__(self) -> Ledger:
         return self

@@ -16,7 +16,8 @@ class DuckDBBackend:
 
     ``database`` is a DuckDB file path, ``":memory:"``, or an existing connection. Tables declared in the
     catalog with ``source = "file.parquet"`` / ``"file.csv"`` are exposed as views over those files by
-    :meth:`register_source`.
+    :meth:`register_source`. ``read_only=True`` opens a file so that nothing can change it and several
+    processes (service replicas) can open it at once; such a database cannot take source views.
 
     >>> import pyarrow as pa
     >>> db = DuckDBBackend(":memory:")
@@ -27,11 +28,16 @@ class DuckDBBackend:
 
     dialect = "duckdb"
 
-    def __init__(self, database: str | os.PathLike[str] | duckdb.DuckDBPyConnection = ":memory:") -> None:
+    def __init__(
+        self,
+        database: str | os.PathLike[str] | duckdb.DuckDBPyConnection = ":memory:",
+        *,
+        read_only: bool = False,
+    ) -> None:
         if isinstance(database, duckdb.DuckDBPyConnection):
             self._conn = database
         else:
-            self._conn = duckdb.connect(os.fspath(database))
+            self._conn = duckdb.connect(os.fspath(database), read_only=read_only)
         self._local = threading.local()
         self._cursor_lock = threading.Lock()  # cursors are made one at a time (once per thread; cheap)
 

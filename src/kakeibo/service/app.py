@@ -6,8 +6,10 @@ the same 403, so the answer reveals nothing about which datasets exist. Every an
 :class:`kakeibo.sql.Session` per request, so the ledger is charged before anything is returned, and it
 carries its confidence intervals, its privacy loss and its ledger entry.
 
-Budgets are ledger budgets: one per dataset (the configuration's ``budget``, shared by all analysts, so
-colluders cannot exceed it) and one per (analyst, dataset), set when access is granted. Changing either
+Budgets are (epsilon, delta) ledger budgets: one per dataset (the configuration's ``budget`` and
+``delta_budget``, shared by all analysts, so colluders cannot exceed it) and one per (analyst, dataset), set
+when access is granted (its delta defaults to the dataset's). Delta pays for private partition selection
+(GROUP BY without public keys); a query that needs none charges (epsilon, 0). Changing either
 is a row of the ledger's budget chain.
 
 Endpoints (``/docs`` and ``/openapi.json`` describe them):
@@ -16,13 +18,16 @@ Endpoints (``/docs`` and ``/openapi.json`` describe them):
 * ``POST /v1/explain`` -- the plan, its cost and expected errors; free
 * ``GET /v1/budget`` -- spent and remaining per granted dataset (the caller's and the dataset's)
 * ``GET /v1/history`` -- the caller's ledger entries; ``GET /v1/ledger/verify``
+* ``GET /dashboard`` -- the budget dashboard page; ``GET /v1/dashboard`` its data (:mod:`.dashboard`)
 * admin: ``POST /v1/admin/analysts`` (returns the new key once), ``POST /v1/admin/analysts/{name}/revoke``,
-  ``POST /v1/admin/grants`` ``{analyst, dataset, budget}``, ``DELETE /v1/admin/grants/{analyst}/{dataset}``,
-  ``POST /v1/admin/budgets`` ``{dataset, analyst?, budget}``, ``GET /v1/admin/analysts``.
+  ``POST /v1/admin/grants`` ``{analyst, dataset, budget, delta?}``, ``DELETE
+  /v1/admin/grants/{analyst}/{dataset}``, ``POST /v1/admin/budgets`` ``{dataset, analyst?, budget, delta?}``,
+  ``GET /v1/admin/analysts``.
 
 Safety: a refused query costs nothing and its message is the analyser's reason (which names columns,
-never values); unexpected errors answer a bare 500; bodies above ``max_body_bytes`` get 413; more than
-``requests_per_minute`` per key get 429.
+never values); a malformed request gets 422 naming the field, never echoing what was sent; unexpected
+errors answer a bare 500; bodies above ``max_body_bytes`` get 413 (chunked ones are counted while read);
+more than ``requests_per_minute`` per key get 429. ``tests/test_service_security.py`` is the attack corpus.
 """
 
 import collections
@@ -38,17 +43,20 @@ from typing import Annotated, Any
 
 import duckdb
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictFloat
 
 from ..accounting import BudgetExceeded, Ledger
+from ..accounting.composition import loss_leq
 from ..accounting.ledger import Scope
 from ..backends import DuckDBBackend
-from ..privacy import PrivacyLoss
+from ..privacy import ApproxDP, PrivacyLoss
 from ..sql import Catalog, QueryRefused
 from ..sql.session import Session
 from .config import DatasetConfig, ServiceConfig
+from .dashboard import dashboard_router
 from .registry import AnalystRegistry, check_name, verify_key
 
 __all__ = ["create_app"]
@@ -61,9 +69,10 @@ _BAD_KEY = "missing, invalid or revoked API key."
 class QueryRequest(BaseModel):
     dataset: str = Field(max_length=64)
     sql: str = Field(max_length=20_000)
-    epsilon: float | None = Field(default=None, gt=0)
-    accuracy: tuple[float, float] | None = None
-    delta: float | None = Field(default=None, ge=0, lt=1)
+    # strict: a JSON string or boolean is refused, not read as a number (`"epsilon": true` must not spend 1)
+    epsilon: float | None = Field(default=None, gt=0, strict=True)
+    accuracy: tuple[StrictFloat, StrictFloat] | None = None
+    delta: float | None = Field(default=None, ge=0, lt=1, strict=True)
     request_id: str | None = Field(default=None, max_length=128)
 
 
@@ -74,13 +83,15 @@ class NewAnalyst(BaseModel):
 class GrantRequest(BaseModel):
     analyst: str = Field(max_length=64)
     dataset: str = Field(max_length=64)
-    budget: float = Field(gt=0)
+    budget: float = Field(gt=0, strict=True)
+    delta: float | None = Field(default=None, ge=0, lt=1, strict=True)  # default: the dataset's delta_budget
 
 
 class BudgetRequest(BaseModel):
     dataset: str = Field(max_length=64)
     analyst: str | None = Field(default=None, max_length=64)
-    budget: float = Field(gt=0)
+    budget: float = Field(gt=0, strict=True)
+    delta: float | None = Field(default=None, ge=0, lt=1, strict=True)  # default: the dataset's delta_budget
 
 
 @dataclass
@@ -115,16 +126,26 @@ def _loss(loss: PrivacyLoss) -> dict[str, float]:
 
 
 def _open_ledger(config: ServiceConfig) -> Ledger:
-    """The service's ledger, created if missing. Its global budget is the sum of the dataset budgets, so the
-    dataset and (analyst, dataset) budgets are the ones that bind; it is raised (a recorded change) when
-    datasets are added."""
-    total = sum((spec.budget for spec in config.datasets.values()), Fraction(0))
-    if not config.ledger.exists():
+    """The service's ledger, created if missing. Budgets are (epsilon, delta); the global one is the sum of
+    the dataset budgets, so the dataset and (analyst, dataset) budgets are the ones that bind; it is raised
+    (a recorded change) when datasets are added."""
+    specs = config.datasets.values()
+    total = ApproxDP(
+        sum((s.budget for s in specs), Fraction(0)), sum((s.delta_budget for s in specs), Fraction(0))
+    )
+    try:
+        ledger = Ledger(config.ledger)
+    except FileNotFoundError:  # several replicas may race here: the ledger is created once, under its lock
         return Ledger(config.ledger, budget=total)
-    ledger = Ledger(config.ledger)
-    current = ledger.budgets().get(Scope())
-    if current is None or getattr(current, "epsilon", total) < total:
-        ledger.set_budget(total)
+    current = ledger.budgets()[Scope()]
+    if not isinstance(current, ApproxDP):
+        ledger.close()
+        raise ValueError(
+            f"the ledger at {ledger.path} keeps {type(current).__name__} budgets, but the service keeps "
+            "(epsilon, delta) budgets; start the service on a new ledger."
+        )
+    if not loss_leq(total, current):
+        ledger.set_budget(ApproxDP(max(total.epsilon, current.epsilon), max(total.delta, current.delta)))
     return ledger
 
 
@@ -136,14 +157,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
     budgets = ledger.budgets()
     for name, spec in config.datasets.items():
         catalog = Catalog.from_toml(spec.catalog)
-        backend = DuckDBBackend(spec.database)
-        for table in catalog.tables.values():
-            if table.source is not None:
-                backend.register_source(table.name, table.source)
+        sources = {t.name: t.source for t in catalog.tables.values() if t.source is not None}
+        # read-only, so that no statement can change the data and replicas can open the same file
+        backend = DuckDBBackend(spec.database, read_only=spec.database != ":memory:" and not sources)
+        for table, source in sources.items():
+            backend.register_source(table, source)
         datasets[name] = _Dataset(spec, catalog, backend)
-        current = [v for s, v in budgets.items() if s.analyst is None and s.dataset == name]
-        if not current or getattr(current[0], "epsilon", None) != spec.budget:
-            ledger.set_budget(spec.budget, dataset=name)  # recorded in the budget chain
+        wanted = ApproxDP(spec.budget, spec.delta_budget)
+        if budgets.get(Scope(dataset=name)) != wanted:
+            ledger.set_budget(wanted, dataset=name)  # recorded in the budget chain
     limiter = _RateLimiter(config.requests_per_minute)
     bearer = HTTPBearer(auto_error=False)
 
@@ -162,10 +184,21 @@ def create_app(config: ServiceConfig) -> FastAPI:
         declared = request.headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > config.max_body_bytes):
             return JSONResponse({"detail": "request body too large."}, status_code=413)
-        chunked = declared is None and request.method in ("POST", "PUT", "PATCH")
-        if chunked and len(await request.body()) > config.max_body_bytes:
-            return JSONResponse({"detail": "request body too large."}, status_code=413)
+        if declared is None and request.method in ("POST", "PUT", "PATCH"):  # chunked: count while reading
+            received = bytearray()
+            async for chunk in request.stream():
+                received += chunk
+                if len(received) > config.max_body_bytes:  # stop here: never buffer an unbounded body
+                    return JSONResponse({"detail": "request body too large."}, status_code=413)
+            request._body = bytes(received)  # Starlette's middleware replays a cached body to the endpoint
         return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+        """422 naming each bad field and its rule, without FastAPI's echo of the input: an error repeats
+        nothing that was sent (and a NaN or a lone surrogate could not even be encoded: a 500)."""
+        problems = [{"type": e["type"], "loc": list(e["loc"]), "msg": e["msg"]} for e in error.errors()]
+        return JSONResponse({"detail": problems}, status_code=422)
 
     def analyst(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
         name = registry.authenticate(credentials.credentials) if credentials is not None else None
@@ -183,6 +216,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
         if dataset not in datasets or not registry.granted(name, dataset):
             raise HTTPException(403, _NOT_GRANTED)
         return datasets[dataset]
+
+    def limit(epsilon: float, delta: float | None, dataset: str) -> ApproxDP:
+        """A budget from an admin request; its delta defaults to the dataset's configured delta_budget."""
+        return ApproxDP(epsilon, datasets[dataset].config.delta_budget if delta is None else delta)
 
     def session(name: str, dataset: _Dataset) -> Session:
         return Session(
@@ -282,9 +319,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
             registry.grant(check_name(body.analyst, "an analyst name"), body.dataset)
         except KeyError:
             raise HTTPException(404, "no such analyst.") from None
+        budget = limit(body.budget, body.delta, body.dataset)
         with _errors():
-            ledger.set_budget(body.budget, analyst=body.analyst, dataset=body.dataset)
-        return {"analyst": body.analyst, "dataset": body.dataset, "budget": body.budget}
+            ledger.set_budget(budget, analyst=body.analyst, dataset=body.dataset)
+        return {"analyst": body.analyst, "dataset": body.dataset, **_loss(budget)}
 
     @app.delete("/v1/admin/grants/{analyst_name}/{dataset}", dependencies=[Depends(admin)])
     def revoke_grant(analyst_name: str, dataset: str) -> dict[str, str]:
@@ -295,10 +333,12 @@ def create_app(config: ServiceConfig) -> FastAPI:
     def set_budget(body: BudgetRequest) -> dict[str, Any]:
         if body.dataset not in datasets:
             raise HTTPException(404, "no such dataset.")
+        budget = limit(body.budget, body.delta, body.dataset)
         with _errors():
-            ledger.set_budget(body.budget, analyst=body.analyst, dataset=body.dataset)
-        return {"dataset": body.dataset, "analyst": body.analyst, "budget": body.budget}
+            ledger.set_budget(budget, analyst=body.analyst, dataset=body.dataset)
+        return {"dataset": body.dataset, "analyst": body.analyst, **_loss(budget)}
 
+    app.include_router(dashboard_router(ledger, registry, list(datasets), analyst=analyst, admin=admin))
     return app
 
 
@@ -312,6 +352,8 @@ def _errors() -> Iterator[None]:
         raise
     except BudgetExceeded as error:
         raise HTTPException(409, f"budget exhausted: {error}") from None
+    except RecursionError:  # the SQL parser recurses: a deeply nested query exhausts the stack
+        raise HTTPException(400, "the query is nested too deeply to check; nothing was charged.") from None
     except (QueryRefused, ValueError, TypeError) as error:
         raise HTTPException(400, str(error)) from None
     except duckdb.Error as error:  # e.g. a literal of the wrong type; the message stays in the server log

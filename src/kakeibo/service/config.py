@@ -3,6 +3,8 @@
     [service]
     ledger = "ledger.sqlite"            # the privacy ledger (created if missing)
     registry = "analysts.sqlite"        # analysts, key digests and grants (created if missing)
+    # Several replicas share one ledger and registry in PostgreSQL instead (both may name one database):
+    # ledger = "postgresql://kakeibo:PASSWORD@db.internal:5432/kakeibo"
     admin_key_hash = "scrypt$...$..."   # `kakeibo hash-key` prints it for a key read from stdin
     max_body_bytes = 65536              # larger request bodies get 413
     requests_per_minute = 600           # per API key; more get 429
@@ -12,6 +14,7 @@
     database = "visits.duckdb"          # DuckDB file (":memory:" with the catalog's `source` files)
     catalog = "catalog.toml"
     budget = 10                         # epsilon for ALL analysts together (colluders cannot exceed it)
+    delta_budget = "1e-5"               # their delta, for GROUP BY without public keys (default 0: none)
 
 Unknown keys are refused, so a typo in a privacy setting cannot pass silently.
 """
@@ -26,6 +29,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..accounting.storage import is_postgres_url
 from ..privacy import as_fraction
 from ..sql.catalog import _unknown  # one wording for unknown keys in every TOML file
 from .registry import check_name
@@ -40,25 +44,27 @@ __all__ = ["DatasetConfig", "ServiceConfig"]
 _SERVICE_KEYS = frozenset(
     {"ledger", "registry", "admin_key_hash", "max_body_bytes", "requests_per_minute", "delta"}
 )
-_DATASET_KEYS = frozenset({"database", "catalog", "budget"})
+_DATASET_KEYS = frozenset({"database", "catalog", "budget", "delta_budget"})
 
 
 @dataclass(frozen=True)
 class DatasetConfig:
-    """One dataset the service answers queries on: its DuckDB database, catalog and global budget."""
+    """One dataset the service answers queries on: its DuckDB database, catalog and global budget
+    (``budget`` epsilon and ``delta_budget`` delta, for all analysts together)."""
 
     name: str
     database: str
     catalog: Path
     budget: Fraction
+    delta_budget: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True)
 class ServiceConfig:
     """Everything ``kakeibo serve`` needs (see the module docstring)."""
 
-    ledger: Path
-    registry: Path
+    ledger: str  # a SQLite path or a postgresql:// URL
+    registry: str
     admin_key_hash: str
     datasets: Mapping[str, DatasetConfig]
     max_body_bytes: int = 65536
@@ -88,8 +94,8 @@ class ServiceConfig:
         if not isinstance(datasets, Mapping) or not datasets:
             raise ValueError("the service configuration declares no datasets; add a [datasets.NAME] section.")
         return cls(
-            ledger=_path(service["ledger"], base),
-            registry=_path(service["registry"], base),
+            ledger=_location(service["ledger"], base),
+            registry=_location(service["registry"], base),
             admin_key_hash=service["admin_key_hash"],
             datasets={name: _dataset(name, spec, base) for name, spec in datasets.items()},
             max_body_bytes=_positive_int(service.get("max_body_bytes", 65536), "max_body_bytes"),
@@ -111,12 +117,21 @@ def _dataset(name: str, spec: object, base: Path) -> DatasetConfig:
     budget = as_fraction(spec["budget"], f"the budget of dataset {name}")
     if budget <= 0:
         raise ValueError(f"the budget of dataset {name} must be positive.")
+    delta_budget = as_fraction(spec.get("delta_budget", 0), f"the delta_budget of dataset {name}")
+    if not 0 <= delta_budget < 1:
+        raise ValueError(f"the delta_budget of dataset {name} must be at least 0 and below 1.")
     return DatasetConfig(
         name=name,
         database=database if database == ":memory:" else str(_path(database, base)),
         catalog=_path(spec["catalog"], base),
         budget=budget,
+        delta_budget=delta_budget,
     )
+
+
+def _location(text: str, base: Path) -> str:
+    """A ``postgresql://`` URL as it is, else a SQLite path relative to the configuration file."""
+    return text if is_postgres_url(text) else str(_path(text, base))
 
 
 def _path(text: str, base: Path) -> Path:

@@ -18,12 +18,10 @@ import hmac
 import os
 import re
 import secrets
-import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+
+from ..accounting.storage import open_store
 
 __all__ = ["AnalystRegistry", "hash_key", "new_key", "verify_key"]
 
@@ -31,11 +29,11 @@ _KEY = re.compile(r"kak_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS analysts (
-    name TEXT PRIMARY KEY, key_id TEXT UNIQUE NOT NULL, salt BLOB NOT NULL, digest BLOB NOT NULL,
-    created_at REAL NOT NULL, revoked_at REAL
+    name TEXT PRIMARY KEY, key_id TEXT UNIQUE NOT NULL, salt {blob} NOT NULL, digest {blob} NOT NULL,
+    created_at {real} NOT NULL, revoked_at {real}
 );
 CREATE TABLE IF NOT EXISTS grants (
-    analyst TEXT NOT NULL REFERENCES analysts(name), dataset TEXT NOT NULL, granted_at REAL NOT NULL,
+    analyst TEXT NOT NULL REFERENCES analysts(name), dataset TEXT NOT NULL, granted_at {real} NOT NULL,
     PRIMARY KEY (analyst, dataset)
 );
 """
@@ -74,32 +72,25 @@ def check_name(name: object, what: str) -> str:
 
 
 class AnalystRegistry:
-    """The analysts (with their key digests) and which datasets each may query, in a SQLite file."""
+    """The analysts (with their key digests) and which datasets each may query: a SQLite file, or a PostgreSQL
+    database shared by service replicas (``location`` is then a ``postgresql://`` URL; see
+    :mod:`kakeibo.accounting.storage`)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._lock = threading.RLock()
-        self._con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._con.executescript(_SCHEMA)
+    def __init__(self, location: str | os.PathLike[str]) -> None:
+        self._store = open_store(os.fspath(location), timeout=30, owner="registry")
+        self.location = self._store.describe()
+        self._lock = threading.Lock()  # guards the cache of verified keys
         self._verified: dict[bytes, str] = {}
-
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._con.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._con
-            except BaseException:
-                self._con.execute("ROLLBACK")
-                raise
-            self._con.execute("COMMIT")
+        with self._store.transaction(write=True) as con:
+            for statement in self._store.ddl(_SCHEMA):
+                con.execute(statement)
 
     def create(self, name: str) -> str:
         """Register analyst ``name`` and return their key (the only time it is shown)."""
         check_name(name, "an analyst name")
         key, key_id, secret = new_key()
         salt = os.urandom(16)
-        with self._transaction() as con:
+        with self._store.transaction(write=True) as con:
             if con.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)).fetchone():
                 raise ValueError(f"analyst {name!r} already exists.")
             con.execute(
@@ -117,17 +108,18 @@ class AnalystRegistry:
         if match is None:
             return None
         fingerprint = hashlib.sha256(key.encode()).digest()
-        with self._lock:
-            row = self._con.execute(
+        with self._store.transaction(write=False) as con:
+            row = con.execute(
                 "SELECT name, salt, digest, revoked_at FROM analysts WHERE key_id = ?", (match[1],)
             ).fetchone()
+        with self._lock:
             known = self._verified.get(fingerprint)
         if row is None:
             _digest(match[2], b"\0" * 16)  # the same work whether or not the id exists
             return None
         name, salt, digest, revoked = row
         if known != name:
-            if not hmac.compare_digest(_digest(match[2], salt), digest):
+            if not hmac.compare_digest(_digest(match[2], bytes(salt)), bytes(digest)):
                 return None
             with self._lock:
                 self._verified[fingerprint] = name
@@ -135,7 +127,7 @@ class AnalystRegistry:
 
     def revoke(self, name: str) -> None:
         """Revoke analyst ``name``'s key (their ledger history stays)."""
-        with self._transaction() as con:
+        with self._store.transaction(write=True) as con:
             if (
                 con.execute("UPDATE analysts SET revoked_at = ? WHERE name = ?", (time.time(), name)).rowcount
                 != 1
@@ -143,36 +135,35 @@ class AnalystRegistry:
                 raise KeyError(name)
 
     def grant(self, name: str, dataset: str) -> None:
-        with self._transaction() as con:
+        with self._store.transaction(write=True) as con:
             if not con.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)).fetchone():
                 raise KeyError(name)
-            con.execute("INSERT OR IGNORE INTO grants VALUES (?, ?, ?)", (name, dataset, time.time()))
+            con.execute(
+                "INSERT INTO grants VALUES (?, ?, ?) ON CONFLICT DO NOTHING", (name, dataset, time.time())
+            )
 
     def revoke_grant(self, name: str, dataset: str) -> None:
-        with self._transaction() as con:
+        with self._store.transaction(write=True) as con:
             con.execute("DELETE FROM grants WHERE analyst = ? AND dataset = ?", (name, dataset))
 
     def granted(self, name: str, dataset: str) -> bool:
-        with self._lock:
-            row = self._con.execute(
+        with self._store.transaction(write=False) as con:
+            row = con.execute(
                 "SELECT 1 FROM grants WHERE analyst = ? AND dataset = ?", (name, dataset)
             ).fetchone()
         return row is not None
 
     def datasets(self, name: str) -> list[str]:
-        with self._lock:
-            rows = self._con.execute(
+        with self._store.transaction(write=False) as con:
+            rows = con.execute(
                 "SELECT dataset FROM grants WHERE analyst = ? ORDER BY dataset", (name,)
             ).fetchall()
         return [r[0] for r in rows]
 
     def analysts(self) -> list[dict[str, object]]:
-        with self._lock:
-            rows = self._con.execute(
-                "SELECT name, created_at, revoked_at FROM analysts ORDER BY name"
-            ).fetchall()
+        with self._store.transaction(write=False) as con:
+            rows = con.execute("SELECT name, created_at, revoked_at FROM analysts ORDER BY name").fetchall()
         return [{"name": n, "created_at": c, "revoked": r is not None} for n, c, r in rows]
 
     def close(self) -> None:
-        with self._lock:
-            self._con.close()
+        self._store.close()

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import date
 from fractions import Fraction
 from typing import Literal, cast
 
@@ -197,6 +198,23 @@ def _strip(node: exp.Expr) -> exp.Expr:
     while isinstance(node, exp.Paren):
         node = node.this
     return node
+
+
+#: comparisons a filter may use (see ``_Analyzer._total``)
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+
+
+def _is_text(node: exp.Expr) -> bool:
+    node = _strip(node)
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def _is_iso_date(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
 
 
 def _name(identifier: exp.Expr | str | None) -> str:
@@ -978,6 +996,7 @@ class _Analyzer:
                     "output column."
                 )
             self._scalar(node, "WHERE")
+        self._total(predicate)
         qualify = self.public is not None
 
         def rewrite(node: exp.Expr) -> exp.Expr:
@@ -999,6 +1018,100 @@ class _Analyzer:
             )
         if isinstance(node, (exp.Star, exp.Columns)):
             raise _refuse(f"* and COLUMNS(...) are not supported in {clause}; name the columns.")
+
+    def _total(self, node: exp.Expr) -> None:
+        """Refuse a filter the engine could fail on for some rows but not others.
+
+        A failure is not noise: if ``CASE WHEN user_id = 7 THEN CAST(name AS INT) ... END`` fails exactly when
+        user 7 is present, the error itself answers, exactly and for free, whether they are. So WHERE holds
+        only total expressions, which no row can make fail: comparisons (``= <> < <= > >=``, ``IS [NOT]
+        DISTINCT FROM``, ``BETWEEN``, ``IN (...)``, ``LIKE`` / ``ILIKE`` without ``ESCAPE``, ``IS [NOT]
+        NULL``) between columns (or ``LOWER`` / ``UPPER`` of text columns) and literals of matching catalog
+        types (dates as valid ISO text or ``DATE '...'``), bool columns, joined by ``AND``, ``OR`` and
+        ``NOT``. Casts, arithmetic (it overflows), other functions and CASE are refused, since any of them
+        can fail on some values.
+        """
+        node = _strip(node)
+        if isinstance(node, (exp.And, exp.Or)):
+            self._total(node.this)
+            self._total(node.expression)
+        elif isinstance(node, exp.Not):
+            self._total(node.this)
+        elif isinstance(node, exp.Boolean):
+            return
+        elif isinstance(node, exp.Column):
+            if self._resolve(node).column.type != "bool":
+                raise _refuse(self._partial(node, "only a bool column is a condition by itself"))
+        elif isinstance(node, _COMPARISONS):
+            self._comparable(node, node.this, node.expression)
+        elif isinstance(node, exp.Between):
+            self._comparable(node, node.this, node.args["low"])
+            self._comparable(node, node.this, node.args["high"])
+        elif isinstance(node, exp.In) and set(node.args) - {"this", "expressions"} <= {"is_global"}:
+            if not node.expressions or any(node.args.get(k) for k in ("query", "unnest", "field")):
+                raise _refuse(self._partial(node, "IN takes a list of literals"))
+            for item in node.expressions:
+                self._comparable(node, node.this, item)
+        elif isinstance(node, (exp.Like, exp.ILike)):
+            if self._operand_type(node, node.this) != "str" or not _is_text(node.expression):
+                raise _refuse(self._partial(node, "LIKE compares a text column with a text pattern"))
+        elif isinstance(node, exp.Is):
+            self._operand_type(node, node.this)
+            if not isinstance(_strip(node.expression), (exp.Null, exp.Boolean)):
+                raise _refuse(self._partial(node, "IS takes NULL, TRUE or FALSE"))
+        else:
+            raise _refuse(self._partial(node, "it is not a comparison"))
+
+    def _comparable(self, node: exp.Expr, left: exp.Expr, right: exp.Expr) -> None:
+        """Both sides are columns or literals whose types compare without a row-by-row conversion."""
+        kinds = {self._operand_type(node, left), self._operand_type(node, right)}
+        kinds.discard("null")
+        if len(kinds) <= 1 or kinds <= {"int", "float", "number"} or kinds <= {"str", "text"}:
+            return
+        if kinds <= {"bool", "boolean"}:
+            return
+        if kinds == {"date", "text"}:
+            for side in (left, right):
+                text = _strip(side)
+                if isinstance(text, exp.Literal) and text.is_string and not _is_iso_date(text.this):
+                    raise _refuse(self._partial(node, f"{text.this!r} is not an ISO date (YYYY-MM-DD)"))
+            return
+        shown = " and ".join(sorted(kinds))
+        raise _refuse(self._partial(node, f"it compares {shown}; convert literals to the column's type"))
+
+    def _operand_type(self, node: exp.Expr, operand: exp.Expr) -> str:
+        """The catalog type of a column, or "number" / "text" / "boolean" / "null" for a literal."""
+        operand = _strip(operand)
+        if isinstance(operand, exp.Column):
+            return self._resolve(operand).column.type
+        if isinstance(operand, (exp.Lower, exp.Upper)):  # total on text
+            if self._operand_type(node, operand.this) not in ("str", "text"):
+                raise _refuse(self._partial(node, "LOWER and UPPER take text"))
+            return "str"
+        if (
+            isinstance(operand, exp.Cast)
+            and operand.to.is_type(exp.DataType.Type.DATE)
+            and _is_text(operand.this)
+            and _is_iso_date(_strip(operand.this).name)
+        ):  # DATE '2024-01-01'
+            return "date"
+        if isinstance(operand, exp.Null):
+            return "null"
+        if isinstance(operand, exp.Boolean):
+            return "boolean"
+        if _is_text(operand):
+            return "text"
+        if _numeric_literal(operand) is not None:
+            return "number"
+        raise _refuse(self._partial(node, f"{_sql(operand, self.dialect)} is not a column or a literal"))
+
+    def _partial(self, node: exp.Expr, why: str) -> str:
+        return (
+            f"WHERE {_sql(node, self.dialect)} is not allowed ({why}): a filter may only compare columns "
+            "with literals of their type, joined by AND, OR and NOT, since an expression the engine can "
+            "fail on for some rows would tell, through the error and without noise, whether such rows "
+            "exist."
+        )
 
     def _deterministic(self, node: exp.Expr, clause: str) -> None:
         if isinstance(node, _NONDETERMINISTIC) or (

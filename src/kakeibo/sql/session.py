@@ -38,7 +38,7 @@ from .catalog import Catalog
 from .plan import NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
 from .rewrite import bounded_sql, group_name
 
-__all__ = ["Result", "Session", "connect"]
+__all__ = ["Result", "Session", "connect", "read_release"]
 
 CONFIDENCE = 0.95
 
@@ -249,6 +249,12 @@ def _deserialise(payload: bytes) -> tuple[pa.Table, bool]:
     table = pa.ipc.open_stream(payload).read_all()
     seeded = (table.schema.metadata or {}).get(b"kakeibo.seeded") == b"True"
     return table.replace_schema_metadata(None), seeded
+
+
+def read_release(payload: bytes) -> pa.Table:
+    """The released table of a payload stored with its charge (:meth:`Ledger.release`), for readers of the
+    ledger such as the service's dashboard."""
+    return _deserialise(payload)[0]
 
 
 def _accuracy(accuracy: object) -> tuple[float, float]:
