@@ -207,6 +207,16 @@ class SparkBackend:
             frame = self._session.createDataFrame(data.to_pandas())
         frame.createOrReplaceTempView(name)
 
+    def register_source(self, name: str, path: str | os.PathLike[str]) -> None:
+        """Expose a Parquet or CSV file (with a header row) as temporary view ``name``."""
+        text = os.fspath(path)
+        reader = self._session.read
+        if text.lower().endswith(".parquet"):
+            frame = reader.parquet(text)
+        else:
+            frame = reader.option("header", True).option("inferSchema", True).csv(text)
+        frame.createOrReplaceTempView(name)
+
     def close(self) -> None:
         """Stop the session if this backend started it."""
         if self._owns_session:

@@ -1,10 +1,11 @@
 """The DP SQL query service: multi-analyst access to :mod:`kakeibo.sql` over HTTP (FastAPI).
 
-Analysts authenticate with ``Authorization: Bearer <key>`` (:mod:`.registry`), the administrator with the
-admin key. An analyst may query only the datasets granted to them; any other name, existing or not, gets
-the same 403, so the answer reveals nothing about which datasets exist. Every answer goes through one
-:class:`kakeibo.sql.Session` per request, so the ledger is charged before anything is returned, and it
-carries its confidence intervals, its privacy loss and its ledger entry.
+Datasets are served from DuckDB (the default), PostgreSQL or Spark, as the configuration says
+(:mod:`.config`). Analysts authenticate with ``Authorization: Bearer <key>`` (:mod:`.registry`), the
+administrator with the admin key. An analyst may query only the datasets granted to them; any other
+name, existing or not, gets the same 403, so the answer reveals nothing about which datasets exist.
+Every answer goes through one :class:`kakeibo.sql.Session` per request, so the ledger is charged before
+anything is returned, and it carries its confidence intervals, its privacy loss and its ledger entry.
 
 Budgets are (epsilon, delta) ledger budgets: one per dataset (the configuration's ``budget`` and
 ``delta_budget``, shared by all analysts, so colluders cannot exceed it) and one per (analyst, dataset), set
@@ -51,7 +52,7 @@ from pydantic import BaseModel, Field, StrictFloat
 from ..accounting import BudgetExceeded, Ledger
 from ..accounting.composition import loss_leq
 from ..accounting.ledger import Scope
-from ..backends import DuckDBBackend
+from ..backends import Backend, DuckDBBackend
 from ..privacy import ApproxDP, PrivacyLoss
 from ..sql import Catalog, QueryRefused
 from ..sql.session import Session
@@ -98,7 +99,40 @@ class BudgetRequest(BaseModel):
 class _Dataset:
     config: DatasetConfig
     catalog: Catalog
-    backend: DuckDBBackend  # thread-safe: every request thread runs on its own cursor
+    # thread-safe: DuckDB runs each request thread on its own cursor, a psycopg connection serialises its
+    # users, a Spark session takes statements from any thread
+    backend: Backend
+    engine_errors: tuple[type[Exception], ...]  # what the engine raises for a statement it cannot run
+
+
+def _open_backend(spec: DatasetConfig, catalog: Catalog) -> tuple[Backend, tuple[type[Exception], ...]]:
+    """The dataset's engine, with the catalog's ``source`` files as views (DuckDB, Spark), and its errors."""
+    sources = {t.name: t.source for t in catalog.tables.values() if t.source is not None}
+    if spec.engine == "postgres":
+        import psycopg
+
+        from ..backends.postgres import PostgresBackend
+
+        if sources:
+            raise ValueError(
+                f"dataset {spec.name} is read from PostgreSQL, so its catalog cannot name source files."
+            )
+        return PostgresBackend(spec.database), (psycopg.Error,)
+    if spec.engine == "spark":
+        from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+        from pyspark.errors import PySparkException
+
+        from ..backends.spark import SparkBackend
+
+        spark = SparkBackend(spec.database)
+        for table, source in sources.items():
+            spark.register_source(table, source)
+        return spark, (PySparkException, Py4JError)
+    # read-only, so that no statement can change the data and replicas can open the same file
+    duck = DuckDBBackend(spec.database, read_only=spec.database != ":memory:" and not sources)
+    for table, source in sources.items():
+        duck.register_source(table, source)
+    return duck, (duckdb.Error,)
 
 
 class _RateLimiter:
@@ -157,12 +191,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     budgets = ledger.budgets()
     for name, spec in config.datasets.items():
         catalog = Catalog.from_toml(spec.catalog)
-        sources = {t.name: t.source for t in catalog.tables.values() if t.source is not None}
-        # read-only, so that no statement can change the data and replicas can open the same file
-        backend = DuckDBBackend(spec.database, read_only=spec.database != ":memory:" and not sources)
-        for table, source in sources.items():
-            backend.register_source(table, source)
-        datasets[name] = _Dataset(spec, catalog, backend)
+        datasets[name] = _Dataset(spec, catalog, *_open_backend(spec, catalog))
         wanted = ApproxDP(spec.budget, spec.delta_budget)
         if budgets.get(Scope(dataset=name)) != wanted:
             ledger.set_budget(wanted, dataset=name)  # recorded in the budget chain
@@ -234,7 +263,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.post("/v1/query")
     def query(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
-        with _errors():
+        with _errors(dataset.engine_errors):
             result = session(name, dataset).sql(
                 body.sql,
                 epsilon=body.epsilon,
@@ -256,7 +285,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.post("/v1/explain")
     def explain(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
-        with _errors():
+        with _errors(dataset.engine_errors):
             text = session(name, dataset).explain(
                 body.sql, epsilon=body.epsilon, accuracy=body.accuracy, delta=body.delta
             )
@@ -343,9 +372,10 @@ def create_app(config: ServiceConfig) -> FastAPI:
 
 
 @contextlib.contextmanager
-def _errors() -> Iterator[None]:
+def _errors(engine: tuple[type[Exception], ...] = ()) -> Iterator[None]:
     """Map kakeibo's exceptions to HTTP answers that carry the reason but never data: 400 for a refused
-    query or bad parameters, 409 for an exhausted budget, a bare 500 for anything else (logged)."""
+    query or bad parameters and for ``engine`` errors (without the engine's message), 409 for an exhausted
+    budget, a bare 500 for anything else (logged)."""
     try:
         yield
     except HTTPException:
@@ -356,7 +386,7 @@ def _errors() -> Iterator[None]:
         raise HTTPException(400, "the query is nested too deeply to check; nothing was charged.") from None
     except (QueryRefused, ValueError, TypeError) as error:
         raise HTTPException(400, str(error)) from None
-    except duckdb.Error as error:  # e.g. a literal of the wrong type; the message stays in the server log
+    except engine as error:  # the engine's message stays in the server log
         # the engine's message may quote a data value: only its kind at WARNING, the text at DEBUG
         log.warning("the engine refused a statement (%s)", type(error).__name__)
         log.debug("the engine's message: %s", error)

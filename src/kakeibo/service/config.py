@@ -11,7 +11,10 @@
     delta = "1e-6"                      # default delta of queries that need private partition selection
 
     [datasets.visits]
-    database = "visits.duckdb"          # DuckDB file (":memory:" with the catalog's `source` files)
+    engine = "duckdb"                   # "duckdb" (the default), "postgres" or "spark"
+    database = "visits.duckdb"          # DuckDB file (":memory:" with the catalog's `source` files);
+                                        # postgres: a postgresql:// URL; spark: the master ("local[2]",
+                                        # "spark://host:7077"), tables from the catalog's `source` files
     catalog = "catalog.toml"
     budget = 10                         # epsilon for ALL analysts together (colluders cannot exceed it)
     delta_budget = "1e-5"               # their delta, for GROUP BY without public keys (default 0: none)
@@ -44,19 +47,21 @@ __all__ = ["DatasetConfig", "ServiceConfig"]
 _SERVICE_KEYS = frozenset(
     {"ledger", "registry", "admin_key_hash", "max_body_bytes", "requests_per_minute", "delta"}
 )
-_DATASET_KEYS = frozenset({"database", "catalog", "budget", "delta_budget"})
+_DATASET_KEYS = frozenset({"engine", "database", "catalog", "budget", "delta_budget"})
+_ENGINES = ("duckdb", "postgres", "spark")
 
 
 @dataclass(frozen=True)
 class DatasetConfig:
-    """One dataset the service answers queries on: its DuckDB database, catalog and global budget
+    """One dataset the service answers queries on: its engine and database, catalog and global budget
     (``budget`` epsilon and ``delta_budget`` delta, for all analysts together)."""
 
     name: str
-    database: str
+    database: str  # DuckDB path or ":memory:", PostgreSQL URL, or Spark master
     catalog: Path
     budget: Fraction
     delta_budget: Fraction = Fraction(0)
+    engine: str = "duckdb"
 
 
 @dataclass(frozen=True)
@@ -111,9 +116,15 @@ def _dataset(name: str, spec: object, base: Path) -> DatasetConfig:
     _unknown(spec, _DATASET_KEYS, f"[datasets.{name}]")
     if not isinstance(spec.get("catalog"), str) or "budget" not in spec:
         raise ValueError(f"[datasets.{name}] needs catalog (a path) and budget (an epsilon).")
-    database = spec.get("database", ":memory:")
-    if not isinstance(database, str):
-        raise ValueError(f"[datasets.{name}] database must be a path or ':memory:'.")
+    engine = spec.get("engine", "duckdb")
+    if engine not in _ENGINES:
+        raise ValueError(f"[datasets.{name}] engine must be one of {', '.join(_ENGINES)}, not {engine!r}.")
+    database = spec.get("database", ":memory:" if engine == "duckdb" else None)
+    if not isinstance(database, str) or not database:
+        needs = {"postgres": "a postgresql:// URL", "spark": "the Spark master, such as local[2]"}
+        raise ValueError(f"[datasets.{name}] database must be {needs.get(engine, 'a path or :memory:')}.")
+    if engine == "postgres" and not is_postgres_url(database):
+        raise ValueError(f"[datasets.{name}] database must be a postgresql:// URL for engine postgres.")
     budget = as_fraction(spec["budget"], f"the budget of dataset {name}")
     if budget <= 0:
         raise ValueError(f"the budget of dataset {name} must be positive.")
@@ -122,10 +133,11 @@ def _dataset(name: str, spec: object, base: Path) -> DatasetConfig:
         raise ValueError(f"the delta_budget of dataset {name} must be at least 0 and below 1.")
     return DatasetConfig(
         name=name,
-        database=database if database == ":memory:" else str(_path(database, base)),
+        database=str(_path(database, base)) if engine == "duckdb" and database != ":memory:" else database,
         catalog=_path(spec["catalog"], base),
         budget=budget,
         delta_budget=delta_budget,
+        engine=engine,
     )
 
 
