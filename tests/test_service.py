@@ -21,7 +21,9 @@ from test_sql_cli import CATALOG  # the visits catalog of the CLI tests: the sam
 SECRET_CATEGORY = "zz-private-category-value"
 
 
-def write_service(tmp_path: Path, *, per_minute: int = 600, dataset_budget: float = 1.5) -> tuple[Path, str]:
+def write_service(
+    tmp_path: Path, *, per_minute: int = 600, dataset_budget: float = 1.5, failed_per_minute: int = 1000
+) -> tuple[Path, str]:
     rng = np.random.default_rng(0)
     con = duckdb.connect(str(tmp_path / "visits.duckdb"))
     users = rng.integers(0, 300, 2000)
@@ -41,6 +43,7 @@ registry = "analysts.sqlite"
 admin_key_hash = "{hash_key(admin_key)}"
 max_body_bytes = 4096
 requests_per_minute = {per_minute}
+failed_auth_per_minute = {failed_per_minute}
 
 [datasets.shop]
 database = "visits.duckdb"

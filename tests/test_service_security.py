@@ -31,6 +31,7 @@ from starlette.types import Message, Scope
 
 from kakeibo.accounting import Ledger
 from kakeibo.service import AnalystRegistry, ServiceConfig, create_app, new_key
+from kakeibo.service import registry as registry_module
 from kakeibo.service.process import free_port, start_server
 from kakeibo.sql import Catalog
 from test_service import bearer, make_analyst, spent, write_service
@@ -683,6 +684,33 @@ def test_a_request_id_reused_with_other_sql_is_a_new_question(world: World) -> N
     assert retry.json() == first.json()
     with Ledger(world.config.ledger) as ledger:
         assert len(ledger.entries()) == entries + 1  # the other SQL only
+
+
+def test_key_guessing_is_throttled_per_address(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each key check costs a scrypt derivation, so after ``failed_auth_per_minute`` bad keys an address gets
+    429 with no derivation at all, at no cost to anyone's budget; keys this process verified before keep
+    working (analyst and admin), a key it never verified waits like a guess, and other addresses are free."""
+    config, admin = write_service(tmp_path, failed_per_minute=3)
+    app = create_app(ServiceConfig.from_toml(config))
+    derivations = []
+    real = registry_module._digest
+    monkeypatch.setattr(registry_module, "_digest", lambda *a, **k: derivations.append(1) or real(*a, **k))
+    with TestClient(app) as client, TestClient(app, client=("192.0.2.7", 40000)) as elsewhere:
+        alice, bob = make_analyst(client, admin, "alice"), make_analyst(client, admin, "bob")
+        assert client.get("/v1/budget", headers=bearer(alice)).status_code == 200  # alice's key is verified
+        guess = bearer(new_key()[0])
+        statuses = [client.get("/v1/budget", headers=guess).status_code for _ in range(3)]
+        before = len(derivations)
+        statuses += [client.post("/v1/query", json=ask(COUNT), headers=guess).status_code for _ in range(3)]
+        assert statuses == [401] * 3 + [429] * 3
+        assert len(derivations) == before  # throttled guesses cost no key derivation
+        assert client.get("/v1/budget", headers=bearer(alice)).status_code == 200
+        assert client.get("/v1/admin/analysts", headers=bearer(admin)).status_code == 200
+        assert client.get("/v1/budget", headers=bearer(bob)).status_code == 429
+        assert elsewhere.get("/v1/budget", headers=bearer(bob)).status_code == 200
+        assert "too many failed key checks" in client.get("/v1/history", headers=guess).json()["detail"]
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        assert ledger.entries() == []
 
 
 def test_the_rate_limit_is_per_key_and_refuses_for_free(tmp_path: Path) -> None:

@@ -28,15 +28,13 @@ Endpoints (``/docs`` and ``/openapi.json`` describe them):
 Safety: a refused query costs nothing and its message is the analyser's reason (which names columns,
 never values); a malformed request gets 422 naming the field, never echoing what was sent; unexpected
 errors answer a bare 500; bodies above ``max_body_bytes`` get 413 (chunked ones are counted while read);
-more than ``requests_per_minute`` per key get 429. ``tests/test_service_security.py`` is the attack corpus.
+more than ``requests_per_minute`` per key get 429, and so does an address after ``failed_auth_per_minute``
+bad keys (:mod:`.auth`). ``tests/test_service_security.py`` is the attack corpus.
 """
 
-import collections
 import contextlib
 import logging
 import math
-import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -56,9 +54,10 @@ from ..backends import Backend, DuckDBBackend
 from ..privacy import ApproxDP, PrivacyLoss
 from ..sql import Catalog, QueryRefused
 from ..sql.session import Session
+from .auth import ADMIN, Gate, RateLimiter
 from .config import DatasetConfig, ServiceConfig
 from .dashboard import dashboard_router
-from .registry import AnalystRegistry, check_name, verify_key
+from .registry import AnalystRegistry, check_name
 
 __all__ = ["create_app"]
 
@@ -135,26 +134,6 @@ def _open_backend(spec: DatasetConfig, catalog: Catalog) -> tuple[Backend, tuple
     return duck, (duckdb.Error,)
 
 
-class _RateLimiter:
-    """At most ``limit`` requests per key in any 60-second window."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._seen: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
-        self._lock = threading.Lock()
-
-    def allow(self, key: str) -> bool:
-        now = time.monotonic()
-        with self._lock:
-            window = self._seen[key]
-            while window and now - window[0] > 60:
-                window.popleft()
-            if len(window) >= self._limit:
-                return False
-            window.append(now)
-            return True
-
-
 def _loss(loss: PrivacyLoss) -> dict[str, float]:
     return {"epsilon": float(getattr(loss, "epsilon", math.nan)), "delta": float(getattr(loss, "delta", 0))}
 
@@ -195,7 +174,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
         wanted = ApproxDP(spec.budget, spec.delta_budget)
         if budgets.get(Scope(dataset=name)) != wanted:
             ledger.set_budget(wanted, dataset=name)  # recorded in the budget chain
-    limiter = _RateLimiter(config.requests_per_minute)
+    limiter = RateLimiter(config.requests_per_minute)
+    gate = Gate(registry, config.admin_key_hash, failed_per_minute=config.failed_auth_per_minute)
     bearer = HTTPBearer(auto_error=False)
 
     @contextlib.asynccontextmanager
@@ -229,16 +209,22 @@ def create_app(config: ServiceConfig) -> FastAPI:
         problems = [{"type": e["type"], "loc": list(e["loc"]), "msg": e["msg"]} for e in error.errors()]
         return JSONResponse({"detail": problems}, status_code=422)
 
-    def analyst(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> str:
-        name = registry.authenticate(credentials.credentials) if credentials is not None else None
-        if name is None:
-            raise HTTPException(401, _BAD_KEY)
-        if not limiter.allow(name):
-            raise HTTPException(429, "too many requests for this key; retry in a minute.")
-        return name
+    def caller(
+        request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+    ) -> str | None:
+        """The analyst's name, ADMIN, or None (see :class:`.auth.Gate`)."""
+        address = request.client.host if request.client is not None else "unknown"
+        return gate.identify(address, credentials.credentials if credentials is not None else None)
 
-    def admin(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
-        if credentials is None or not verify_key(credentials.credentials, config.admin_key_hash):
+    def analyst(who: Annotated[str | None, Depends(caller)]) -> str:
+        if who is None or who == ADMIN:  # every answer is charged to a real analyst
+            raise HTTPException(401, _BAD_KEY)
+        if not limiter.allow(who):
+            raise HTTPException(429, "too many requests for this key; retry in a minute.")
+        return who
+
+    def admin(who: Annotated[str | None, Depends(caller)]) -> None:
+        if who != ADMIN:
             raise HTTPException(401, _BAD_KEY)
 
     def granted(name: str, dataset: str) -> _Dataset:
@@ -367,7 +353,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
             ledger.set_budget(budget, analyst=body.analyst, dataset=body.dataset)
         return {"dataset": body.dataset, "analyst": body.analyst, **_loss(budget)}
 
-    app.include_router(dashboard_router(ledger, registry, list(datasets), analyst=analyst, admin=admin))
+    app.include_router(dashboard_router(ledger, registry, list(datasets), caller=caller, analyst=analyst))
     return app
 
 

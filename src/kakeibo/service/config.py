@@ -8,6 +8,7 @@
     admin_key_hash = "scrypt$...$..."   # `kakeibo hash-key` prints it for a key read from stdin
     max_body_bytes = 65536              # larger request bodies get 413
     requests_per_minute = 600           # per API key; more get 429
+    failed_auth_per_minute = 30         # bad keys per client address; then 429 before any key check
     delta = "1e-6"                      # default delta of queries that need private partition selection
 
     [datasets.visits]
@@ -45,7 +46,15 @@ else:  # pragma: no cover - Python 3.10
 __all__ = ["DatasetConfig", "ServiceConfig"]
 
 _SERVICE_KEYS = frozenset(
-    {"ledger", "registry", "admin_key_hash", "max_body_bytes", "requests_per_minute", "delta"}
+    {
+        "ledger",
+        "registry",
+        "admin_key_hash",
+        "max_body_bytes",
+        "requests_per_minute",
+        "failed_auth_per_minute",
+        "delta",
+    }
 )
 _DATASET_KEYS = frozenset({"engine", "database", "catalog", "budget", "delta_budget"})
 _ENGINES = ("duckdb", "postgres", "spark")
@@ -74,6 +83,7 @@ class ServiceConfig:
     datasets: Mapping[str, DatasetConfig]
     max_body_bytes: int = 65536
     requests_per_minute: int = 600
+    failed_auth_per_minute: int = 30
     delta: Fraction = Fraction(1, 10**6)
 
     @classmethod
@@ -105,6 +115,9 @@ class ServiceConfig:
             datasets={name: _dataset(name, spec, base) for name, spec in datasets.items()},
             max_body_bytes=_positive_int(service.get("max_body_bytes", 65536), "max_body_bytes"),
             requests_per_minute=_positive_int(service.get("requests_per_minute", 600), "requests_per_minute"),
+            failed_auth_per_minute=_positive_int(
+                service.get("failed_auth_per_minute", 30), "failed_auth_per_minute"
+            ),
             delta=as_fraction(service.get("delta", "1e-6"), "delta"),
         )
 

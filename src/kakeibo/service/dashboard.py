@@ -29,14 +29,14 @@ from importlib import resources
 from typing import Annotated, Any
 
 import pyarrow as pa
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends
 from fastapi.responses import Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..accounting import Ledger
 from ..accounting.ledger import LedgerEntry, Scope
 from ..privacy import PrivacyLoss
 from ..sql.session import read_release
+from .auth import ADMIN
 from .registry import AnalystRegistry
 
 __all__ = ["CONTENT_SECURITY_POLICY", "Viewer", "dashboard_data", "dashboard_router"]
@@ -58,8 +58,6 @@ _STATIC = {
     "favicon.svg": "image/svg+xml",
 }
 
-Credentials = HTTPAuthorizationCredentials | None
-
 
 @dataclass(frozen=True)
 class Viewer:
@@ -73,24 +71,18 @@ def dashboard_router(
     registry: AnalystRegistry,
     datasets: Collection[str],
     *,
-    analyst: Callable[[Credentials], str],
-    admin: Callable[[Credentials], None],
+    caller: Callable[..., str | None],
+    analyst: Callable[[str | None], str],
 ) -> APIRouter:
-    """The dashboard's routes. ``analyst`` and ``admin`` are the service's own key checks (the dependencies
-    of :func:`kakeibo.service.app.create_app`): a key is tried as an analyst's first (with its rate limit),
-    then as the admin key, so neither check is bypassed or weakened."""
-    bearer = HTTPBearer(auto_error=False)
+    """The dashboard's routes. ``caller`` and ``analyst`` are the service's own dependencies (of
+    :func:`kakeibo.service.app.create_app`): ``caller`` identifies the key (an analyst, :data:`.auth.ADMIN`
+    or nobody, with the failed-check throttle), ``analyst`` refuses nobody with 401 and applies the
+    analyst's rate limit, so neither check is bypassed or weakened."""
     files = resources.files("kakeibo.service").joinpath("static")
     static = {name: files.joinpath(name).read_bytes() for name in _STATIC}
 
-    def viewer(credentials: Annotated[Credentials, Depends(bearer)]) -> Viewer:
-        try:
-            return Viewer(analyst(credentials))
-        except HTTPException as error:
-            if error.status_code != 401:  # e.g. 429: an analyst over the rate limit stays refused
-                raise
-        admin(credentials)  # raises the same 401 for a key that is neither
-        return Viewer(None)
+    def viewer(who: Annotated[str | None, Depends(caller)]) -> Viewer:
+        return Viewer(None) if who == ADMIN else Viewer(analyst(who))
 
     router = APIRouter()
 

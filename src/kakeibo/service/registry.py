@@ -125,6 +125,12 @@ class AnalystRegistry:
                 self._verified[fingerprint] = name
         return str(name) if revoked is None else None
 
+    def recognised(self, key: str) -> bool:
+        """Whether this process has verified ``key`` before (a memory lookup; says nothing of revocation)."""
+        fingerprint = hashlib.sha256(key.encode("utf-8", "replace")).digest()
+        with self._lock:
+            return fingerprint in self._verified
+
     def revoke(self, name: str) -> None:
         """Revoke analyst ``name``'s key (their ledger history stays)."""
         with self._store.transaction(write=True) as con:
