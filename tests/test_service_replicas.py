@@ -30,6 +30,15 @@ THREADS_PER_ANALYST = 2
 QUERIES_PER_THREAD = 15
 
 
+def query(request_id: str) -> dict[str, Any]:
+    return {
+        "dataset": "shop",
+        "sql": "SELECT COUNT(*) AS n FROM visits",
+        "request_id": request_id,
+        "epsilon": float(EPSILON),
+    }
+
+
 @pytest.fixture
 def replicas(tmp_path: Path, postgres_database: str) -> Iterator[tuple[list[str], str, str]]:
     """Two servers on one configuration whose ledger and registry are the same PostgreSQL database."""
@@ -67,12 +76,7 @@ def test_replicas_spend_one_budget_exactly(replicas: tuple[list[str], str, str])
         with httpx.Client(headers=headers, timeout=60) as client:
             for n in range(QUERIES_PER_THREAD):
                 request_id = f"{name}-{thread}-{n}"
-                body = {
-                    "dataset": "shop",
-                    "sql": "SELECT COUNT(*) AS n FROM visits",
-                    "request_id": request_id,
-                }
-                response = client.post(f"{urls[n % 2]}/v1/query", json={**body, "epsilon": float(EPSILON)})
+                response = client.post(f"{urls[n % 2]}/v1/query", json=query(request_id))
                 with lock:
                     outcomes[request_id] = response
 
@@ -102,14 +106,10 @@ def test_replicas_spend_one_budget_exactly(replicas: tuple[list[str], str, str])
     request_id, first = next(iter(answered.items()))
     name = request_id.split("-")[0]
     index = int(request_id.rsplit("-", 1)[1])
-    body: dict[str, Any] = {
-        "dataset": "shop",
-        "sql": "SELECT COUNT(*) AS n FROM visits",
-        "request_id": request_id,
-        "epsilon": float(EPSILON),
-    }
     retried = httpx.post(
-        f"{urls[(index + 1) % 2]}/v1/query", json=body, headers={"Authorization": f"Bearer {keys[name]}"}
+        f"{urls[(index + 1) % 2]}/v1/query",
+        json=query(request_id),
+        headers={"Authorization": f"Bearer {keys[name]}"},
     )
     assert retried.status_code == 200 and retried.json() == first
     assert len(ledger.entries()) == ANSWERABLE

@@ -89,6 +89,25 @@ class Store:
 
     @contextmanager
     def transaction(self, *, write: bool) -> Iterator[Connection]:
+        """One transaction (see the module docstring): committed if the block ends normally, else rolled
+        back; a failed COMMIT is rolled back too."""
+        with self._lock:
+            conn = self._begin(write)
+            try:
+                yield conn
+            except BaseException:
+                self._rollback()
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _begin(self, write: bool) -> Connection:
+        raise NotImplementedError
+
+    def _rollback(self) -> None:
         raise NotImplementedError
 
     def has_table(self, conn: Connection, name: str) -> bool:
@@ -125,34 +144,22 @@ class SQLiteStore(Store):
             self._conn.close()
             raise
 
-    @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[Connection]:
-        with self._lock:
-            conn = self._conn
-            deadline = time.monotonic() + self._timeout
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-                    break
-                except sqlite3.OperationalError as exc:
-                    # busy_timeout already waited; retry the rare cases SQLite reports busy at once
-                    busy = "locked" in str(exc) or "busy" in str(exc)
-                    if not busy or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.005)
+    def _begin(self, write: bool) -> Connection:
+        deadline = time.monotonic() + self._timeout
+        while True:
             try:
-                yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            else:
-                try:
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                return self._conn
+            except sqlite3.OperationalError as exc:
+                # busy_timeout already waited; retry the rare cases SQLite reports busy at once
+                busy = "locked" in str(exc) or "busy" in str(exc)
+                if not busy or time.monotonic() > deadline:
                     raise
+                time.sleep(0.005)
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
 
     def has_table(self, conn: Connection, name: str) -> bool:
         row = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
@@ -220,23 +227,7 @@ class PostgresStore(Store):
             self._conn = conn
         return self._conn
 
-    @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[Connection]:
-        with self._lock:
-            raw = self._begin(write)
-            try:
-                yield _PostgresConnection(raw)
-            except BaseException:
-                self._rollback(raw)
-                raise
-            else:
-                try:
-                    raw.execute("COMMIT")
-                except BaseException:
-                    self._rollback(raw)
-                    raise
-
-    def _begin(self, write: bool) -> Any:
+    def _begin(self, write: bool) -> Connection:
         """Open a transaction (write: with the owner's lock). A connection the server dropped since the last
         use (restart, idle timeout) is only noticed here; nothing has run on it yet, so reconnect once."""
         begin = "BEGIN ISOLATION LEVEL " + ("READ COMMITTED" if write else "REPEATABLE READ READ ONLY")
@@ -255,14 +246,13 @@ class PostgresStore(Store):
                     (f"kakeibo.{self._owner}",),
                 )
             except BaseException:
-                self._rollback(raw)
+                self._rollback()
                 raise
-        return raw
+        return _PostgresConnection(raw)
 
-    @staticmethod
-    def _rollback(raw: Any) -> None:
-        if not raw.closed and not raw.broken:
-            raw.execute("ROLLBACK")
+    def _rollback(self) -> None:
+        if not self._conn.closed and not self._conn.broken:
+            self._conn.execute("ROLLBACK")
 
     def has_table(self, conn: Connection, name: str) -> bool:
         return bool(conn.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchone()[0])

@@ -34,7 +34,6 @@ bad keys (:mod:`.auth`). ``tests/test_service_security.py`` is the attack corpus
 
 import contextlib
 import logging
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -51,12 +50,12 @@ from ..accounting import BudgetExceeded, Ledger
 from ..accounting.composition import loss_leq
 from ..accounting.ledger import Scope
 from ..backends import Backend, DuckDBBackend
-from ..privacy import ApproxDP, PrivacyLoss
+from ..privacy import ApproxDP
 from ..sql import Catalog, QueryRefused
 from ..sql.session import Session
 from .auth import ADMIN, Gate, RateLimiter
 from .config import DatasetConfig, ServiceConfig
-from .dashboard import dashboard_router
+from .dashboard import dashboard_router, loss_json
 from .registry import AnalystRegistry, check_name
 
 __all__ = ["create_app"]
@@ -132,10 +131,6 @@ def _open_backend(spec: DatasetConfig, catalog: Catalog) -> tuple[Backend, tuple
     for table, source in sources.items():
         duck.register_source(table, source)
     return duck, (duckdb.Error,)
-
-
-def _loss(loss: PrivacyLoss) -> dict[str, float]:
-    return {"epsilon": float(getattr(loss, "epsilon", math.nan)), "delta": float(getattr(loss, "delta", 0))}
 
 
 def _open_ledger(config: ServiceConfig) -> Ledger:
@@ -263,7 +258,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         return {
             "columns": table.column_names,
             "rows": [list(row.values()) for row in table.to_pylist()],
-            "privacy_loss": _loss(result.privacy_loss),
+            "privacy_loss": loss_json(result.privacy_loss),
             "ledger_entry": entry.seq,
             "confidence": 0.95,
         }
@@ -282,9 +277,9 @@ def create_app(config: ServiceConfig) -> FastAPI:
         return [
             {
                 "dataset": ds,
-                "spent": _loss(ledger.spent(analyst=name, dataset=ds)),
-                "remaining": _loss(ledger.remaining(analyst=name, dataset=ds)),
-                "dataset_remaining": _loss(ledger.remaining(dataset=ds)),
+                "spent": loss_json(ledger.spent(analyst=name, dataset=ds)),
+                "remaining": loss_json(ledger.remaining(analyst=name, dataset=ds)),
+                "dataset_remaining": loss_json(ledger.remaining(dataset=ds)),
             }
             for ds in registry.datasets(name)
             if ds in datasets
@@ -297,7 +292,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 "ledger_entry": e.seq,
                 "dataset": e.dataset,
                 "sql": e.label,
-                "privacy_loss": _loss(e.loss),
+                "privacy_loss": loss_json(e.loss),
                 "created_at": e.created_at.isoformat(),
             }
             for e in ledger.entries(analyst=name)
@@ -337,7 +332,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         budget = limit(body.budget, body.delta, body.dataset)
         with _errors():
             ledger.set_budget(budget, analyst=body.analyst, dataset=body.dataset)
-        return {"analyst": body.analyst, "dataset": body.dataset, **_loss(budget)}
+        return {"analyst": body.analyst, "dataset": body.dataset, **loss_json(budget)}
 
     @app.delete("/v1/admin/grants/{analyst_name}/{dataset}", dependencies=[Depends(admin)])
     def revoke_grant(analyst_name: str, dataset: str) -> dict[str, str]:
@@ -351,7 +346,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
         budget = limit(body.budget, body.delta, body.dataset)
         with _errors():
             ledger.set_budget(budget, analyst=body.analyst, dataset=body.dataset)
-        return {"dataset": body.dataset, "analyst": body.analyst, **_loss(budget)}
+        return {"dataset": body.dataset, "analyst": body.analyst, **loss_json(budget)}
 
     app.include_router(dashboard_router(ledger, registry, list(datasets), caller=caller, analyst=analyst))
     return app

@@ -11,13 +11,12 @@ remembered by its SHA-256 only. :class:`RateLimiter` is the sliding one-minute w
 from __future__ import annotations
 
 import collections
-import hashlib
 import threading
 import time
 
 from fastapi import HTTPException
 
-from .registry import AnalystRegistry, verify_key
+from .registry import AnalystRegistry, fingerprint, verify_key
 
 __all__ = ["ADMIN", "Gate", "RateLimiter"]
 
@@ -72,8 +71,8 @@ class Gate:
         failure of ``address`` when a key was presented); 429 while ``address`` is over its failure limit."""
         if key is None:
             return None
-        fingerprint = hashlib.sha256(key.encode("utf-8", "replace")).digest()
-        if fingerprint == self._admin:
+        known_as = fingerprint(key)
+        if known_as == self._admin:
             return ADMIN
         if self._failures.full(address) and not self._registry.recognised(key):
             raise HTTPException(429, "too many failed key checks from this address; retry in a minute.")
@@ -81,7 +80,7 @@ class Gate:
         if name is not None:
             return name
         if verify_key(key, self._admin_key_hash):
-            self._admin = fingerprint
+            self._admin = known_as
             return ADMIN
         self._failures.record(address)
         return None

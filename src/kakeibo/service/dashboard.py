@@ -29,7 +29,7 @@ from importlib import resources
 from typing import Annotated, Any
 
 import pyarrow as pa
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import Response
 
 from ..accounting import Ledger
@@ -39,7 +39,7 @@ from ..sql.session import read_release
 from .auth import ADMIN
 from .registry import AnalystRegistry
 
-__all__ = ["CONTENT_SECURITY_POLICY", "Viewer", "dashboard_data", "dashboard_router"]
+__all__ = ["CONTENT_SECURITY_POLICY", "Viewer", "dashboard_data", "dashboard_router", "loss_json"]
 
 log = logging.getLogger("kakeibo.service")
 
@@ -98,17 +98,11 @@ def dashboard_router(
     def html() -> Response:
         return page("dashboard.html")
 
-    @router.get("/dashboard/dashboard.js", include_in_schema=False)
-    def script() -> Response:
-        return page("dashboard.js")
-
-    @router.get("/dashboard/dashboard.css", include_in_schema=False)
-    def style() -> Response:
-        return page("dashboard.css")
-
-    @router.get("/dashboard/favicon.svg", include_in_schema=False)
-    def icon() -> Response:
-        return page("favicon.svg")
+    @router.get("/dashboard/{name}", include_in_schema=False)
+    def asset(name: str) -> Response:  # the page's script, style sheet and icon; nothing else is served
+        if name not in _STATIC:
+            raise HTTPException(404, "not found.")
+        return page(name)
 
     return router
 
@@ -166,7 +160,7 @@ def _analyst(
                 "entry": e.seq,
                 "time": e.created_at.isoformat(),
                 "sql": e.label,
-                **_loss(e.loss),
+                **loss_json(e.loss),
                 "intervals": _interval_widths(ledger, e),
             }
             for e in mine
@@ -178,10 +172,10 @@ def _totals(ledger: Ledger, budgets: dict[Scope, PrivacyLoss], scope: Scope) -> 
     """Budget, spent and remaining of a scope (budget and remaining are null when it has no budget)."""
     has_budget = scope in budgets
     return {
-        "budget": _loss(budgets[scope]) if has_budget else None,
-        "spent": _loss(ledger.spent(analyst=scope.analyst, dataset=scope.dataset)),
+        "budget": loss_json(budgets[scope]) if has_budget else None,
+        "spent": loss_json(ledger.spent(analyst=scope.analyst, dataset=scope.dataset)),
         "remaining": (
-            _loss(ledger.remaining(analyst=scope.analyst, dataset=scope.dataset)) if has_budget else None
+            loss_json(ledger.remaining(analyst=scope.analyst, dataset=scope.dataset)) if has_budget else None
         ),
     }
 
@@ -234,7 +228,7 @@ def _number(value: float | Fraction) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _loss(loss: PrivacyLoss) -> dict[str, float | None]:
+def loss_json(loss: PrivacyLoss) -> dict[str, float | None]:
     """``{"epsilon", "delta"}`` of a loss, JSON-safe (a pure loss has delta 0)."""
     return {
         "epsilon": _number(getattr(loss, "epsilon", math.nan)),

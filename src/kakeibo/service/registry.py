@@ -64,6 +64,11 @@ def verify_key(key: str, stored: str) -> bool:
     return hmac.compare_digest(_digest(key, bytes.fromhex(parts[1])), bytes.fromhex(parts[2]))
 
 
+def fingerprint(key: str) -> bytes:
+    """SHA-256 of a key: how a key verified once is remembered in memory (the key itself never is)."""
+    return hashlib.sha256(key.encode("utf-8", "replace")).digest()
+
+
 def check_name(name: object, what: str) -> str:
     """A name of 1-64 letters, digits, ``_ . -`` starting with a letter (one-sentence ValueError)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
@@ -107,13 +112,13 @@ class AnalystRegistry:
         match = _KEY.fullmatch(key) if isinstance(key, str) else None
         if match is None:
             return None
-        fingerprint = hashlib.sha256(key.encode()).digest()
+        known_as = fingerprint(key)
         with self._store.transaction(write=False) as con:
             row = con.execute(
                 "SELECT name, salt, digest, revoked_at FROM analysts WHERE key_id = ?", (match[1],)
             ).fetchone()
         with self._lock:
-            known = self._verified.get(fingerprint)
+            known = self._verified.get(known_as)
         if row is None:
             _digest(match[2], b"\0" * 16)  # the same work whether or not the id exists
             return None
@@ -122,14 +127,13 @@ class AnalystRegistry:
             if not hmac.compare_digest(_digest(match[2], bytes(salt)), bytes(digest)):
                 return None
             with self._lock:
-                self._verified[fingerprint] = name
+                self._verified[known_as] = name
         return str(name) if revoked is None else None
 
     def recognised(self, key: str) -> bool:
         """Whether this process has verified ``key`` before (a memory lookup; says nothing of revocation)."""
-        fingerprint = hashlib.sha256(key.encode("utf-8", "replace")).digest()
         with self._lock:
-            return fingerprint in self._verified
+            return fingerprint(key) in self._verified
 
     def revoke(self, name: str) -> None:
         """Revoke analyst ``name``'s key (their ledger history stays)."""

@@ -200,6 +200,8 @@ def _strip(node: exp.Expr) -> exp.Expr:
     return node
 
 
+#: operand types that compare without a row-by-row conversion (catalog types and literal kinds)
+_SAME_KIND = ({"int", "float", "number"}, {"str", "text"}, {"bool", "boolean"})
 #: comparisons a filter may use (see ``_Analyzer._total``)
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 
@@ -1066,9 +1068,7 @@ class _Analyzer:
         """Both sides are columns or literals whose types compare without a row-by-row conversion."""
         kinds = {self._operand_type(node, left), self._operand_type(node, right)}
         kinds.discard("null")
-        if len(kinds) <= 1 or kinds <= {"int", "float", "number"} or kinds <= {"str", "text"}:
-            return
-        if kinds <= {"bool", "boolean"}:
+        if len(kinds) <= 1 or any(kinds <= same for same in _SAME_KIND):
             return
         if kinds == {"date", "text"}:
             for side in (left, right):
