@@ -491,7 +491,8 @@ ATTACKS = [
     Attack("epsilon-nan", 422, ask(COUNT, epsilon=math.nan)),  # every budget comparison with NaN is false
     Attack("epsilon-minus-infinity", 422, ask(COUNT, epsilon=-math.inf)),
     Attack("epsilon-infinity", 400, ask(COUNT, epsilon=math.inf), reason="finite"),  # no noise at all
-    Attack("epsilon-tiny", 400, ask(COUNT, epsilon=1e-300), reason="too large"),  # noise past the samplers
+    Attack("epsilon-tiny", 400, ask(COUNT, epsilon=1e-300), reason="epsilon must lie between"),
+    Attack("epsilon-denormal", 400, ask(COUNT, epsilon=1e-320), reason="epsilon must lie between"),
     Attack("delta-nan", 422, ask(COUNT, delta=math.nan)),
     Attack("delta-one", 422, ask(COUNT, delta=1)),  # delta 1 allows publishing everything
     Attack("delta-negative", 422, ask(COUNT, delta=-0.1)),
@@ -506,7 +507,7 @@ ATTACKS = [
     Attack("neither-epsilon-nor-accuracy", 400, {"dataset": "shop", "sql": COUNT}, reason="exactly one"),
     # -- more than the budget: 409 saying so, and nothing spent
     Attack("epsilon-above-budget", 409, ask(COUNT, epsilon=1000), reason=BUDGET),  # an almost exact answer
-    Attack("epsilon-1e308", 409, ask(COUNT, epsilon=1e308), reason=BUDGET),  # overflow in the accounting
+    Attack("epsilon-1e308", 400, ask(COUNT, epsilon=1e308), reason="epsilon must lie between"),
     Attack("accuracy-above-budget", 409, accuracy(1e-9, 0.05), reason=BUDGET),  # a tiny alpha: a huge epsilon
     # -- size limits: a declared Content-Length over the limit is refused before the key is even checked
     Attack("declared-body-over-limit", 413, b" " * 5000 + json.dumps(ask(COUNT)).encode(), reason=TOO_LARGE),

@@ -321,15 +321,20 @@ def test_table_and_defaults() -> None:
 
 # WHERE is handed back with lower-case quoted identifiers, unqualified when there is no join.
 WHERE_CASES = [
-    ("SELECT COUNT(*) FROM visits WHERE amount > 3", '"amount" > 3'),
+    ("SELECT COUNT(*) FROM visits WHERE amount > 3", '"amount" > 3e0'),  # a float column: a double literal
     (
         "SELECT COUNT(*) FROM visits AS v WHERE v.AMOUNT > 3 AND v.category = 'food'",
-        '"amount" > 3 AND "category" = \'food\'',
+        '"amount" > 3e0 AND "category" = \'food\'',
     ),
+    ("SELECT COUNT(*) FROM visits WHERE amount <= 0.1", '"amount" <= 0.1e0'),
+    ("SELECT COUNT(*) FROM visits WHERE age = 30.000", '"age" = 30'),  # an int column: an integer literal
+    # LIKE: no escape character in the analyst's pattern, sent with ESCAPE '!' (its '!' doubled)
+    ("SELECT COUNT(*) FROM visits WHERE category LIKE 'T\\'", "\"category\" LIKE 'T\\' ESCAPE '!'"),
+    ("SELECT COUNT(*) FROM visits WHERE category LIKE '50!%'", "\"category\" LIKE '50!!%' ESCAPE '!'"),
     ("SELECT COUNT(*) FROM visits WHERE visits.age BETWEEN 18 AND 30", '"age" BETWEEN 18 AND 30'),
     (
         "SELECT COUNT(*) FROM visits WHERE lower(category) LIKE 'f%' AND visit_date >= DATE '2024-01-01'",
-        "LOWER(\"category\") LIKE 'f%' AND \"visit_date\" >= CAST('2024-01-01' AS DATE)",
+        "LOWER(\"category\") LIKE 'f%' ESCAPE '!' AND \"visit_date\" >= CAST('2024-01-01' AS DATE)",
     ),
     (
         "SELECT COUNT(*) FROM visits WHERE category IN ('a', 'b') OR amount IS NULL",
@@ -364,13 +369,14 @@ def test_having_is_rewritten_over_output_names() -> None:
         CATALOG,
     )
     assert query.having is not None
-    assert query.having.sql("duckdb") == '"n" > 10 AND "n" < 1000 AND "c" <> \'rent\' AND "sum_amount" >= 2.5'
+    expected = '"n" > 10 AND "n" < 1000 AND "c" <> \'rent\' AND "sum_amount" >= 2.5e0'
+    assert query.having.sql("duckdb") == expected
     no_group = analyze("SELECT COUNT(*) FROM visits HAVING count > 3", CATALOG)
     assert no_group.having is not None and no_group.having.sql("duckdb") == '"count" > 3'
-    function = analyze("SELECT COUNT(*) AS n FROM visits HAVING abs(n - 10) > 1", CATALOG)
-    assert function.having is not None and function.having.sql("duckdb") == 'ABS("n" - 10) > 1'
+    with pytest.raises(QueryRefused, match="is not a column or a literal"):  # WHERE's totality rules
+        analyze("SELECT COUNT(*) AS n FROM visits HAVING abs(n - 10) > 1", CATALOG)
     median = analyze("SELECT MEDIAN(amount) AS m FROM visits HAVING MEDIAN(amount) > 1", CATALOG)
-    assert median.having is not None and median.having.sql("duckdb") == '"m" > 1'
+    assert median.having is not None and median.having.sql("duckdb") == '"m" > 1e0'
 
 
 def test_order_by_and_limit() -> None:
@@ -399,7 +405,7 @@ def test_join_to_public_table() -> None:
     assert (query.group_by, query.group_tables, query.output) == (("label",), ("categories",), ("label", "n"))
     assert query.table_alias == "v"
     assert query.where is not None
-    assert query.where.sql("duckdb") == '"c"."weight" > 1 AND "v"."amount" < 50'
+    assert query.where.sql("duckdb") == '"c"."weight" > 1e0 AND "v"."amount" < 50e0'
     assert query.where_box is None  # a public column is constrained
 
 
@@ -426,7 +432,7 @@ def test_join_using_qualifies_where_and_resolves_the_shared_column() -> None:
     assert query.group_tables == ("visits", "categories")
     assert query.where is not None
     assert query.where.sql("duckdb") == (
-        '"visits"."category" = \'food\' AND "categories"."weight" > 1 AND "visits"."age" >= 18'
+        '"visits"."category" = \'food\' AND "categories"."weight" > 1e0 AND "visits"."age" >= 18'
     )
 
 

@@ -454,7 +454,36 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) FROM visits WHERE visit_date > '2024-02-30'", "'2024-02-30' is not an ISO date"),
     ("SELECT COUNT(*) FROM visits WHERE visit_date > DATE '2024-13-01'", "is not a column or a literal"),
     ("SELECT COUNT(*) FROM visits WHERE amount IN (1, 'a')", "it compares float and text"),
-    ("SELECT COUNT(*) FROM visits WHERE category LIKE 'a!%' ESCAPE '!'", "it is not a comparison"),
+    ("SELECT COUNT(*) FROM visits WHERE category LIKE 'a!%' ESCAPE '!'", "drop ESCAPE"),
+    # literals must be exactly what the column's type holds: engines coerce the column otherwise (DuckDB
+    # casts an int column to DECIMAL(38, 35) for the first and overflows on rows of four digits)
+    ("SELECT COUNT(*) FROM visits WHERE user_id < 0.00000000000000000000000000000000001", "not a whole"),
+    ("SELECT COUNT(*) FROM people WHERE age BETWEEN 30.0000000000000010e0 AND 40", "not a whole number"),
+    ("SELECT COUNT(*) FROM people WHERE age IN (30, 30.5)", "30.5 is not a whole number"),
+    ("SELECT COUNT(*) FROM people WHERE age = 9223372036854775808", "beyond the 64-bit integer range"),
+    ("SELECT COUNT(*) FROM visits WHERE amount < 1e309", "beyond the range of a double"),
+    ("SELECT COUNT(*) FROM visits WHERE amount > 5e-324", "too close to zero for a double"),
+    ("SELECT COUNT(*) FROM visits WHERE amount > 1e-400", "too close to zero for a double"),
+    ("SELECT COUNT(*) FROM visits WHERE amount > 1e10000000", "numbers may have at most 100 characters"),
+    ("SELECT COUNT(*) FROM visits WHERE amount > 0." + "0" * 100 + "1", "numbers may have at most 100"),
+    ("SELECT COUNT(*) FROM visits LIMIT 1e10000000", "the number 1e10000000 is out of range"),
+    # LIKE patterns every engine matches alike and in linear time
+    ("SELECT COUNT(*) FROM visits WHERE category LIKE '%a%b%'", "2 '%' wildcards"),
+    ("SELECT COUNT(*) FROM visits WHERE category LIKE '" + "a" * 257 + "'", "at most 256 characters"),
+    # HAVING and ORDER BY follow WHERE's rules: an error after the noise was drawn would be a free read
+    ("SELECT COUNT(*) AS n FROM visits HAVING CAST(n + 1000 AS UTINYINT) > 0", "is not a column or a"),
+    ("SELECT COUNT(*) AS n FROM visits HAVING n / 0 > 1", '"n" / 0 is not a column or a literal'),
+    ("SELECT COUNT(*) AS n FROM visits HAVING REPEAT('a', n) = ''", "is not a column or a literal"),
+    ("SELECT COUNT(*) AS n FROM visits HAVING n > 0.5", "0.5 is not a whole number"),
+    ("SELECT COUNT(*) AS n FROM visits HAVING n = 'x'", "it compares int and text"),
+    (
+        "SELECT COUNT(*) AS n FROM visits HAVING CASE WHEN n < 50 THEN 1 / 0 ELSE 0 END = 0",
+        "is not a column or a literal",
+    ),
+    ("SELECT COUNT(*) AS n FROM visits ORDER BY n + 1", "ORDER BY can only name output columns"),
+    # the JOIN pair compares without a conversion
+    ("SELECT COUNT(*) FROM visits JOIN categories ON visits.category = categories.user_id", "int and str"),
+    ("SELECT COUNT(*) FROM visits JOIN categories ON visits.amount = categories.category", "float and str"),
     ("SELECT COUNT(*) FROM visits WHERE amount LIKE '1%'", "LIKE compares a text column"),
     ("SELECT COUNT(*) FROM visits WHERE age", "only a bool column is a condition by itself"),
     ("SELECT COUNT(*) FROM visits WHERE amount / 0 > 1", "amount / 0 is not a column or a literal"),

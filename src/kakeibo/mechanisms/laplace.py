@@ -47,6 +47,10 @@ class Laplace(Mechanism):
       ``t = ceil(sensitivity * (1 + 2**-20) / (epsilon * 2**k))`` grid steps is added. The rounded answers
       differ by at most ``sensitivity / 2**k + d <= sensitivity * (1 + 2**-20) / 2**k`` grid steps, so the
       loss is at most ``epsilon`` -- checked in exact arithmetic on every release.
+    * ``coordinates``: when at most that many coordinates of an array answer differ between neighbours
+      (a user touches at most L0 groups of a SQL answer), ``d = coordinates`` whatever the array's size:
+      coordinates on which two answers agree round alike. The grid, its exactness guard and every error
+      then depend on the declared parameters only, never on how many values a release holds.
 
     >>> import numpy as np
     >>> m = Laplace(sensitivity=1, epsilon=0.5)
@@ -58,12 +62,19 @@ class Laplace(Mechanism):
     True
     """
 
-    def __init__(self, *, sensitivity: Number, epsilon: Number) -> None:
+    def __init__(self, *, sensitivity: Number, epsilon: Number, coordinates: int | None = None) -> None:
         check_positive(sensitivity, "sensitivity")
         check_positive(epsilon, "epsilon")
+        if coordinates is not None and (
+            isinstance(coordinates, bool) or not isinstance(coordinates, (int, np.integer)) or coordinates < 1
+        ):
+            raise ValueError(f"coordinates must be a positive integer or None, got {coordinates!r}.")
         self._sensitivity = as_fraction(sensitivity, "sensitivity")
         self._epsilon = as_fraction(epsilon, "epsilon")
         self._scale = self._sensitivity * (1 + GRID_SLACK) / self._epsilon
+        self._coordinates = None if coordinates is None else int(coordinates)
+        if self._coordinates is not None:
+            self.grid(self._coordinates)  # a release's grid is fixed now: refuse a bad one before any data
 
     @property
     def sensitivity(self) -> float:
@@ -93,12 +104,26 @@ class Laplace(Mechanism):
         if not (self._sensitivity / step + size) / t <= self._epsilon:
             raise AssertionError("grid calibration exceeded epsilon; this is a bug in kakeibo")
         if t >= 2**52:
-            raise ValueError(f"an answer of {size} values is too large to release at epsilon={self.epsilon}.")
+            raise ValueError(
+                f"the noise of sensitivity {self.sensitivity:g} at epsilon={self.epsilon:g} is beyond the "
+                "range of exact noise on its grid; lower the sensitivity or raise epsilon."
+            )
         return k, t
+
+    def _grid_for(self, size: int) -> tuple[int, int]:
+        """The grid of a release of ``size`` values: fixed by ``coordinates`` when it was given."""
+        return self.grid(self._coordinates if self._coordinates is not None else max(size, 1))
+
+    @property
+    def max_magnitude(self) -> float:
+        """The largest magnitude :meth:`release` accepts: ``2**61`` steps of the coarsest grid it uses (with
+        ``coordinates`` given, the only one). Clamping an answer to it is 1-Lipschitz per coordinate, so it
+        keeps the sensitivity; a caller that must not fail on its data (SQL) clamps to it."""
+        return math.ldexp(1.0, self._grid_for(1)[0] + 61)
 
     def release(self, value: ArrayLike, rng: Rng = None) -> Any:
         arr = check_values(value)
-        k, t = self.grid(max(arr.size, 1))
+        k, t = self._grid_for(arr.size)
         return as_output(grid_laplace(arr, k, t, resolve_source(rng)), value)
 
     def error_bound(self, beta: float) -> float:
@@ -109,7 +134,7 @@ class Laplace(Mechanism):
         single-value grid is the coarsest, so its figures bound every size.
         """
         beta = check_beta(beta)
-        k, t = self.grid(1)
+        k, t = self._grid_for(1)
         step = math.ldexp(1.0, k)
         return (self.scale + step) * log_ratio(1 + 1 / (2 * t), beta) + step / 2
 
@@ -124,7 +149,7 @@ class Laplace(Mechanism):
         0.3679
         """
         tolerance = check_tolerance(tolerance)
-        k, t = self.grid(1)
+        k, t = self._grid_for(1)
         step = math.ldexp(1.0, k)
         excess = tolerance - step / 2
         if excess <= 0:
@@ -134,7 +159,7 @@ class Laplace(Mechanism):
     @property
     def variance(self) -> float:
         """Upper bound on the noise variance per coordinate, ``2 (b + 2**k)^2``."""
-        k, _ = self.grid(1)
+        k, _ = self._grid_for(1)
         return 2 * (self.scale + math.ldexp(1.0, k)) ** 2
 
 

@@ -49,6 +49,7 @@ from pydantic import BaseModel, Field, StrictFloat
 from ..accounting import BudgetExceeded, Ledger
 from ..accounting.composition import loss_leq
 from ..accounting.ledger import Scope
+from ..accounting.storage import redact
 from ..backends import Backend, DuckDBBackend
 from ..privacy import ApproxDP
 from ..sql import Catalog, QueryRefused
@@ -239,6 +240,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
             analyst=name,
             delta=config.delta,
             dataset=dataset.config.name,
+            source=f"{dataset.config.engine}:{redact(dataset.config.database)}",
         )
 
     @app.post("/v1/query")

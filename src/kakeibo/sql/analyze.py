@@ -31,9 +31,12 @@ Why each shape is refused:
   cryptographic) generator and make answers irreproducible; subqueries would read other data, and
   functions sqlglot does not know cannot be checked.
 
-A JOIN to a public table is accepted as an inner equi-join on one column (not on the privacy unit). It may
-repeat a sensitive row once per matching public row, so contribution bounding must run after the join.
-HAVING, ORDER BY and LIMIT act on the released (noisy) values only, so they may name output columns only.
+A JOIN to a public table is accepted as an inner equi-join on one column (not on the privacy unit) whose
+two columns compare without a conversion. It may repeat a sensitive row once per matching public row, so on
+a user-level table contribution bounding runs after the join; a row-level table has no unit to bound by, so
+it may only be joined on a public column the catalog declares ``unique`` (the session checks that against
+the engine). HAVING, ORDER BY and LIMIT act on the released (noisy) values only, so they may name output
+columns only, and HAVING follows WHERE's totality rules (:mod:`kakeibo.sql.predicates`).
 Identifiers are case-insensitive and come back in lower case.
 
 >>> from kakeibo.sql import Catalog
@@ -56,7 +59,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import date
 from fractions import Fraction
 from typing import Literal, cast
 
@@ -66,6 +68,7 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from ..accounting.overlap import Box, Interval
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
+from .predicates import TotalPredicate, numeric_literal, strip
 
 __all__ = ["Aggregate", "AggregateFunction", "AnalyzedQuery", "JoinSpec", "QueryRefused", "analyze"]
 
@@ -194,31 +197,6 @@ def _refuse(reason: str) -> QueryRefused:
     return QueryRefused(reason)
 
 
-def _strip(node: exp.Expr) -> exp.Expr:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
-
-
-#: operand types that compare without a row-by-row conversion (catalog types and literal kinds)
-_SAME_KIND = ({"int", "float", "number"}, {"str", "text"}, {"bool", "boolean"})
-#: comparisons a filter may use (see ``_Analyzer._total``)
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
-
-
-def _is_text(node: exp.Expr) -> bool:
-    node = _strip(node)
-    return isinstance(node, exp.Literal) and node.is_string
-
-
-def _is_iso_date(text: str) -> bool:
-    try:
-        date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
-
-
 def _name(identifier: exp.Expr | str | None) -> str:
     if identifier is None:
         return ""
@@ -336,21 +314,6 @@ def _quantile_text(q: Fraction) -> str:
     return text.replace(".", "_").replace("-", "m")
 
 
-def _numeric_literal(node: exp.Expr) -> Fraction | None:
-    """The exact value of a numeric literal (possibly negated or parenthesised), else ``None``."""
-    node = _strip(node)
-    sign = 1
-    while isinstance(node, exp.Neg):
-        sign = -sign
-        node = _strip(node.this)
-    if not isinstance(node, exp.Literal) or node.is_string:
-        return None
-    try:
-        return sign * Fraction(node.this)
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
 # ------------------------------------------------------------------------------------------- analyzer
 
 
@@ -392,7 +355,7 @@ class _Analyzer:
             order_by=order_by,
             limit=limit,
             join=join,
-            where_box=self._where_box(select),
+            where_box=self._where_box(where),
             group_aliases=group_aliases,
             table_alias=self.private.alias,
             group_tables=tuple(ref.source.spec.name for ref in group_refs),
@@ -557,17 +520,17 @@ class _Analyzer:
             self.using = column
             left, right = column, column
         elif on is not None:
-            condition = _strip(on)
+            condition = strip(on)
             if not (
                 isinstance(condition, exp.EQ)
-                and isinstance(_strip(condition.this), exp.Column)
-                and isinstance(_strip(condition.expression), exp.Column)
+                and isinstance(strip(condition.this), exp.Column)
+                and isinstance(strip(condition.expression), exp.Column)
             ):
                 raise _refuse(
                     f"the JOIN condition must be a single equality between a column of {private.spec.name} "
                     f"and a column of {public.spec.name}, such as ON a = b."
                 )
-            sides = [_strip(condition.this), _strip(condition.expression)]
+            sides = [strip(condition.this), strip(condition.expression)]
             refs = [self._resolve(side) for side in sides if isinstance(side, exp.Column)]
             by_table = {ref.source.spec.name: ref for ref in refs}
             if set(by_table) != {private.spec.name, public.spec.name}:
@@ -578,6 +541,16 @@ class _Analyzer:
             left, right = by_table[private.spec.name].column.name, by_table[public.spec.name].column.name
         else:
             raise _refuse("a JOIN needs an ON or USING condition; cross joins are not supported.")
+        pair = exp.EQ(
+            this=exp.column(left, table=private.qualifier),
+            expression=exp.column(right, table=public.qualifier),
+        )
+        self._condition("JOIN ... ON", pair)  # the two columns compare without a row-by-row conversion
+        if private.spec.privacy_unit is None and not public.spec.column(right).unique:
+            raise _refuse(
+                f"table {private.spec.name} has row-level privacy, so a join may not repeat its rows: join "
+                f"on a column the catalog declares unique in {public.spec.name} (unique = true), not {right}."
+            )
         if left == private.spec.privacy_unit:
             raise _refuse(
                 f"joining on the privacy unit {left} is not supported, since it would attach public data to "
@@ -702,7 +675,7 @@ class _Analyzer:
         if kind is exp.Quantile:
             return self._quantile(node.this, node.args.get("quantile"), text)
         if kind in (exp.PercentileCont, exp.PercentileDisc):
-            if not isinstance(_strip(node.this), exp.Column) and node.args.get("expression") is None:
+            if not isinstance(strip(node.this), exp.Column) and node.args.get("expression") is None:
                 raise _refuse(f"{self._typed_name(node)}(q) needs WITHIN GROUP (ORDER BY column).")
             return self._quantile(node.this, node.args.get("expression"), text)
         raise _refuse(f"the aggregate {self._typed_name(node)} is not supported; use {SUPPORTED_AGGREGATES}.")
@@ -733,7 +706,7 @@ class _Analyzer:
             raise _refuse(f"{text} takes exactly one argument: *, a column or DISTINCT {self._unit_hint()}.")
         if arg is None or isinstance(arg, exp.Star):
             return _AggSpec("count", None, None, True, "count")
-        arg = _strip(arg)
+        arg = strip(arg)
         if isinstance(arg, exp.Literal):
             return _AggSpec("count", None, None, True, "count")
         assert self.private is not None
@@ -751,7 +724,7 @@ class _Analyzer:
                     f"COUNT(DISTINCT {listed}) is not supported; COUNT(DISTINCT ...) is only available for "
                     f"the privacy unit, as COUNT(DISTINCT {table.privacy_unit})."
                 )
-            target = _strip(targets[0])
+            target = strip(targets[0])
             if isinstance(target, exp.Column):
                 ref = self._resolve(target)
                 if ref.source is self.private and ref.column.name == table.privacy_unit:
@@ -788,7 +761,7 @@ class _Analyzer:
         """The bounded numeric column a SUM/AVG/variance/quantile reads, or a refusal."""
         if arg is None:
             raise _refuse(f"{text} needs a column argument.")
-        arg = _strip(arg)
+        arg = strip(arg)
         if isinstance(arg, exp.Distinct):
             raise _refuse(
                 f"{text} is not supported; DISTINCT inside an aggregate is only available as COUNT(DISTINCT "
@@ -828,9 +801,9 @@ class _Analyzer:
     def _quantile_value(self, q_node: exp.Expr | None, text: str) -> Fraction:
         if q_node is None:
             raise _refuse(f"{text} needs a quantile between 0 and 1.")
-        if isinstance(_strip(q_node), (exp.Array, exp.Tuple)):
+        if isinstance(strip(q_node), (exp.Array, exp.Tuple)):
             raise _refuse(f"{text} asks for several quantiles; write one aggregate per quantile.")
-        q = _numeric_literal(q_node)
+        q = numeric_literal(q_node)
         if q is None or not 0 <= q <= 1:
             raise _refuse(f"{text}: the quantile must be a number between 0 and 1.")
         return q
@@ -915,10 +888,10 @@ class _Analyzer:
     def _group_item(
         self, expression: exp.Expr, items: list[tuple[str | None, _Ref | _AggSpec, exp.Expr]]
     ) -> _Ref:
-        node = _strip(expression)
+        node = strip(expression)
         text = _sql(node, self.dialect)
         if isinstance(node, exp.Literal) and not node.is_string:
-            position = _numeric_literal(node)
+            position = numeric_literal(node)
             if position is None or position.denominator != 1 or not 1 <= position <= len(items):
                 raise _refuse(f"GROUP BY {text} does not name a column of the SELECT list.")
             kind = items[int(position) - 1][1]
@@ -998,7 +971,7 @@ class _Analyzer:
                     "output column."
                 )
             self._scalar(node, "WHERE")
-        self._total(predicate)
+        predicate = self._condition("WHERE", predicate)
         qualify = self.public is not None
 
         def rewrite(node: exp.Expr) -> exp.Expr:
@@ -1021,97 +994,10 @@ class _Analyzer:
         if isinstance(node, (exp.Star, exp.Columns)):
             raise _refuse(f"* and COLUMNS(...) are not supported in {clause}; name the columns.")
 
-    def _total(self, node: exp.Expr) -> None:
-        """Refuse a filter the engine could fail on for some rows but not others.
-
-        A failure is not noise: if ``CASE WHEN user_id = 7 THEN CAST(name AS INT) ... END`` fails exactly when
-        user 7 is present, the error itself answers, exactly and for free, whether they are. So WHERE holds
-        only total expressions, which no row can make fail: comparisons (``= <> < <= > >=``, ``IS [NOT]
-        DISTINCT FROM``, ``BETWEEN``, ``IN (...)``, ``LIKE`` / ``ILIKE`` without ``ESCAPE``, ``IS [NOT]
-        NULL``) between columns (or ``LOWER`` / ``UPPER`` of text columns) and literals of matching catalog
-        types (dates as valid ISO text or ``DATE '...'``), bool columns, joined by ``AND``, ``OR`` and
-        ``NOT``. Casts, arithmetic (it overflows), other functions and CASE are refused, since any of them
-        can fail on some values.
-        """
-        node = _strip(node)
-        if isinstance(node, (exp.And, exp.Or)):
-            self._total(node.this)
-            self._total(node.expression)
-        elif isinstance(node, exp.Not):
-            self._total(node.this)
-        elif isinstance(node, exp.Boolean):
-            return
-        elif isinstance(node, exp.Column):
-            if self._resolve(node).column.type != "bool":
-                raise _refuse(self._partial(node, "only a bool column is a condition by itself"))
-        elif isinstance(node, _COMPARISONS):
-            self._comparable(node, node.this, node.expression)
-        elif isinstance(node, exp.Between):
-            self._comparable(node, node.this, node.args["low"])
-            self._comparable(node, node.this, node.args["high"])
-        elif isinstance(node, exp.In) and set(node.args) - {"this", "expressions"} <= {"is_global"}:
-            if not node.expressions or any(node.args.get(k) for k in ("query", "unnest", "field")):
-                raise _refuse(self._partial(node, "IN takes a list of literals"))
-            for item in node.expressions:
-                self._comparable(node, node.this, item)
-        elif isinstance(node, (exp.Like, exp.ILike)):
-            if self._operand_type(node, node.this) != "str" or not _is_text(node.expression):
-                raise _refuse(self._partial(node, "LIKE compares a text column with a text pattern"))
-        elif isinstance(node, exp.Is):
-            self._operand_type(node, node.this)
-            if not isinstance(_strip(node.expression), (exp.Null, exp.Boolean)):
-                raise _refuse(self._partial(node, "IS takes NULL, TRUE or FALSE"))
-        else:
-            raise _refuse(self._partial(node, "it is not a comparison"))
-
-    def _comparable(self, node: exp.Expr, left: exp.Expr, right: exp.Expr) -> None:
-        """Both sides are columns or literals whose types compare without a row-by-row conversion."""
-        kinds = {self._operand_type(node, left), self._operand_type(node, right)}
-        kinds.discard("null")
-        if len(kinds) <= 1 or any(kinds <= same for same in _SAME_KIND):
-            return
-        if kinds == {"date", "text"}:
-            for side in (left, right):
-                text = _strip(side)
-                if isinstance(text, exp.Literal) and text.is_string and not _is_iso_date(text.this):
-                    raise _refuse(self._partial(node, f"{text.this!r} is not an ISO date (YYYY-MM-DD)"))
-            return
-        shown = " and ".join(sorted(kinds))
-        raise _refuse(self._partial(node, f"it compares {shown}; convert literals to the column's type"))
-
-    def _operand_type(self, node: exp.Expr, operand: exp.Expr) -> str:
-        """The catalog type of a column, or "number" / "text" / "boolean" / "null" for a literal."""
-        operand = _strip(operand)
-        if isinstance(operand, exp.Column):
-            return self._resolve(operand).column.type
-        if isinstance(operand, (exp.Lower, exp.Upper)):  # total on text
-            if self._operand_type(node, operand.this) not in ("str", "text"):
-                raise _refuse(self._partial(node, "LOWER and UPPER take text"))
-            return "str"
-        if (
-            isinstance(operand, exp.Cast)
-            and operand.to.is_type(exp.DataType.Type.DATE)
-            and _is_text(operand.this)
-            and _is_iso_date(_strip(operand.this).name)
-        ):  # DATE '2024-01-01'
-            return "date"
-        if isinstance(operand, exp.Null):
-            return "null"
-        if isinstance(operand, exp.Boolean):
-            return "boolean"
-        if _is_text(operand):
-            return "text"
-        if _numeric_literal(operand) is not None:
-            return "number"
-        raise _refuse(self._partial(node, f"{_sql(operand, self.dialect)} is not a column or a literal"))
-
-    def _partial(self, node: exp.Expr, why: str) -> str:
-        return (
-            f"WHERE {_sql(node, self.dialect)} is not allowed ({why}): a filter may only compare columns "
-            "with literals of their type, joined by AND, OR and NOT, since an expression the engine can "
-            "fail on for some rows would tell, through the error and without noise, whether such rows "
-            "exist."
-        )
+    def _condition(self, clause: str, predicate: exp.Expr) -> exp.Expression:
+        """``predicate`` checked total over the query's tables, literals in their engine-exact form
+        (:mod:`kakeibo.sql.predicates`)."""
+        return TotalPredicate(clause, lambda c: self._resolve(c).column.type, self.dialect).check(predicate)
 
     def _deterministic(self, node: exp.Expr, clause: str) -> None:
         if isinstance(node, _NONDETERMINISTIC) or (
@@ -1122,16 +1008,16 @@ class _Analyzer:
                 "filters must give the same rows every time."
             )
 
-    def _where_box(self, select: exp.Select) -> Box | None:
-        where = select.args.get("where")
+    def _where_box(self, where: exp.Expression | None) -> Box | None:
+        """The region of the checked WHERE predicate (its literals are the values the engine compares)."""
         assert self.private is not None
         table = self.private.spec
         if where is None:
             return None
         conjuncts: list[exp.Expr] = []
-        stack = [where.this]
+        stack = [where]
         while stack:
-            node = _strip(stack.pop())
+            node = strip(stack.pop())
             if isinstance(node, exp.And):
                 stack.extend([node.expression, node.this])
             else:
@@ -1165,10 +1051,10 @@ class _Analyzer:
     def _comparison(self, node: exp.Expr) -> tuple[_Ref, Fraction | None, bool, Fraction | None, bool] | None:
         """``column op literal`` (either side) or ``column BETWEEN a AND b`` as an interval, else None."""
         if isinstance(node, exp.Between):
-            column = _strip(node.this)
+            column = strip(node.this)
             if node.args.get("symmetric") or not isinstance(column, exp.Column):
                 return None
-            low, high = _numeric_literal(node.args["low"]), _numeric_literal(node.args["high"])
+            low, high = numeric_literal(node.args["low"]), numeric_literal(node.args["high"])
             if low is None or high is None:
                 return None
             return self._resolve(column), low, True, high, True
@@ -1182,10 +1068,10 @@ class _Analyzer:
         kind = type(node)
         if kind not in flips:
             return None
-        left, right = _strip(node.this), _strip(node.expression)
+        left, right = strip(node.this), strip(node.expression)
         if not isinstance(left, exp.Column):
             left, right, kind = right, left, flips[kind]
-        value = _numeric_literal(right)
+        value = numeric_literal(right)
         if not isinstance(left, exp.Column) or value is None:
             return None
         ref = self._resolve(left)
@@ -1208,7 +1094,7 @@ class _Analyzer:
         output: Sequence[str],
     ) -> str | None:
         """The output column ``node`` names (by name, grouping column or selected aggregate), else None."""
-        node = _strip(node)
+        node = strip(node)
         if _is_aggregate_node(node):
             spec = self._aggregate(node)
             for agg in aggregates:
@@ -1260,7 +1146,11 @@ class _Analyzer:
         rewritten = cast(exp.Expression, having.this.transform(rewrite))
         for node in rewritten.walk():
             self._scalar(node, "HAVING")
-        return rewritten
+        # the released table's types: noisy counts are integers, every other aggregate a double
+        types = {ref_alias: ref.column.type for ref, ref_alias in zip(group_refs, group_aliases, strict=True)}
+        for agg in aggregates:
+            types[agg.alias] = "int" if agg.function in ("count", "count_distinct_unit") else "float"
+        return TotalPredicate("HAVING", lambda c: types[c.name], self.dialect).check(rewritten)
 
     def _order_by(
         self,
@@ -1278,10 +1168,10 @@ class _Analyzer:
         for ordered in order.expressions:
             if ordered.args.get("with_fill"):
                 raise _refuse("ORDER BY ... WITH FILL is not supported.")
-            node = _strip(ordered.this)
+            node = strip(ordered.this)
             name: str | None
             if isinstance(node, exp.Literal) and not node.is_string:
-                position = _numeric_literal(node)
+                position = numeric_literal(node)
                 if position is None or position.denominator != 1 or not 1 <= position <= len(output):
                     raise _refuse(f"ORDER BY {_sql(node, self.dialect)} does not name an output column.")
                 name = output[int(position) - 1]
@@ -1313,7 +1203,7 @@ class _Analyzer:
             if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
                 raise _refuse("LIMIT with a percentage or WITH TIES is not supported; use LIMIT n.")
             value_node = limit.args.get("expression")
-        value = None if value_node is None else _numeric_literal(value_node)
+        value = None if value_node is None else numeric_literal(value_node)
         if value is None or value.denominator != 1 or value < 0:
             raise _refuse("LIMIT must be a whole number of rows, such as LIMIT 10.")
         return int(value)

@@ -155,10 +155,14 @@ class ColumnSpec:
     clamped into ``[lower, upper]`` before it is summed, which bounds one row's contribution. Without
     them a column may be counted and grouped by, but not summed, averaged or used in a quantile.
     ``public_values`` lists GROUP BY keys that are public knowledge (no private partition selection is
-    needed for them). ``user_constant`` declares that every row of one user has the same value.
+    needed for them). ``user_constant`` declares that every row of one user has the same value. ``unique``
+    declares that no two rows of a (public) table share a non-NULL value of the column, so an equi-join on
+    it repeats no sensitive row; a row-level table may only be joined on such a column (kakeibo checks the
+    declaration against the engine before the join runs).
 
-    >>> ColumnSpec("amount", "float", lower=0, upper=100)
-    ColumnSpec(name='amount', type='float', lower=0.0, upper=100.0, public_values=None, user_constant=False)
+    >>> ColumnSpec("amount", "float", lower=0, upper=100)  # doctest: +NORMALIZE_WHITESPACE
+    ColumnSpec(name='amount', type='float', lower=0.0, upper=100.0, public_values=None, user_constant=False,
+               unique=False)
     >>> ColumnSpec("amount", "float", lower=5)
     Traceback (most recent call last):
     ...
@@ -171,6 +175,7 @@ class ColumnSpec:
     upper: float | None = None
     public_values: tuple[Any, ...] | None = None
     user_constant: bool = False
+    unique: bool = False
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a column name")
@@ -179,8 +184,9 @@ class ColumnSpec:
             raise ValueError(
                 f"column {name!r} has type {self.type!r}; the types are {', '.join(_COLUMN_TYPES)}."
             )
-        if not isinstance(self.user_constant, bool):
-            raise TypeError(f"user_constant of column {name!r} must be true or false.")
+        for flag in ("user_constant", "unique"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"{flag} of column {name!r} must be true or false.")
         if (self.lower is None) != (self.upper is None):
             raise ValueError(f"column {name!r} needs both lower and upper bounds, or neither.")
         if self.lower is not None and self.upper is not None:
@@ -232,6 +238,8 @@ class ColumnSpec:
             out["public_values"] = list(self.public_values)
         if self.user_constant:
             out["user_constant"] = True
+        if self.unique:
+            out["unique"] = True
         return out
 
 
@@ -367,7 +375,7 @@ _TABLE_KEYS = frozenset(
     {"privacy_unit", "max_partitions", "max_rows_per_partition", "public", "source", "columns", "correlation"}
 )
 _CORRELATION_KEYS = frozenset({"edges", "tau"})
-_COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant"})
+_COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant", "unique"})
 
 
 def _unknown(keys: Iterable[str], allowed: frozenset[str], where: str) -> None:
@@ -394,6 +402,7 @@ def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
         upper=data.get("upper"),
         public_values=None if public is None else tuple(public),
         user_constant=data.get("user_constant", False),
+        unique=data.get("unique", False),
     )
 
 

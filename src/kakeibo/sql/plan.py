@@ -58,6 +58,9 @@ __all__ = [
 
 StatisticKind = Literal["rows", "n", "s", "sc", "sq", "users"]
 
+#: the epsilons a query may ask for: beyond them noise scales leave the exact samplers' range (or a float's)
+EPSILON_RANGE = (Fraction(1, 2**40), Fraction(2**40))
+
 
 @dataclass(frozen=True)
 class Statistic:
@@ -176,7 +179,10 @@ def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, del
         )
 
     def error(epsilon: Fraction) -> float:
-        plan = plan_query(query, epsilon=epsilon, delta=delta)
+        try:
+            plan = plan_query(query, epsilon=epsilon, delta=delta)
+        except ValueError:  # an epsilon so small that its noise is beyond the grid's range
+            return math.inf
         return max(plan.statistic(str(name)).mechanism.error_bound(beta) for name in names)
 
     low, high = Fraction(1, 2**30), Fraction(2**30)
@@ -230,10 +236,10 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
     """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta)."""
     eps = as_fraction(epsilon, "epsilon")
     dlt = as_fraction(delta, "delta")
-    if eps <= 0:
-        raise ValueError(f"epsilon must be positive, got {float(eps)}.")
+    if not EPSILON_RANGE[0] <= eps <= EPSILON_RANGE[1]:
+        raise ValueError(f"epsilon must lie between 2**-40 and 2**40, got {_shown(eps)}.")
     if not 0 <= dlt < 1:
-        raise ValueError(f"delta must lie in [0, 1), got {float(dlt)}.")
+        raise ValueError(f"delta must lie in [0, 1), got {_shown(dlt)}.")
     table = query.table
     kappa = table.max_rows_per_partition if table.privacy_unit else 1
     l0 = (table.max_partitions if table.privacy_unit else 1) if query.group_by else 1
@@ -255,13 +261,15 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
     statistics = []
     for name, kind, column in needed:
         per_group = _per_group(query, kind, column, kappa)
-        if correlation is not None:
+        if correlation is not None:  # every group may move with a correlated user (its keys are public)
             replace = _replace_sensitivity(query, kind, column, kappa, l0)
-            mechanism: Mechanism = Laplace(sensitivity=replace * correlation.factor, epsilon=share)
+            mechanism: Mechanism = Laplace(
+                sensitivity=replace * correlation.factor, epsilon=share, coordinates=len(public or ((),))
+            )
         elif kind in ("rows", "n", "users"):
             mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
-        else:
-            mechanism = Laplace(sensitivity=per_group * l0, epsilon=share)
+        else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
+            mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
         statistics.append(Statistic(name, kind, column, per_group, mechanism))
     threshold = None
     if selection:
@@ -287,6 +295,14 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         quantiles=tuple(quantiles),
         correlation=correlation,
     )
+
+
+def _shown(value: Fraction) -> str:
+    """``value`` for a message, also when it is beyond the range of a float."""
+    try:
+        return f"{float(value):g}"
+    except OverflowError:
+        return "a number beyond 1e308" if value > 0 else "a number below -1e308"
 
 
 def _refuse_correlated(query: AnalyzedQuery, selection: bool) -> None:

@@ -3,7 +3,9 @@
 The statement (DuckDB dialect, translated by sqlglot for the other engines) has these steps:
 
 1. ``filtered``: the analyst's WHERE, the public-key filter, and each value column clamped to its catalog
-   bounds (``LEAST(GREATEST(x, lower), upper)``; NULL stays NULL, so COUNT(x) and AVG(x) skip it).
+   bounds (``LEAST(GREATEST(x, lower), upper)``; NULL stays NULL, so COUNT(x) and AVG(x) skip it). A column
+   that is only counted and is not numeric becomes 1 or NULL: casting text to a number would fail on some
+   values, and an engine error is a free answer about the rows.
 2. ``per_key``: pre-aggregation per (user, group): rows, non-null counts and sums of clamped values, and
    a random number ``r``; ``ranked`` numbers each user's groups in that random order
    (``ROW_NUMBER() OVER (PARTITION BY user ORDER BY r)``: engines refuse a volatile window order).
@@ -81,6 +83,14 @@ def bounded_sql(plan: NoisePlan) -> str:
     clamped = []
     for col in value_columns:
         spec = table.column(col)
+        if spec.type not in (
+            "int",
+            "float",
+        ):  # COUNT(col) of text, dates, bools: never cast, only NULL-tested
+            clamped.append(
+                f"CASE WHEN {column(col)} IS NULL THEN NULL ELSE CAST(1 AS DOUBLE) END AS {_q('__v_' + col)}"
+            )
+            continue
         value = f"CAST({column(col)} AS DOUBLE)"
         if spec.lower is not None and spec.upper is not None:  # GREATEST and LEAST skip NULLs: keep them
             clamp = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"

@@ -2,10 +2,16 @@
 
 A query goes through the same choke point as ``@private``, in this order:
 
-1. analyse (refusals cost nothing and read nothing) and plan (sensitivities, mechanisms, selection);
-2. run ONE bounded statement in the engine (:mod:`.rewrite`) and draw all noise in memory;
-3. charge the ledger (with the WHERE box as region when parallel composition is valid); refusal raises;
-4. return the released table, every aggregate with a 95% confidence interval.
+1. analyse (refusals cost nothing and read nothing) and plan (sensitivities, mechanisms, selection, the
+   noise grid): everything decided from public inputs only, and every condition the engine will evaluate
+   proven total (:mod:`.predicates`), so that no row can make the engine fail;
+2. run ONE bounded statement in the engine (:mod:`.rewrite`) and draw all noise in memory: partition
+   selection first, then noise for the kept groups only, every value clamped into the noise grid's range
+   (so no data value can make the draw fail, and dropped groups leave no trace in the release);
+3. charge the ledger with the noisy table stored in the same transaction (the WHERE box as region when
+   parallel composition is valid); an error after the draw is charged too and says nothing of the value;
+4. post-process the stored table (HAVING, ORDER BY, LIMIT: total by the analyser's rules) and return it,
+   every aggregate with a 95% confidence interval.
 
 A repeated query -- same analyst, query text, (epsilon, delta) and catalog entry of its tables -- is
 answered with the release stored in the ledger with its charge, at no cost and from any later session:
@@ -15,8 +21,10 @@ answer is what was paid for.)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -25,22 +33,38 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import sqlglot
+from sqlglot import exp
 
 from ..accounting import DuplicateRequest, Ledger
 from ..accounting.overlap import Box
 from ..backends import Backend, DuckDBBackend
+from ..mechanisms import Geometric, Laplace, Mechanism
 from ..mechanisms._base import Rng
 from ..noise import resolve_source
 from ..noise._source import RandomSource
 from ..privacy import Number, PrivacyLoss
 from .analyze import AnalyzedQuery, analyze
-from .catalog import Catalog
+from .catalog import Catalog, TableSpec
 from .plan import NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
 from .rewrite import bounded_sql, group_name
 
-__all__ = ["Result", "Session", "connect", "read_release"]
+__all__ = ["CatalogMismatch", "ReleaseFailed", "Result", "Session", "connect", "read_release"]
 
 CONFIDENCE = 0.95
+
+
+class CatalogMismatch(ValueError):  # noqa: N818 -- the name reads as the event it reports
+    """A catalog column whose type differs from the engine's column: the engine would convert it row by row
+    when it compares it with a literal of the catalog's type, which can fail on some values only (a free
+    membership oracle) or select other rows than the ones kakeibo reasons about."""
+
+
+class ReleaseFailed(RuntimeError):  # noqa: N818 -- the name reads as the event it reports
+    """A release failed after its noise was drawn. Its cost was charged (the draw may depend on the data);
+    the message is fixed, so it says nothing of the value."""
+
+    def __init__(self) -> None:
+        super().__init__("the release failed after its noise was drawn; its cost was charged.")
 
 
 @dataclass(frozen=True)
@@ -88,6 +112,7 @@ class Session:
         analyst: str | None,
         delta: Number,
         dataset: str | None = None,
+        source: str | None = None,
     ) -> None:
         self.backend = backend
         self.catalog = catalog
@@ -95,6 +120,11 @@ class Session:
         self.analyst = analyst
         self.delta = delta
         self.dataset = dataset
+        # which data the releases are about: stored releases are keyed by it, so two databases sharing a
+        # catalog (monthly snapshots, regions) never answer with each other's release
+        self.source = source if source is not None else f"{backend.dialect}:{id(backend)}"
+        self._checked_tables: set[str] = set()
+        self._checked_unique: set[tuple[str, str]] = set()
 
     def plan(
         self,
@@ -186,28 +216,91 @@ class Session:
         request_id = self._request_id(plan, request_id)
         stored = self.ledger.release(request_id)
         if stored is None:
-            dataset, region = self.dataset or plan.query.table.name, self._region(plan)
-            # refuse before the engine works for nothing (the charge checks again, atomically)
-            self.ledger.check(plan.privacy_loss, analyst=self.analyst, dataset=dataset, region=region)
-            statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
-            released = _release(plan, self.backend.execute(statement), rng)
-            stored = _serialise(released, seeded=not resolve_source(rng).secure)
-            try:
-                self.ledger.charge(
-                    plan.privacy_loss,
-                    label=plan.query.sql,
-                    analyst=self.analyst,
-                    dataset=dataset,
-                    region=region,
-                    request_id=request_id,
-                    replay=False,
-                    release=stored,
-                )
-            except DuplicateRequest:  # another session answered it first: serve theirs, drop this draw
-                stored = self.ledger.release(request_id)
-                assert stored is not None
+            stored = self._answer(plan, request_id, rng)
         table, seeded = _deserialise(stored)
-        return Result(table, plan.privacy_loss, plan.query.sql, seeded=seeded, request_id=request_id)
+        return Result(
+            _post_process(plan.query, table),
+            plan.privacy_loss,
+            plan.query.sql,
+            seeded=seeded,
+            request_id=request_id,
+        )
+
+    def _answer(self, plan: NoisePlan, request_id: str, rng: Rng) -> bytes:
+        """Run the engine, draw, and charge with the noisy table stored; return what the ledger holds."""
+        dataset, region = self.dataset or plan.query.table.name, self._region(plan)
+        # refuse before the engine works for nothing (the charge checks again, atomically)
+        self.ledger.check(plan.privacy_loss, analyst=self.analyst, dataset=dataset, region=region)
+        join = plan.query.join
+        for table in (plan.query.table, *([join.table] if join else [])):
+            self._check_types(table)
+        if join is not None and join.table.column(join.right_column).unique:
+            self._check_unique(join.table, join.right_column)
+        statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
+        raw = self.backend.execute(statement)
+
+        def charge(release: bytes | None) -> None:
+            self.ledger.charge(
+                plan.privacy_loss,
+                label=plan.query.sql,
+                analyst=self.analyst,
+                dataset=dataset,
+                region=region,
+                request_id=request_id,
+                replay=False,
+                release=release,
+            )
+
+        try:  # from the first draw on, nothing is free
+            stored = _serialise(_release(plan, raw, rng), seeded=not resolve_source(rng).secure)
+        except Exception:
+            with contextlib.suppress(DuplicateRequest):  # a retry of a failed release: charged already
+                charge(None)
+            raise ReleaseFailed() from None
+        try:
+            charge(stored)
+        except DuplicateRequest:  # another session answered it first: serve theirs, drop this draw
+            theirs = self.ledger.release(request_id)
+            if theirs is None:  # their release failed after its draw, and was charged without a table
+                raise ReleaseFailed() from None
+            return theirs
+        return stored
+
+    def _check_types(self, table: TableSpec) -> None:
+        """Refuse a table whose engine column types differ from the catalog's (read from an empty result:
+        the schema only, no row)."""
+        if table.name in self._checked_tables:
+            return
+        name = exp.to_identifier(table.name, quoted=True).sql(self.backend.dialect)
+        schema = self.backend.execute(f"SELECT * FROM {name} LIMIT 0").schema
+        engine = {field.name.lower(): field.type for field in schema}
+        for column in table.columns.values():
+            found = engine.get(column.name)
+            if found is None:
+                raise CatalogMismatch(
+                    f"the catalog's column {table.name}.{column.name} is not in the engine."
+                )
+            if not _ARROW_KINDS[column.type](found):
+                raise CatalogMismatch(
+                    f"column {table.name}.{column.name} is {found} in the engine but {column.type} in the "
+                    "catalog; declare the engine's type (or convert the column), since comparisons would "
+                    "convert it row by row."
+                )
+        self._checked_tables.add(table.name)
+
+    def _check_unique(self, table: TableSpec, column: str) -> None:
+        """Refuse a join on a public column declared unique that is not (reading a public table is free)."""
+        if (table.name, column) in self._checked_unique:
+            return
+        dialect = self.backend.dialect
+        name, col = (exp.to_identifier(n, quoted=True).sql(dialect) for n in (table.name, column))
+        repeated = self.backend.execute(f"SELECT COUNT({col}) - COUNT(DISTINCT {col}) AS r FROM {name}")
+        if repeated.column(0)[0].as_py() != 0:
+            raise CatalogMismatch(
+                f"the catalog declares {table.name}.{column} unique, but the engine's public table repeats "
+                "values of it; a join on it would repeat sensitive rows."
+            )
+        self._checked_unique.add((table.name, column))
 
     def _region(self, plan: NoisePlan) -> Box | None:
         if self.dataset is None:
@@ -223,7 +316,9 @@ class Session:
         ]
         if plan.correlation is not None:  # the graph itself, not only where it was declared
             catalog.append((plan.correlation.digest, plan.correlation.tau))
-        text = repr((self.analyst, plan.query.sql, plan.epsilon, plan.delta, catalog))
+        text = repr(
+            (self.analyst, self.dataset, self.source, plan.query.sql, plan.epsilon, plan.delta, catalog)
+        )
         if client_key is not None:
             text += repr(("client request id", client_key))
         return "sql:" + hashlib.sha256(text.encode()).hexdigest()
@@ -274,46 +369,104 @@ def _bounding(plan: NoisePlan) -> str:
 
 
 def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
-    """Noise every statistic, select groups, derive the aggregates and their intervals."""
+    """Noise every statistic, select groups, derive the aggregates and their intervals.
+
+    Partition selection runs first, on the noisy user counts of the groups the engine found; the other
+    statistics are noised for the kept groups only. Every parameter of the draw (grids, guards) was fixed by
+    the plan, and values are clamped into the grid's range, so nothing here depends on, or fails for, the
+    groups selection dropped or the size of a value. The table's schema is the plan's (:func:`_schema`)."""
     query = plan.query
     source = resolve_source(rng)
-    ngroups = len(query.group_by)
     stats = _group_statistics(plan, raw) if plan.quantiles else raw
-    rows = stats.to_pydict()
-    keys = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(stats.num_rows)]
-    if plan.public_keys is not None:
-        index = {k: r for r, k in enumerate(keys)}
-        keys = list(plan.public_keys)
-        true = {
-            s.name: np.array([rows[s.name][index[k]] if k in index else 0 for k in keys])
-            for s in plan.statistics
-        }
-    else:
-        true = {s.name: np.asarray(rows[s.name]) for s in plan.statistics}
-    noisy = {s.name: np.asarray(s.mechanism.release(true[s.name], rng=source)) for s in plan.statistics}
+    keys, true = _true_statistics(plan, stats)
+    noisy: dict[str, Any] = {}
     keep = np.ones(len(keys), dtype=bool)
     if plan.threshold is not None:
+        noisy["users"] = np.asarray(plan.statistic("users").mechanism.release(true["users"], rng=source))
         keep = noisy["users"] >= plan.threshold
-    kept = [k for k, kept in zip(keys, keep, strict=True) if kept]
-    columns: dict[str, Any] = {}
-    for i, alias in enumerate(query.group_aliases):
-        columns[alias] = [k[i] for k in kept]
+        noisy["users"] = noisy["users"][keep]
+    kept = [k for k, flag in zip(keys, keep, strict=True) if flag]
+    for stat in plan.statistics:
+        if stat.name not in noisy:
+            values = _in_range(stat.mechanism, true[stat.name][keep])
+            noisy[stat.name] = np.asarray(stat.mechanism.release(values, rng=source))
+    columns: dict[str, Any] = {alias: [k[i] for k in kept] for i, alias in enumerate(query.group_aliases)}
     beta = 1 - CONFIDENCE
     quantiles = _quantiles(plan, raw, kept, beta, source) if plan.quantiles else {}
     for agg in query.aggregates:
         if agg.function == "quantile":
             value, low, high = quantiles[agg.alias]
         else:
-            value, low, high = (
-                a[keep] for a in _aggregate(plan, agg.function, agg.column, noisy, beta, agg.sample)
-            )
+            value, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta, agg.sample)
         columns[agg.alias] = value
         columns[f"{agg.alias}_ci_low"] = low
         columns[f"{agg.alias}_ci_high"] = high
-    table = pa.table(columns)
-    order = [c for c in query.output] + [c for c in table.column_names if c not in query.output]
-    table = table.select(order)
-    return _post_process(query, table)
+    schema = _schema(plan)
+    return pa.table({name: pa.array(columns[name], type=schema.field(name).type) for name in schema.names})
+
+
+def _true_statistics(plan: NoisePlan, stats: pa.Table) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
+    """The group keys to release from (the public keys, or the groups the engine found) and each
+    statistic's true value per key (0 for a public key the engine found no rows for)."""
+    ngroups = len(plan.query.group_by)
+    rows = stats.to_pydict()
+    found = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(stats.num_rows)]
+    if plan.public_keys is None:
+        return found, {s.name: np.asarray(rows[s.name]) for s in plan.statistics}
+    index = {k: r for r, k in enumerate(found)}
+    keys = list(plan.public_keys)
+    return keys, {
+        s.name: np.array([rows[s.name][index[k]] if k in index else 0 for k in keys]) for s in plan.statistics
+    }
+
+
+def _in_range(mechanism: Mechanism, values: Any) -> Any:
+    """``values`` clamped into what ``mechanism`` can release (NaN as 0): a real-valued mechanism's grid has a
+    range, and a release must not fail for a value out of it. Clamping is 1-Lipschitz per coordinate, so it
+    keeps the sensitivity; the engine's clamped sums never reach the range in practice."""
+    if not isinstance(mechanism, Laplace):
+        return values
+    bound = mechanism.max_magnitude
+    return np.clip(
+        np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=bound, neginf=-bound),
+        -bound,
+        bound,
+    )
+
+
+#: which engine (Arrow) types hold each catalog type
+_ARROW_KINDS: dict[str, Callable[[pa.DataType], bool]] = {
+    "int": pa.types.is_integer,
+    "float": pa.types.is_floating,
+    "str": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t),
+    "bool": pa.types.is_boolean,
+    "date": pa.types.is_date,
+}
+_ARROW_TYPES = {
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "str": pa.string(),
+    "bool": pa.bool_(),
+    "date": pa.date32(),
+}
+
+
+def _schema(plan: NoisePlan) -> pa.Schema:
+    """The released table's schema, from the query and the catalog alone: group columns typed as the
+    catalog declares them, noisy counts as int64, every other value and interval end as float64 (typing
+    keys from the values found would let a dropped group change the released schema)."""
+    query = plan.query
+    fields: dict[str, pa.DataType] = {}
+    for alias, column, owner in zip(query.group_aliases, query.group_by, query.group_tables, strict=True):
+        table = query.join.table if query.join is not None and owner == query.join.table.name else query.table
+        fields[alias] = _ARROW_TYPES[table.column(column).type]
+    for agg in query.aggregates:
+        direct = direct_statistic(agg.function, agg.column)
+        integer = any(s.name == direct and isinstance(s.mechanism, Geometric) for s in plan.statistics)
+        fields[agg.alias] = pa.int64() if integer else pa.float64()
+        fields[f"{agg.alias}_ci_low"] = fields[f"{agg.alias}_ci_high"] = pa.float64()
+    order = [c for c in query.output if c in fields] + [c for c in fields if c not in query.output]
+    return pa.schema([(name, fields[name]) for name in order])
 
 
 def _group_statistics(plan: NoisePlan, raw: pa.Table) -> pa.Table:
@@ -444,14 +597,20 @@ def connect(
     budget: PrivacyLoss | Number | None = None,
     analyst: str | None = None,
     delta: Number = "1e-6",
+    source: str | None = None,
 ) -> Session:
     """Open a DP SQL session.
 
     ``database``: a DuckDB file (or ``":memory:"``), or a :class:`~kakeibo.backends.Backend` (PostgreSQL,
     Spark). ``catalog``: a :class:`Catalog` or a TOML path. ``ledger``: a :class:`Ledger` or a path
     (created with ``budget`` if new). ``delta`` is the default delta of queries that need private
-    partition selection.
+    partition selection. ``source`` names the data for the ledger's stored releases (a repeated query on
+    the same source is answered from the ledger): by default a DuckDB file's absolute path, and for an
+    in-memory database or a backend object this session's engine only (name a backend's database, such as
+    ``"postgres:db.example/sales"``, to reuse releases across sessions).
     """
+    if source is None and not isinstance(database, Backend) and os.fspath(database) != ":memory:":
+        source = f"duckdb:{os.path.abspath(database)}"
     backend: Backend = database if isinstance(database, Backend) else DuckDBBackend(database)
     cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
     if isinstance(backend, DuckDBBackend):
@@ -459,4 +618,4 @@ def connect(
             if table.source is not None:
                 backend.register_source(table.name, table.source)
     led = ledger if isinstance(ledger, Ledger) else Ledger(ledger, budget=budget)
-    return Session(backend, cat, led, analyst=analyst, delta=delta)
+    return Session(backend, cat, led, analyst=analyst, delta=delta, source=source)

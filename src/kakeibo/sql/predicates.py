@@ -1,0 +1,309 @@
+"""Total conditions: the WHERE, JOIN ... ON and HAVING predicates kakeibo lets an engine evaluate.
+
+Why a condition must be *total*. An engine error is not noise. If ``CASE WHEN user_id = 7 THEN CAST(name
+AS INT) ... END`` fails exactly when user 7 is present, the error answers, exactly, whether they are; and a
+refusal is free, so the analyst can ask again and again. The same holds for every expression the engine can
+fail on for some values but not others (casts, arithmetic that overflows, string functions, a column
+coerced to the type of a literal), and for every engine: PostgreSQL and Spark read ``\\`` as LIKE's escape
+character and reject a pattern ending with it row by row, Spark runs LIKE as a backtracking regular
+expression, DuckDB casts an integer column to ``DECIMAL(38, 35)`` to compare it with
+``0.00000000000000000000000000000000001`` and overflows on rows of four digits.
+
+So a condition holds only comparisons (``= <> < <= > >=``, ``IS [NOT] DISTINCT FROM``, ``BETWEEN``,
+``IN (...)``, ``LIKE`` / ``ILIKE``, ``IS [NOT] NULL``) between columns (or ``LOWER`` / ``UPPER`` of text
+columns) and literals of the column's catalog type, joined by ``AND``, ``OR`` and ``NOT``; this is checked
+statically, the same for every engine. The checker also rewrites every literal into the form each engine
+compares exactly, so the row set the engine selects is the one kakeibo reasons about (parallel
+composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
+
+* an ``int`` column is compared with whole numbers only, written as integers (``age = 30.0`` becomes
+  ``age = 30``; ``age = 30.5`` is refused, since engines disagree on whether to round the literal or to
+  widen the column);
+* a ``float`` column is compared with the double nearest the literal, written in exponent form
+  (``0.1e0``): DuckDB and Spark read that as a DOUBLE, PostgreSQL as a numeric that it converts to the
+  same double with correct rounding. Decimal literals would be read at each engine's own scale (Spark cuts
+  it to 18 digits), so that two literals distinct as exact numbers could select the same rows;
+* a LIKE pattern has no escape character (as in DuckDB; every ``\\`` is a plain character), at most
+  :data:`MAX_LIKE_PERCENT` ``%`` wildcards and :data:`MAX_LIKE_CHARS` characters, and is sent with an
+  explicit ``ESCAPE '!'`` (its ``!`` doubled), so every engine reads it alike and no row can make it fail;
+  with two ``%`` at most, Spark's regular expression matches in time linear in the row's length;
+* numeric literals are read only when short (:data:`MAX_LITERAL_CHARS` characters, exponents within
+  :data:`MAX_EXPONENT`), before any arithmetic: ``1e10000000`` would take seconds to expand.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from datetime import date
+from fractions import Fraction
+from typing import cast
+
+from sqlglot import exp
+
+from .catalog import QueryRefused
+
+__all__ = [
+    "MAX_EXPONENT",
+    "MAX_LIKE_CHARS",
+    "MAX_LIKE_PERCENT",
+    "MAX_LITERAL_CHARS",
+    "TotalPredicate",
+    "is_text",
+    "numeric_literal",
+    "strip",
+]
+
+MAX_LITERAL_CHARS = 100
+MAX_EXPONENT = 1000
+MAX_LIKE_CHARS = 256
+MAX_LIKE_PERCENT = 2
+LIKE_ESCAPE = "!"
+INT_RANGE = 2**63
+
+_NUMBER = re.compile(r"(?P<digits>[0-9]*\.?[0-9]*)(?:[eE](?P<exponent>[+-]?[0-9]+))?")
+#: operand kinds that compare without a row-by-row conversion (catalog types and literal kinds)
+_SAME_KIND = ({"int", "float", "number"}, {"str", "text"}, {"bool", "boolean"}, {"date", "date_literal"})
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+_SMALLEST_NORMAL = Fraction(sys.float_info.min)
+_LARGEST_DOUBLE = Fraction(sys.float_info.max)
+
+
+def strip(node: exp.Expr) -> exp.Expr:
+    """``node`` without enclosing parentheses."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def is_text(node: exp.Expr) -> bool:
+    """Whether ``node`` is a string literal."""
+    node = strip(node)
+    return isinstance(node, exp.Literal) and node.is_string
+
+
+def is_iso_date(text: str) -> bool:
+    """Whether ``text`` is a date written ``YYYY-MM-DD``."""
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
+
+
+def numeric_literal(node: exp.Expr) -> Fraction | None:
+    """The exact value of a numeric literal (possibly negated or parenthesised), else ``None``.
+
+    Refuses a literal longer than :data:`MAX_LITERAL_CHARS` characters or with an exponent beyond
+    :data:`MAX_EXPONENT` before expanding it.
+
+    >>> from sqlglot import parse_one
+    >>> numeric_literal(parse_one("-(2.5e1)")), numeric_literal(parse_one("'a'"))
+    (Fraction(-25, 1), None)
+    >>> numeric_literal(parse_one("1e10000000"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    kakeibo.sql.catalog.QueryRefused: the number 1e10000000 is out of range: ...
+    """
+    node = strip(node)
+    sign = 1
+    while isinstance(node, exp.Neg):
+        sign = -sign
+        node = strip(node.this)
+    if not isinstance(node, exp.Literal) or node.is_string:
+        return None
+    text = str(node.this)
+    match = _NUMBER.fullmatch(text)
+    if match is None or not any(ch.isdigit() for ch in match["digits"]):
+        return None
+    exponent = match["exponent"]
+    if len(text) > MAX_LITERAL_CHARS or (exponent is not None and abs(int(exponent[:8])) > MAX_EXPONENT):
+        raise QueryRefused(
+            f"the number {text[:40]}{'...' if len(text) > 40 else ''} is out of range: numbers may have at "
+            f"most {MAX_LITERAL_CHARS} characters and exponents within +-{MAX_EXPONENT}."
+        )
+    return sign * Fraction(text)
+
+
+def double_text(value: float) -> str:
+    """A literal every engine reads as exactly the double ``value``: its shortest repr in exponent form.
+
+    >>> double_text(0.1), double_text(1e16), double_text(-2.5), double_text(50.0)
+    ('0.1e0', '1e16', '-2.5e0', '50e0')
+    """
+    text = repr(float(value)).replace("e+", "e")
+    if "e" in text:
+        return text
+    return (text[:-2] if text.endswith(".0") else text) + "e0"
+
+
+def like_pattern(pattern: str) -> str:
+    """``pattern`` (no escape character) written for ``ESCAPE '!'``.
+
+    >>> like_pattern("50!%")
+    '50!!%'
+    """
+    return pattern.replace(LIKE_ESCAPE, LIKE_ESCAPE * 2)
+
+
+class TotalPredicate:
+    """Checks that a condition is total (see the module docstring) and returns it with every literal in its
+    engine-exact form.
+
+    ``clause`` names the clause in messages; ``column_type`` gives the catalog type (``int``, ``float``,
+    ``str``, ``bool``, ``date``) of a column reference, refusing unknown columns itself.
+    """
+
+    def __init__(self, clause: str, column_type: Callable[[exp.Column], str], dialect: str) -> None:
+        self.clause = clause
+        self.column_type = column_type
+        self.dialect = dialect
+
+    def check(self, predicate: exp.Expr) -> exp.Expression:
+        """The rewritten predicate; :class:`QueryRefused` when it is not total."""
+        return cast(exp.Expression, self._condition(predicate.copy()))
+
+    # -- conditions ---------------------------------------------------------------------------------------
+
+    def _condition(self, node: exp.Expr) -> exp.Expr:
+        """``node`` checked, with its literals rewritten (a LIKE comes back wrapped in its ESCAPE)."""
+        if isinstance(node, exp.Paren):
+            node.set("this", self._condition(node.this))
+        elif isinstance(node, (exp.And, exp.Or)):
+            node.set("this", self._condition(node.this))
+            node.set("expression", self._condition(node.expression))
+        elif isinstance(node, exp.Not):
+            node.set("this", self._condition(node.this))
+        elif isinstance(node, exp.Boolean):
+            pass
+        elif isinstance(node, exp.Column):
+            if self.column_type(node) != "bool":
+                raise self._refuse(node, "only a bool column is a condition by itself")
+        elif isinstance(node, _COMPARISONS):
+            self._compare(node, "this", "expression")
+        elif isinstance(node, exp.Between):
+            self._compare(node, "this", "low")
+            self._compare(node, "this", "high")
+        elif isinstance(node, exp.In) and set(node.args) - {"this", "expressions"} <= {"is_global"}:
+            if not node.expressions or any(node.args.get(k) for k in ("query", "unnest", "field")):
+                raise self._refuse(node, "IN takes a list of literals")
+            kind = self._operand(node, node.this)
+            node.set("expressions", [self._literal_for(node, kind, item) for item in node.expressions])
+        elif isinstance(node, (exp.Like, exp.ILike)):
+            return self._like(node)
+        elif isinstance(node, exp.Escape):
+            raise self._refuse(node, "LIKE patterns have no escape character here; drop ESCAPE")
+        elif isinstance(node, exp.Is):
+            self._operand(node, node.this)
+            if not isinstance(strip(node.expression), (exp.Null, exp.Boolean)):
+                raise self._refuse(node, "IS takes NULL, TRUE or FALSE")
+        else:
+            raise self._refuse(node, "it is not a comparison")
+        return node
+
+    def _compare(self, node: exp.Expr, left_key: str, right_key: str) -> None:
+        """Both sides comparable; a literal facing a column rewritten in the column's exact form."""
+        left, right = node.args[left_key], node.args[right_key]
+        kinds = (self._operand(node, left), self._operand(node, right))
+        if _is_column_kind(kinds[0]) and not _is_column_kind(kinds[1]):
+            node.set(right_key, self._literal_for(node, kinds[0], right))
+        elif _is_column_kind(kinds[1]) and not _is_column_kind(kinds[0]):
+            node.set(left_key, self._literal_for(node, kinds[1], left))
+        else:
+            self._same_kind(node, set(kinds))
+
+    def _same_kind(self, node: exp.Expr, kinds: set[str]) -> None:
+        kinds = kinds - {"null"}
+        if len(kinds) <= 1 or any(kinds <= same for same in _SAME_KIND):
+            return
+        shown = " and ".join(sorted(kinds))
+        raise self._refuse(node, f"it compares {shown}, which the engine would convert row by row")
+
+    def _literal_for(self, node: exp.Expr, kind: str, literal: exp.Expr) -> exp.Expr:
+        """``literal`` as the engine must see it next to a column of catalog type ``kind``."""
+        literal_kind = self._operand(node, literal)
+        if literal_kind == "null" or _is_column_kind(literal_kind):
+            self._same_kind(node, {kind, literal_kind})
+            return literal
+        if kind == "date" and literal_kind == "text":
+            text = strip(literal).name
+            if not is_iso_date(text):
+                raise self._refuse(node, f"{text!r} is not an ISO date (YYYY-MM-DD)")
+            return literal
+        self._same_kind(node, {kind, literal_kind})
+        value = numeric_literal(literal)
+        if value is None:
+            return literal
+        shown = self._sql(literal)
+        if kind == "int":
+            if value.denominator != 1:
+                raise self._refuse(node, f"{shown} is not a whole number, and the column holds integers")
+            if not -INT_RANGE <= value < INT_RANGE:
+                raise self._refuse(node, f"{shown} is beyond the 64-bit integer range")
+            return exp.Literal.number(int(value))
+        if kind == "float":
+            if abs(value) > _LARGEST_DOUBLE:
+                raise self._refuse(node, f"{shown} is beyond the range of a double")
+            double = float(value)
+            if 0 < abs(Fraction(double)) < _SMALLEST_NORMAL or (double == 0 and value != 0):
+                raise self._refuse(node, f"{shown} is too close to zero for a double; compare with 0")
+            return exp.Literal.number(double_text(double))
+        return literal
+
+    def _like(self, like: exp.Like | exp.ILike) -> exp.Expr:
+        if self._operand(like, like.this) != "str" or not is_text(like.expression):
+            raise self._refuse(like, "LIKE compares a text column with a text pattern")
+        pattern = strip(like.expression).name
+        if len(pattern) > MAX_LIKE_CHARS or pattern.count("%") > MAX_LIKE_PERCENT:
+            raise self._refuse(
+                like,
+                f"a LIKE pattern may have at most {MAX_LIKE_CHARS} characters and {MAX_LIKE_PERCENT} '%' "
+                "wildcards, since some engines match longer ones in time that grows with the data",
+            )
+        like.set("expression", exp.Literal.string(like_pattern(pattern)))
+        return exp.Escape(this=like, expression=exp.Literal.string(LIKE_ESCAPE))
+
+    # -- operands -----------------------------------------------------------------------------------------
+
+    def _operand(self, node: exp.Expr, operand: exp.Expr) -> str:
+        """A column's catalog type, or "number" / "text" / "boolean" / "null" / "date" for a literal."""
+        operand = strip(operand)
+        if isinstance(operand, exp.Column):
+            return self.column_type(operand)
+        if isinstance(operand, (exp.Lower, exp.Upper)):  # total on text
+            if self._operand(node, operand.this) not in ("str", "text"):
+                raise self._refuse(node, "LOWER and UPPER take text")
+            return "str"
+        if (
+            isinstance(operand, exp.Cast)
+            and operand.to.is_type(exp.DataType.Type.DATE)
+            and is_text(operand.this)
+            and is_iso_date(strip(operand.this).name)
+        ):  # DATE '2024-01-01'
+            return "date_literal"
+        if isinstance(operand, exp.Null):
+            return "null"
+        if isinstance(operand, exp.Boolean):
+            return "boolean"
+        if is_text(operand):
+            return "text"
+        if numeric_literal(operand) is not None:
+            return "number"
+        raise self._refuse(node, f"{self._sql(operand)} is not a column or a literal")
+
+    def _refuse(self, node: exp.Expr, why: str) -> QueryRefused:
+        return QueryRefused(
+            f"{self.clause} {self._sql(node)} is not allowed ({why}): a condition may only compare columns "
+            "with literals of their type, joined by AND, OR and NOT, since an expression the engine can "
+            "fail on for some rows would tell, through the error and without noise, whether such rows "
+            "exist."
+        )
+
+    def _sql(self, node: exp.Expr) -> str:
+        return node.sql(dialect=self.dialect)
+
+
+def _is_column_kind(kind: str) -> bool:
+    """Whether ``kind`` is a catalog column type (as opposed to a literal's kind)."""
+    return kind in ("int", "float", "str", "bool", "date")
