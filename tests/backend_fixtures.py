@@ -35,11 +35,11 @@ PG_INSTALL_HINT = (
     "PostgreSQL server programs (initdb, pg_ctl) were not found on PATH, in /usr/lib/postgresql/*/bin, "
     "/usr/pgsql-*/bin or /usr/local/pgsql/bin. Install PostgreSQL: Debian/Ubuntu `apt-get install "
     "postgresql`, Fedora/RHEL `dnf install postgresql-server`, macOS `brew install postgresql`; or point "
-    "KAKEIBO_PG_BIN at the directory holding initdb and pg_ctl. (`bash .ci/run` installs it on Debian.)"
+    "KAKEIBO_PG_BIN at the directory holding initdb and pg_ctl. (`make test` installs it on Debian.)"
 )
 JAVA_INSTALL_HINT = (
     "Spark needs a Java runtime (17 or 21) on PATH or in JAVA_HOME: Debian/Ubuntu `apt-get install "
-    "default-jre-headless`, macOS `brew install openjdk@17`. (`bash .ci/run` installs it on Debian.)"
+    "default-jre-headless`, macOS `brew install openjdk@17`. (`make test` installs it on Debian.)"
 )
 PG_SYSTEM_USER = "kakeibo-pg"
 PG_SUPERUSER = "kakeibo"
