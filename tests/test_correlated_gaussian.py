@@ -28,6 +28,7 @@ from kakeibo.correlated.gaussian import (
     _covariance_diagonal_lower_bounds,
     _inverse_diagonal_enclosure,
     _ones_solution_enclosure,
+    _structural_bounds,
     calc_leakage_coefficient,
     combine,
 )
@@ -412,6 +413,24 @@ def test_bounds_and_certificates_enclose_the_truth() -> None:
             assert np.all(high - low <= 1e-10 * s[nodes, nodes])
             low, high = _ones_solution_enclosure(q)
             assert np.all(low <= s.sum(axis=1)) and np.all(s.sum(axis=1) <= high)
+
+
+def test_structural_bounds_enclose_every_coefficient() -> None:
+    """Step 0's exact facts on the 44 random cases: ``max_j w_ij / Q_jj <= l_i <= min(n_C - 1, d_i / min
+    tau)``, with the column maximum ``S_ki <= S_ii`` and ``1 / max tau <= y <= 1 / min tau`` behind them."""
+    for n, edges, weights, prior in CASES:
+        q = dense_precision(n, edges, weights, prior)
+        s = np.linalg.inv(q)
+        y = s.sum(axis=1)
+        assert np.all(s <= np.diag(s)[None, :] * (1 + 1e-12))  # each column peaks on the diagonal
+        taus = np.broadcast_to(np.asarray(prior, dtype=float), (n,))
+        assert np.all(y <= 1 / taus.min() * (1 + 1e-12)) and np.all(y >= 1 / taus.max() * (1 - 1e-12))
+        model = model_of(n, edges, weights, prior)
+        floor, ceiling = _structural_bounds(model.adjacency, model.prior)
+        truth = brute_weak(q)
+        assert np.all(floor <= truth * (1 + 1e-12) + 1e-15) and np.all(truth <= ceiling * (1 + 1e-12) + 1e-15)
+        for (u, v), w in zip(edges, weights, strict=True):
+            assert floor[u] >= w / q[v, v] * (1 - 1e-12) and floor[v] >= w / q[u, u] * (1 - 1e-12)
 
 
 def test_certified_maximum_prunes_on_a_sparse_random_graph() -> None:

@@ -1,4 +1,6 @@
-"""``@private``: the choke point. Charge before return; refusals and errors cost nothing."""
+"""``@private``: the choke point. Public refusals (budget, repeated request id, a wrong call) cost nothing;
+once the query has seen the data every outcome is charged and released (a failure as the public default).
+The attacks on that order are in ``test_adversarial_decorator.py``."""
 
 from __future__ import annotations
 
@@ -43,23 +45,48 @@ def test_release_is_charged_and_carries_its_error_bound(ledger: Ledger) -> None:
     assert not count([1], request_id=None).seeded  # rng=None: the secure source
 
 
-def test_invalid_answer_costs_nothing(ledger: Ledger) -> None:
+def test_invalid_answer_is_charged_and_released_as_the_default(ledger: Ledger) -> None:
+    """Was ``test_invalid_answer_costs_nothing``: a NaN answer raised a free ValueError, which told the
+    analyst something about the data. Now it is charged and the public default (0) is released."""
+
     @private(mechanism=Laplace(sensitivity=1, epsilon=0.5), ledger=ledger)
     def broken(_: object) -> float:
         return float("nan")
 
-    with pytest.raises(ValueError, match="finite"):
-        broken(None)
-    assert ledger.entries() == []
+    r = broken(None, rng=np.random.default_rng(0))
+    assert isinstance(r.value, float) and np.isfinite(r.value)
+    assert r.value == Laplace(sensitivity=1, epsilon=0.5).release(0.0, rng=np.random.default_rng(0))
+    assert len(ledger.entries()) == 1 and ledger.remaining() == ApproxDP(0.5, 1e-6)
 
 
-def test_query_error_costs_nothing(ledger: Ledger) -> None:
+def test_query_error_is_charged_and_does_not_propagate(ledger: Ledger) -> None:
+    """Was ``test_query_error_costs_nothing``: an exception inside the query depends on the data, so it
+    neither escapes nor goes free; the default is released instead."""
+
     @private(mechanism=Laplace(sensitivity=1, epsilon=0.5), ledger=ledger)
     def failing(_: object) -> float:
         raise KeyError("no such column")
 
-    with pytest.raises(KeyError):
-        failing(None)
+    r = failing(None)
+    assert isinstance(r, Release) and np.isfinite(r.value)
+    assert len(ledger.entries()) == 1
+
+
+def test_public_refusals_cost_nothing(ledger: Ledger) -> None:
+    """A wrong call, a bad rng and a bad default are refused before the ledger is charged."""
+
+    @private(mechanism=Laplace(sensitivity=1, epsilon=0.5), ledger=ledger)
+    def one(xs: list[int]) -> float:
+        return float(len(xs))
+
+    with pytest.raises(TypeError):
+        one([1], [2])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="rng must be"):
+        one([1], rng="seed")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="default=nan must be a value Laplace can release"):
+        private(mechanism=Laplace(sensitivity=1, epsilon=0.5), ledger=ledger, default=float("nan"))
+    with pytest.raises(TypeError, match="mechanism must be"):
+        private(mechanism="laplace", ledger=ledger)  # type: ignore[arg-type]
     assert ledger.entries() == []
 
 
@@ -80,11 +107,22 @@ def test_request_id_is_charged_once_and_never_redrawn(ledger: Ledger) -> None:
     def total(xs: list[float]) -> float:
         return sum(xs)
 
+    calls = []
+
+    @private(mechanism=Laplace(sensitivity=1, epsilon=0.1), ledger=ledger)
+    def counted(xs: list[float]) -> float:
+        calls.append(1)
+        return sum(xs)
+
     first = total([1.0, 2.0], request_id="req-1")
     with pytest.raises(DuplicateRequest):
         total([1.0, 2.0], request_id="req-1")
     assert [e.request_id for e in ledger.entries()] == ["req-1"]
     assert first.entry.seq == 1
+    counted([1.0], request_id="req-2")
+    with pytest.raises(DuplicateRequest):  # refused before the query runs
+        counted([1.0], request_id="req-2")
+    assert len(calls) == 1
 
 
 def test_confidence_must_be_a_probability(ledger: Ledger) -> None:
@@ -138,7 +176,15 @@ def test_sigkill_never_leaves_a_released_value_without_its_entry(tmp_path: Path)
 def test_selection_mechanisms_release_without_an_error_interval(ledger: Ledger) -> None:
     from kakeibo.mechanisms import Exponential
 
-    @private(mechanism=Exponential(utility_sensitivity=1, epsilon=0.5), ledger=ledger, label="argmax")
+    with pytest.raises(ValueError, match="must be a value Exponential can release"):  # needs candidates
+        private(mechanism=Exponential(utility_sensitivity=1, epsilon=0.5), ledger=ledger)
+
+    @private(
+        mechanism=Exponential(utility_sensitivity=1, epsilon=0.5),
+        ledger=ledger,
+        label="argmax",
+        default=np.zeros(3),
+    )
     def best(scores: list[float]) -> np.ndarray:
         return np.asarray(scores)
 

@@ -377,7 +377,7 @@ def test_malformed_payloads_are_refused() -> None:
     for bad in (100.0, np.nan):
         forged = values.copy()
         forged[numeric_slot] = bad
-        with pytest.raises(ValueError, match="report values must lie in"):
+        with pytest.raises(ValueError, match="report values lie outside the output space"):
             protocol.estimate_means(tampered(reports, "values", forged))
     with pytest.raises(ValueError, match="integer array 'bits'"):
         protocol.estimate_means(

@@ -37,6 +37,15 @@ from kakeibo.ml.erm import (
 from kakeibo.privacy import PureDP
 
 HUGE_EPSILON = 1e12  # noise of norm ~ d / (n Lambda 1e12): far below the solver's tolerance
+SIGNS = (-1, 1)  # the label set of synthetic(): declared, as fit requires
+
+
+def logistic(*args: Any, classes: Any = SIGNS, **kwargs: Any) -> DPLogisticRegression:
+    return DPLogisticRegression(*args, classes=classes, **kwargs)
+
+
+def huber(*args: Any, classes: Any = SIGNS, **kwargs: Any) -> DPHuberSVM:
+    return DPHuberSVM(*args, classes=classes, **kwargs)
 
 
 def synthetic(n: int = 200, d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -106,8 +115,8 @@ def test_output_calibration_is_algorithm_1(n: int, lam: float, epsilon: float) -
 @pytest.mark.parametrize(
     ("model", "c"),
     [
-        (DPLogisticRegression(epsilon=0.3, regularization=0.002), 0.25),
-        (DPHuberSVM(0.3, h=0.25, regularization=0.002), 2.0),
+        (logistic(epsilon=0.3, regularization=0.002), 0.25),
+        (huber(0.3, h=0.25, regularization=0.002), 2.0),
     ],
 )
 def test_fit_uses_the_loss_curvature_and_the_method(model: Any, c: float) -> None:
@@ -147,7 +156,7 @@ def test_output_perturbation_noise_of_the_fitted_model() -> None:
     X = X / 4  # every row inside the unit ball: no clipping, coef_ is the weight vector itself
     assert np.linalg.norm(X, axis=1).max() < 1
     exact = erm._perturbed_minimiser(LogisticLoss(), X, y.astype(float), 0.05, np.zeros(2))
-    model = DPLogisticRegression(2.0, regularization=0.05, method="output", fit_intercept=False)
+    model = logistic(2.0, regularization=0.05, method="output", fit_intercept=False)
     noise = np.array([clone(model).set_params(random_state=i).fit(X, y).coef_[0] - exact for i in range(400)])
     beta = 30 * 0.05 * 2.0 / 2
     assert stats.kstest(np.linalg.norm(noise, axis=1), stats.gamma(a=2, scale=1 / beta).cdf).pvalue > 1e-3
@@ -169,7 +178,7 @@ def test_matches_sklearn_logistic_regression(method: str, fit_intercept: bool) -
     bound = 5.0
     assert np.linalg.norm(X, axis=1).max() < bound  # no row is shrunk
     lam = 0.01
-    model = DPLogisticRegression(
+    model = logistic(
         HUGE_EPSILON,
         regularization=lam,
         method=method,
@@ -212,7 +221,7 @@ def test_huber_svm_solves_the_first_order_condition(fit_intercept: bool) -> None
     Lambda-strongly convex, so the weights are within ||grad|| / Lambda of the exact minimiser."""
     X, y = synthetic(n=150, d=3, seed=7)
     h, lam, bound = 0.5, 0.01, 5.0
-    model = DPHuberSVM(
+    model = huber(
         HUGE_EPSILON, h=h, regularization=lam, norm_bound=bound, fit_intercept=fit_intercept, random_state=0
     ).fit(X, y)
     scale = math.sqrt(2) if fit_intercept else 1.0
@@ -231,8 +240,8 @@ def test_rows_beyond_the_norm_bound_are_shrunk_in_fit_and_predict() -> None:
     norms = np.linalg.norm(X, axis=1)
     assert np.any(norms > bound) and np.any(norms < bound)
     clipped = X / np.maximum(1, norms / bound)[:, None]
-    model = DPLogisticRegression(1.0, norm_bound=bound, random_state=5).fit(X, y)
-    same = DPLogisticRegression(1.0, norm_bound=bound, random_state=5).fit(clipped, y)
+    model = logistic(1.0, norm_bound=bound, random_state=5).fit(X, y)
+    same = logistic(1.0, norm_bound=bound, random_state=5).fit(clipped, y)
     np.testing.assert_allclose(model.coef_, same.coef_, rtol=1e-12)  # clipping twice moves the last bit
     scores = model.decision_function(X)
     np.testing.assert_allclose(scores, clipped @ model.coef_[0] + model.intercept_[0], rtol=1e-12)
@@ -243,24 +252,64 @@ def test_rows_beyond_the_norm_bound_are_shrunk_in_fit_and_predict() -> None:
 def test_labels_of_any_two_classes() -> None:
     X, y = synthetic(n=80, d=2, seed=2)
     names = np.where(y > 0, "spam", "ham")
-    model = DPHuberSVM(HUGE_EPSILON, norm_bound=4.0, random_state=0).fit(X, names)
+    model = huber(HUGE_EPSILON, norm_bound=4.0, classes=("spam", "ham"), random_state=0).fit(X, names)
     assert model.classes_.tolist() == ["ham", "spam"]
     assert set(model.predict(X)) <= {"ham", "spam"}
     assert model.score(X, names) > 0.75  # labels carry N(0, 1) noise: the Bayes accuracy is about 0.85
 
 
+def test_classes_must_be_declared() -> None:
+    X, y = synthetic(n=30)
+    with pytest.raises(ValueError, match=r"declare the two labels with classes=\(negative, positive\)"):
+        DPLogisticRegression(1.0, random_state=0).fit(X, y)
+
+
+def test_classes_are_the_declared_pair_never_a_label_from_the_data() -> None:
+    """Review: ``classes_`` returned the raw labels found in ``y`` (e.g. 'alice:HIV+'). Now it is the
+    declared pair; a label outside it counts as the negative class, without a refusal or an extra charge
+    (either would tell the analyst that some record carries it)."""
+    X, y = synthetic(n=60, seed=4)
+    declared = np.where(y > 0, "positive", "negative").astype(object)
+    leaked = declared.copy()
+    leaked[7] = "alice:HIV+"  # an undeclared label in one record
+    runs = {}
+    for name, labels in (("declared", declared), ("leaked", leaked)):
+        ledger = Ledger(":memory:", budget=1)
+        model = logistic(0.5, ledger=ledger, classes=("positive", "negative"), random_state=0)
+        model.fit(X, labels)
+        assert model.classes_.tolist() == ["negative", "positive"]
+        assert "alice:HIV+" not in set(model.predict(X)) and len(ledger.entries()) == 1
+        runs[name] = model
+    # the undeclared label is the negative class: identical to declaring record 7 negative
+    as_negative = declared.copy()
+    as_negative[7] = "negative"
+    reference = logistic(0.5, classes=("positive", "negative"), random_state=0).fit(X, as_negative)
+    np.testing.assert_array_equal(runs["leaked"].coef_, reference.coef_)
+    # one class present, labels of another type, None, NaN: all fit (no free refusal on the data)
+    for labels in (np.full(60, "positive"), np.arange(60) % 3, [None] * 60, np.full(60, np.nan)):
+        model = logistic(0.5, classes=("positive", "negative"), random_state=0).fit(X, labels)
+        assert model.classes_.tolist() == ["negative", "positive"]
+
+
+def test_no_ledger_still_fits_without_charging() -> None:
+    """``ledger=None`` keeps its behaviour: the fit runs and records ``privacy_loss_``, nothing is charged."""
+    X, y = synthetic(n=40)
+    model = logistic(0.5, random_state=0).fit(X, y)
+    assert model.ledger is None and model.privacy_loss_ == PureDP(0.5)
+
+
 def test_seeded_fits_reproduce_and_differ_across_seeds() -> None:
     X, y = synthetic()
-    first = DPLogisticRegression(1.0, random_state=3).fit(X, y).coef_
-    np.testing.assert_array_equal(first, DPLogisticRegression(1.0, random_state=3).fit(X, y).coef_)
-    assert not np.array_equal(first, DPLogisticRegression(1.0, random_state=4).fit(X, y).coef_)
+    first = logistic(1.0, random_state=3).fit(X, y).coef_
+    np.testing.assert_array_equal(first, logistic(1.0, random_state=3).fit(X, y).coef_)
+    assert not np.array_equal(first, logistic(1.0, random_state=4).fit(X, y).coef_)
 
 
 def test_a_failed_optimisation_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(erm, "_MAX_ITERATIONS", 1)
     monkeypatch.setattr(erm, "_NEWTON_STEPS", 0)
     X, y = synthetic()
-    model = DPLogisticRegression(1.0, regularization=1e-4, random_state=0)
+    model = logistic(1.0, regularization=1e-4, random_state=0)
     with pytest.raises(RuntimeError, match="did not reach the minimiser"):
         model.fit(X, y)
     with pytest.raises(NotFittedError):
@@ -273,19 +322,19 @@ def test_a_failed_optimisation_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_each_fit_charges_epsilon_once() -> None:
     ledger = Ledger(":memory:", budget=1)
     X, y = synthetic()
-    model = DPHuberSVM(0.25, ledger=ledger, dataset="synthetic", label="svm", random_state=0)
+    model = huber(0.25, ledger=ledger, dataset="synthetic", label="svm", random_state=0)
     model.fit(X, y)
     (entry,) = ledger.entries()
     assert (entry.loss, entry.label, entry.dataset) == (PureDP(0.25), "svm", "synthetic")
     assert model.privacy_loss_ == PureDP(0.25)
-    DPLogisticRegression(0.5, ledger=ledger, method="output", random_state=0).fit(X, y)
+    logistic(0.5, ledger=ledger, method="output", random_state=0).fit(X, y)
     assert len(ledger.entries()) == 2 and ledger.spent() == PureDP(0.75)
     assert "DPLogisticRegression" in ledger.entries()[1].label
 
 
 def test_privacy_loss_is_set_without_a_ledger() -> None:
     X, y = synthetic()
-    assert DPLogisticRegression(0.7, random_state=0).fit(X, y).privacy_loss_ == PureDP(0.7)
+    assert logistic(0.7, random_state=0).fit(X, y).privacy_loss_ == PureDP(0.7)
 
 
 def test_a_refused_charge_leaves_the_estimator_unfitted_and_draws_nothing() -> None:
@@ -293,7 +342,7 @@ def test_a_refused_charge_leaves_the_estimator_unfitted_and_draws_nothing() -> N
     rng = np.random.default_rng(9)
     before = rng.bit_generator.state
     X, y = synthetic()
-    model = DPLogisticRegression(0.75, ledger=ledger, random_state=rng)
+    model = logistic(0.75, ledger=ledger, random_state=rng)
     with pytest.raises(BudgetExceeded):
         model.fit(X, y)
     assert rng.bit_generator.state == before
@@ -318,8 +367,11 @@ BAD_INPUTS: list[tuple[dict[str, Any], Any, type[Exception]]] = [
     ({"h": 0.0}, None, ValueError),
     ({"h": -1.0}, None, ValueError),
     ({"label": 5}, None, TypeError),
-    ({}, "three classes", ValueError),
-    ({}, "one class", ValueError),
+    ({"classes": None}, None, ValueError),
+    ({"classes": (1, 1)}, None, ValueError),
+    ({"classes": (-1, 0, 1)}, None, ValueError),
+    ({"classes": "ab"}, None, ValueError),
+    ({"classes": (1, "a")}, None, TypeError),
     ({}, "short y", ValueError),
     ({}, "nan in X", ValueError),
     ({}, "1-d X", ValueError),
@@ -328,11 +380,7 @@ BAD_INPUTS: list[tuple[dict[str, Any], Any, type[Exception]]] = [
 
 def bad_data(kind: Any) -> tuple[np.ndarray, np.ndarray]:
     X, y = synthetic(n=30)
-    if kind == "three classes":
-        y = np.arange(30) % 3
-    elif kind == "one class":
-        y = np.ones(30)
-    elif kind == "short y":
+    if kind == "short y":
         y = y[:-1]
     elif kind == "nan in X":
         X[4, 1] = np.nan
@@ -348,7 +396,7 @@ def test_bad_input_is_refused_before_any_charge_or_randomness(
     ledger = Ledger(":memory:", budget=10)
     rng = np.random.default_rng(1)
     before = rng.bit_generator.state
-    model = DPHuberSVM(ledger=ledger, random_state=rng).set_params(**params)
+    model = huber(ledger=ledger, random_state=rng).set_params(**params)
     X, y = bad_data(data)
     with pytest.raises(error):
         model.fit(X, y)
@@ -359,9 +407,9 @@ def test_bad_input_is_refused_before_any_charge_or_randomness(
 def test_bad_random_state_and_ledger_types() -> None:
     X, y = synthetic()
     with pytest.raises(TypeError, match="random_state"):
-        DPLogisticRegression(random_state="seed").fit(X, y)
+        logistic(random_state="seed").fit(X, y)
     with pytest.raises(TypeError, match="ledger"):
-        DPLogisticRegression(ledger="ledger.sqlite").fit(X, y)
+        logistic(ledger="ledger.sqlite").fit(X, y)
 
 
 # -- statistical privacy audits -----------------------------------------------------------------------------
@@ -436,7 +484,7 @@ def test_objective_perturbation_audit() -> None:
     Not refuted at eps = 2 (confidence 1 - 1e-3) and close to eps'; with half the noise scale (true loss
     about 3.6) refuted, from 1500 fits per dataset."""
     epsilon, lam, h = 2.0, 5.0, 0.5
-    model = DPHuberSVM(epsilon, h=h, regularization=lam, fit_intercept=False)
+    model = huber(epsilon, h=h, regularization=lam, fit_intercept=False)
     loss = model._loss()
     Z = erm._design(np.array([[0.3], [1.0]]), 1.0, False)
     labels = {"D": np.array([1.0, 1.0]), "D'": np.array([1.0, -1.0])}
@@ -474,14 +522,16 @@ def test_objective_perturbation_audit() -> None:
 
 
 def test_get_params_clone_and_set_params() -> None:
-    model = DPHuberSVM(2.0, h=0.3, regularization=0.1, method="output", random_state=4)
+    model = huber(2.0, h=0.3, regularization=0.1, method="output", random_state=4)
     params = model.get_params()
     assert params["h"] == 0.3 and params["epsilon"] == 2.0 and params["method"] == "output"
-    names = "epsilon h regularization method norm_bound fit_intercept ledger dataset label random_state"
+    names = (
+        "epsilon h regularization method norm_bound fit_intercept ledger dataset label classes random_state"
+    )
     assert set(params) == set(names.split())
     copy = clone(model)
     assert copy.get_params() == params and copy is not model
-    assert set(DPLogisticRegression().get_params()) == set(params) - {"h"}
+    assert set(logistic().get_params()) == set(params) - {"h"}
     assert model.set_params(epsilon=0.5).epsilon == 0.5
 
 
@@ -490,7 +540,7 @@ def test_in_a_pipeline() -> None:
     pipeline = Pipeline(
         [
             ("scale", MinMaxScaler(feature_range=(-1, 1))),
-            ("clf", DPLogisticRegression(50.0, norm_bound=math.sqrt(3), random_state=0)),
+            ("clf", logistic(50.0, norm_bound=math.sqrt(3), random_state=0)),
         ]
     )
     assert pipeline.fit(X, y).score(X, y) > 0.8

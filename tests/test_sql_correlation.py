@@ -152,6 +152,11 @@ BAD_EDGES = [
     ("1,2,nan\n", "the weight must be a finite number >= 0"),
     ("# nothing\n\n", "no edges; drop the correlation declaration"),
     ("1,99999999999999999999\n", "needs integer labels"),
+    # labels and weights are ASCII decimals: int() and float() alone also read these
+    ("1,\u0661\n", "edge 1: the int privacy unit needs integer labels, got '\u0661'"),
+    ("1,1_0\n", "edge 1: the int privacy unit needs integer labels, got '1_0'"),
+    ("1,2,1_0\n", "edge 1: the weight must be a finite number >= 0, got '1_0'"),
+    ("1,2,\u0661\n", "the weight must be a finite number >= 0"),
 ]
 
 
@@ -160,6 +165,13 @@ def test_bad_edge_files_fail_when_the_catalog_loads(tmp_path: Path, content: str
     (tmp_path / "friends.csv").write_text(content)
     (tmp_path / "catalog.toml").write_text(CORRELATED)
     with pytest.raises(ValueError, match=f"table 'visits': correlation edge file .*friends.csv.*{match}"):
+        Catalog.from_toml(tmp_path / "catalog.toml")
+
+
+def test_an_edge_file_that_is_not_utf8_fails_with_a_sentence(tmp_path: Path) -> None:
+    (tmp_path / "friends.csv").write_bytes(b"1,2\n\xff\xfe,3\n")
+    (tmp_path / "catalog.toml").write_text(CORRELATED)
+    with pytest.raises(ValueError, match=r"friends\.csv, edge 2: the line is not UTF-8 text"):
         Catalog.from_toml(tmp_path / "catalog.toml")
 
 
@@ -385,3 +397,30 @@ def test_grouped_release_keeps_the_replace_neighbour_within_epsilon(tmp_path: Pa
     assert not result.refutes(1.0), str(result)
     add_remove = Laplace(sensitivity=planned.sensitivity / 2, epsilon=1)
     assert releases(add_remove).refutes(1.0)
+
+
+@pytest.mark.parametrize(("tau", "weight"), [(1e-200, 1.0), (1e-15, 1.0), (1.0, 1e300), (1e-150, 1e-3)])
+def test_a_tiny_tau_is_never_certified_as_independence(tmp_path: Path, tau: float, weight: float) -> None:
+    """Adversarial review F1: a 40-user path at tau = 1e-200 was certified l* = 0 and COUNT(*) got the noise
+    of independent users; 1e-15 gave l* = inf and every query failed. The truth is just below 39 (the limit
+    of eq. 29: a component of 40 moves together), so the noise must scale by 40."""
+    edges = "\n".join(f"{u},{u + 1},{weight!r}" for u in range(39))
+    (tmp_path / "friends.csv").write_text(edges + "\n")
+    (tmp_path / "catalog.toml").write_text(CORRELATED.replace(f"tau = {TAU}", f"tau = {tau!r}"))
+    session = kakeibo.connect(
+        DuckDBBackend(), catalog=tmp_path / "catalog.toml", ledger=tmp_path / "l.sqlite", budget=10
+    )
+    plan = session.plan("SELECT COUNT(*) FROM visits", epsilon=Fraction(1, 2))
+    assert plan.correlation is not None and plan.correlation.max_leakage == 39.0
+    mechanism = plan.statistic("rows").mechanism
+    assert isinstance(mechanism, Laplace) and mechanism.sensitivity == pytest.approx(3.0 * 40, rel=1e-12)
+
+
+def test_weights_beyond_floating_point_are_refused_when_the_catalog_loads(tmp_path: Path) -> None:
+    (tmp_path / "friends.csv").write_text("1,2,1e308\n2,3,1e308\n")
+    (tmp_path / "catalog.toml").write_text(CORRELATED)
+    with pytest.raises(
+        ValueError,
+        match=r"table 'visits': tau = 0.5 is out of proportion to the edge weights \(largest 1e\+308\)",
+    ):
+        Catalog.from_toml(tmp_path / "catalog.toml")

@@ -47,18 +47,34 @@ theorem 4.1.) QED
 * :meth:`GaussianCorrelationModel.certify_max_leakage` -- the largest coefficient with a *certified*
   enclosure, evaluating as few nodes as possible:
 
-  1. every node gets an upper bound ``u_i >= l_i`` from a lower bound on ``S_ii``: Rayleigh-Ritz on the
+  0. every node gets bounds from exact facts, computed with a few directed roundings
+     (:func:`_structural_bounds`): ``l_i <= n_C - 1`` for a component of ``n_C`` tuples (``S_ji <= S_ii``,
+     the largest entry of a column of the inverse of a row diagonally dominant M-matrix is its diagonal
+     one), ``l_i <= d_i / min tau`` (``S_ii >= 1 / Q_ii`` and ``y <= 1 / min tau`` by the maximum
+     principle for ``Q y = 1``), and ``l_i >= w_ij / Q_jj`` for every neighbour ``j`` (theorem 5.2: the
+     adversary who knows everyone but ``j`` has exactly that coefficient);
+  1. the floating-point steps below run on ``Q`` scaled by a power of two so that its largest diagonal
+     entry is in ``[1/2, 1)`` (``l`` depends only on ``W / tau``), and only when that scaling is exact and
+     every scaled ``tau_k >= 2^-40`` (:data:`NUMERIC_PRIOR_FLOOR`): then no intermediate overflows and
+     underflow only adds absolute errors far below the relative slack (``S_ii >= 1``), which the bounds
+     carry anyway. Otherwise the step-0 bounds are the result: when ``tau`` is that small next to the
+     weights, ``n_C - 1`` is within ``n_C^2 tau / lambda_2`` of the truth (prior ``tau I``);
+  2. every node gets an upper bound ``u_i >= l_i`` from a lower bound on ``S_ii``: Rayleigh-Ritz on the
      span of ``e_i``, its weight vector ``w_i`` and ``1`` (:func:`_covariance_diagonal_lower_bounds`);
-  2. nodes are evaluated in decreasing ``u_i`` order by preconditioned conjugate gradients, each with the
+  3. nodes are evaluated in decreasing ``u_i`` order by preconditioned conjugate gradients, each with the
      residual certificate ``S_ii = x_i + x^T r + r^T Q^-1 r`` for any ``x`` and ``r = e_i - Q x``, where
      ``0 <= r^T Q^-1 r <= |r|^2 / min tau`` (:func:`_inverse_diagonal_enclosure`);
-  3. evaluation stops once the next ``u_i`` is at most the best certified lower value: every node left has
+  4. evaluation stops once the next ``u_i`` is at most the best certified lower value: every node left has
      ``l_i <= u_i <=`` that value. The result is the largest certified *upper* end, which is never below
      the true maximum. (A cap on the evaluations keeps near-regular graphs bounded: the rest is then
      covered by its largest ``u_i``, still an upper bound.)
 
   Enclosures include the rounding of the residuals and dot products in the standard floating-point model
-  (``gamma_k = k u / (1 - k u)`` bounds, no underflow), so they hold for the computed numbers.
+  (``gamma_k = k u / (1 - k u)`` bounds), the rounding of ``Q``'s diagonal (a sum of ``deg_i + 1`` terms),
+  and an absolute term for underflow, so they hold for the computed numbers and the model as declared. An
+  upper end of ``+inf`` (an unconverged solve) is a true statement and gives way to step 0's bound; a NaN,
+  or a bound contradicting step 0's exact ones (such as an upper bound below ``w_ij / Q_jj``), means the
+  arithmetic left its range: :class:`CertificationError` is raised and no number is returned.
 * :meth:`GaussianCorrelationModel.algorithm1_leakage` -- Algorithm 1 (proposition 5.1's COMBINE in a
   divide and conquer), ``O(n^3)`` time and ``O(n^2)`` memory (theorem 5.3), kept to check the fast path.
 
@@ -73,6 +89,7 @@ theorem 4.1.) QED
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -82,12 +99,14 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.linalg import lapack
+from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import splu
 
 from ..mechanisms import Laplace
 from ..mechanisms._base import check_positive
 
 __all__ = [
+    "CertificationError",
     "ConditionalGaussian",
     "GaussianCorrelationModel",
     "MaxLeakage",
@@ -109,6 +128,16 @@ BLOCK_ENTRIES = 1 << 22
 #: The default cap on the certified maximum's exact evaluations is ``max(256, EVALUATION_WORK // n)``: all
 #: nodes up to n = 4096, 256 from n = 65536 on (each evaluation costs a few sparse products of size n).
 EVALUATION_WORK = 1 << 24
+#: The certified maximum's floating-point phase runs only when every prior precision, after scaling ``Q`` so
+#: that its largest diagonal entry is in ``[1/2, 1)``, is at least this (module docstring, step 1).
+NUMERIC_PRIOR_FLOOR = 2.0**-40
+#: The smallest positive float: an elementary operation that underflows is off by at most this.
+SMALLEST_SUBNORMAL = 2.0**-1074
+
+
+class CertificationError(ValueError):
+    """The leakage of a model cannot be certified in floating point (its numbers overflow, or a bound came
+    out NaN or contradicted an exact one); no number is returned in its place."""
 
 
 def _gamma(k: FloatArray | float) -> Any:
@@ -505,6 +534,9 @@ def _pcg(matrix: SparseMatrix, rhs: FloatArray) -> FloatArray:
             break
         image = matrix @ direction
         curvature = np.einsum("ij,ij->j", direction, image)
+        active &= np.isfinite(curvature) & (curvature > 0) & (rz > 0)  # a breakdown keeps the last iterate
+        if not active.any():
+            break
         alpha = np.where(active, rz / np.where(active, curvature, 1.0), 0.0)
         solution += alpha * direction
         residual -= alpha * image
@@ -516,49 +548,83 @@ def _pcg(matrix: SparseMatrix, rhs: FloatArray) -> FloatArray:
     return solution
 
 
-def _residual(matrix: SparseMatrix, solution: FloatArray, rhs: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """``(r, delta)``: the computed residual ``rhs - A x`` and a bound on its error, ``|r_true - r| <= delta``
-    (row ``j`` sums ``nnz_j + 1`` rounded terms: ``delta_j = gamma_{nnz_j + 3} ((|A||x|)_j + |r_j|)``)."""
+def _residual(
+    matrix: SparseMatrix,
+    solution: FloatArray,
+    rhs: FloatArray,
+    diagonal_error: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
+    """``(r, delta)``: the computed residual ``rhs - A x`` and a bound ``|r_true - r| <= delta`` on its error.
+
+    Row ``j`` sums ``nnz_j + 1`` rounded terms: ``gamma_{nnz_j + 3} ((|A||x|)_j + |r_j|)``, plus ``nnz_j + 3``
+    smallest subnormals for products that underflow. ``diagonal_error`` (optional) bounds how far ``A``'s
+    stored diagonal is from the intended matrix's; ``r_true`` is then the intended matrix's residual and
+    ``delta`` grows by ``diagonal_error_j |x_j|``."""
     residual = rhs - matrix @ solution
     row_terms = np.diff(matrix.indptr).astype(np.float64) + 3.0
     absolute = abs(matrix) @ np.abs(solution)
-    return residual, _gamma(row_terms)[:, None] * (absolute + np.abs(residual))
+    delta = (
+        _gamma(row_terms)[:, None] * (absolute + np.abs(residual)) + (row_terms * SMALLEST_SUBNORMAL)[:, None]
+    )
+    if diagonal_error is not None:
+        delta = (delta + diagonal_error[:, None] * np.abs(solution)) * (1 + _gamma(3.0))
+    return residual, delta
 
 
-def _ones_solution_enclosure(matrix: SparseMatrix) -> tuple[FloatArray, FloatArray]:
+def _ones_solution_estimate(
+    matrix: SparseMatrix, diagonal_error: FloatArray | None = None
+) -> tuple[FloatArray, float]:
+    """``(z^, rho)``: an approximation of ``A^-1 1`` and ``rho >= max |1 - A z^|`` (see the enclosure)."""
+    ones = np.ones((matrix.shape[0], 1))
+    approx = _pcg(matrix, ones)
+    residual, delta = _residual(matrix, approx, ones, diagonal_error)
+    return approx[:, 0], float(np.max(np.abs(residual) + delta) * (1 + _gamma(2.0)))
+
+
+def _ones_solution_enclosure(
+    matrix: SparseMatrix, diagonal_error: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray]:
     """Elementwise ``lo <= A^-1 1 <= hi`` for a nonsingular M-matrix ``A``.
 
     For any ``z^`` with ``|1 - A z^| <= rho`` entrywise: ``A^-1 >= 0`` gives ``|A^-1 r| <= rho A^-1 1``,
     so ``z = z^ + A^-1 r`` satisfies ``z^ / (1 + rho) <= z <= z^ / (1 - rho)`` (needs ``rho < 1``)."""
-    ones = np.ones((matrix.shape[0], 1))
-    approx = _pcg(matrix, ones)
-    residual, delta = _residual(matrix, approx, ones)
-    rho = float(np.max(np.abs(residual) + delta))
+    approx, rho = _ones_solution_estimate(matrix, diagonal_error)
     if not rho < 0.5:
         raise RuntimeError(f"conjugate gradients stalled at residual {rho:.3g}; this is a bug in kakeibo.")
     slack = _gamma(4.0)
-    return approx[:, 0] / (1 + rho) * (1 - slack), approx[:, 0] / (1 - rho) * (1 + slack)
+    return approx / (1 + rho) * (1 - slack), approx / (1 - rho) * (1 + slack)
 
 
 def _inverse_diagonal_enclosure(
-    matrix: SparseMatrix, nodes: IntArray, smallest_eigenvalue: float
+    matrix: SparseMatrix,
+    nodes: IntArray,
+    smallest_eigenvalue: float,
+    diagonal_error: FloatArray | None = None,
 ) -> tuple[FloatArray, FloatArray]:
     """Certified ``lo <= (A^-1)_ii <= hi`` for the SPD ``A`` at ``nodes``, with ``lambda_min(A) >= smallest``.
 
     For any ``x`` and ``r = e_i - A x``: ``(A^-1)_ii = x_i + x^T r + r^T A^-1 r`` and
     ``0 <= r^T A^-1 r <= |r|^2 / lambda_min`` (expand ``e_i^T A^-1 e_i`` with ``e_i = A x + r``). ``x`` comes
-    from conjugate gradients; the bounds carry the rounding of ``r`` (:func:`_residual`) and of the sums."""
+    from conjugate gradients; the bounds carry the rounding of ``r`` (:func:`_residual`, with
+    ``diagonal_error`` as there) and of the sums, and an absolute term for products that underflow (each
+    is off by at most the smallest subnormal; a norm loses at most ``sqrt(n) 2^-537`` to squares that
+    underflow)."""
+    n = matrix.shape[0]
     columns = np.arange(nodes.size)
-    unit = np.zeros((matrix.shape[0], nodes.size))
+    unit = np.zeros((n, nodes.size))
     unit[nodes, columns] = 1.0
     approx = _pcg(matrix, unit)
-    residual, delta = _residual(matrix, approx, unit)
+    residual, delta = _residual(matrix, approx, unit, diagonal_error)
     magnitude = np.abs(approx)
     correction = np.einsum("ij,ij->j", approx, residual)
-    spread = np.einsum("ij,ij->j", magnitude, delta) + _gamma(matrix.shape[0]) * np.einsum(
+    spread = np.einsum("ij,ij->j", magnitude, delta) + _gamma(n) * np.einsum(
         "ij,ij->j", magnitude, np.abs(residual)
     )
-    tail = (np.linalg.norm(residual, axis=0) + np.linalg.norm(delta, axis=0)) ** 2 / smallest_eigenvalue
+    spread = spread + 4 * n * SMALLEST_SUBNORMAL
+    lost = math.sqrt(n) * 2.0**-537
+    tail = (
+        np.linalg.norm(residual, axis=0) + np.linalg.norm(delta, axis=0) + 2 * lost
+    ) ** 2 / smallest_eigenvalue
     centre = approx[nodes, columns] + correction
     spread = (spread + _gamma(6.0) * (np.abs(centre) + spread + tail)) * (1 + _gamma(4.0))
     return centre - spread, centre + spread + tail * (1 + _gamma(4.0))
@@ -571,9 +637,103 @@ def _leakage_interval(
     gives no upper bound), widened by the rounding of the quotient and the difference."""
     slack = _gamma(3.0)
     positive = variances[0] > 0
-    high_ratio = np.where(positive, sums[1] / np.where(positive, variances[0], 1.0), np.inf)
-    low_ratio = sums[0] / variances[1]
-    return low_ratio - 1 - slack * (low_ratio + 1), high_ratio - 1 + slack * (high_ratio + 1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        high_ratio = np.where(positive, sums[1] / np.where(positive, variances[0], 1.0), np.inf)
+        low_ratio = sums[0] / variances[1]
+        return low_ratio - 1 - slack * (low_ratio + 1), high_ratio - 1 + slack * (high_ratio + 1)
+
+
+# --- exact bounds and consistency checks --------------------------------------------------------------------
+
+
+def _structural_bounds(weights: SparseMatrix, prior: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """``(floor, ceiling)`` with ``floor_i <= l_i <= ceiling_i`` from exact facts (module docstring, step 0),
+    rounded outwards: every quotient or sum below is off by a relative ``gamma_k`` or, when it underflows,
+    by a few smallest subnormals; an overflow gives ``inf`` (no bound) and never a NaN that is kept.
+
+    * ``ceiling_i = min(n_C - 1, d_i / min tau)``, ``d_i = sum_j w_ij``. With ``S = Q^-1`` and column
+      ``s = S e_i``: at a largest entry ``s_k``, ``k != i``, row ``k`` of ``Q s = e_i`` would read
+      ``0 = (d_k + tau_k) s_k - sum_l w_kl s_l >= tau_k s_k > 0``; so ``S_ki < S_ii``, ``S`` is 0 across
+      components and ``y_i = sum_k S_ki <= n_C S_ii``. And ``S_ii >= 1 / Q_ii`` (Cauchy-Schwarz), so
+      ``l_i <= y_i Q_ii - 1 = sum_j w_ij y_j`` (row ``i`` of ``Q y = 1``), while at the largest ``y_k``,
+      row ``k`` gives ``tau_k y_k <= 1``, so every ``y_j <= 1 / min tau``.
+    * ``floor_i = max(0, max_j w_ij / Q_jj)``: the adversary ``A(i, [n] - {i, j})`` has the single unknown
+      ``j`` and coefficient ``w_ij / Q_jj`` (``w_iU^T Q_UU^-1 1``); theorem 5.2 puts ``l_i`` above it."""
+    n = prior.size
+    counts = np.diff(weights.indptr).astype(np.float64)
+    _, labels = connected_components(weights, directed=False)
+    sizes = np.bincount(labels)[labels]
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        degrees = np.asarray(weights.sum(axis=1)).ravel()
+        smallest = prior.min()
+        by_degree = degrees / smallest * (1 + _gamma(counts + 2.0))
+        ceiling = np.fmin((sizes - 1).astype(np.float64), by_degree + 8 * SMALLEST_SUBNORMAL)
+        diagonal = degrees + prior
+        rows = np.repeat(np.arange(n), np.diff(weights.indptr))
+        columns = weights.indices
+        single = (
+            weights.data / diagonal[columns] * (1 - _gamma(counts[columns] + 4.0)) - 8 * SMALLEST_SUBNORMAL
+        )
+    floor = np.zeros(n)
+    np.fmax.at(floor, rows, np.where(np.isnan(single), 0.0, single))
+    return floor, ceiling
+
+
+def _consistent(
+    values: FloatArray, floor: FloatArray, ceiling: FloatArray, *, upper: bool, what: str = "leakage"
+) -> None:
+    """Refuse computed bounds that are NaN, or (``upper``) below ``floor`` or (lower ends) above ``ceiling``:
+    both sides are rigorous, so either means the floating-point arithmetic left its range. ``what`` names
+    the quantity: a leakage coefficient ``l_i`` or a variance ``S_ii`` (``0 < S_ii <= 1 / min tau``)."""
+    bad = np.isnan(values) | ((values < floor) if upper else (values > ceiling))
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        side = "an upper" if upper else "a lower"
+        name = "leakage coefficient" if what == "leakage" else "variance"
+        raise CertificationError(
+            f"{side} bound on a {name} came out {float(values[k])!r} against the exact range "
+            f"[{floor[k]:.6g}, {ceiling[k]:.6g}]: the floating-point arithmetic left its range, so no "
+            "certificate is given."
+        )
+
+
+def _checked(result: MaxLeakage, floor: FloatArray) -> MaxLeakage:
+    """The final consistency check: a finite ``upper`` at least the largest single-edge coefficient."""
+    exact = float(floor.max(initial=0.0))
+    if not (math.isfinite(result.upper) and exact <= result.upper and result.lower <= result.upper):
+        raise CertificationError(
+            f"the certified maximum came out {result.upper!r}, against the exact lower bound {exact:.6g} "
+            "(the largest single-edge coefficient): the floating-point arithmetic left its range, so no "
+            "certificate is given."
+        )
+    return result
+
+
+def _row_sums_of_covariance(scaled: _Scaled) -> tuple[FloatArray, FloatArray]:
+    """Enclosure of ``y = Q^-1 1``: exactly ``1/tau`` for ``tau I`` (``Q 1 = tau 1``); else one solve,
+    intersected with ``1 / max tau <= y_i <= 1 / min tau`` (maximum principle on ``Q y = 1``)."""
+    prior = scaled.prior
+    if np.all(prior == prior[0]):
+        y = np.full(prior.size, 1.0 / prior[0])
+        return y * (1 - UNIT_ROUNDOFF), y * (1 + UNIT_ROUNDOFF)
+    low = np.full(prior.size, 1.0 / prior.max() * (1 - _gamma(1.0)))
+    high = np.full(prior.size, 1.0 / prior.min() * (1 + _gamma(1.0)))
+    approx, rho = _ones_solution_estimate(scaled.precision, scaled.diagonal_error)
+    if rho < 0.5:
+        slack = _gamma(4.0)
+        low = np.maximum(low, approx / (1 + rho) * (1 - slack))
+        high = np.minimum(high, approx / (1 - rho) * (1 + slack))
+    return low, high
+
+
+@dataclass(frozen=True)
+class _Scaled:
+    """The model divided by a power of two (``GaussianCorrelationModel._well_scaled``)."""
+
+    weights: SparseMatrix
+    precision: SparseMatrix
+    prior: FloatArray
+    diagonal_error: FloatArray
 
 
 # --- the model --------------------------------------------------------------------------------------------
@@ -618,9 +778,18 @@ class GaussianCorrelationModel:
         weights = _check_adjacency(adjacency)
         self._prior = _check_prior(tau, weights.shape[0])
         self._weights = weights
-        degrees = np.asarray(weights.sum(axis=1)).ravel()
-        self._precision = sp.csr_array(sp.diags_array(degrees + self._prior) - weights)
+        with np.errstate(over="ignore"):
+            diagonal = np.asarray(weights.sum(axis=1)).ravel() + self._prior
+        if not np.all(np.isfinite(diagonal)):
+            i = int(np.flatnonzero(~np.isfinite(diagonal))[0])
+            raise CertificationError(
+                f"the weights and prior of tuple {i} add up to more than the largest float; divide tau and "
+                "every weight by one factor (the leakage depends only on their ratio)."
+            )
+        self._precision = sp.csr_array(sp.diags_array(diagonal) - weights)
         self._precision.sort_indices()
+        # |Q_ii as declared - Q_ii as stored|: the degree is a sum of deg_i rounded terms, plus tau_i.
+        self._diagonal_error = _gamma(np.diff(weights.indptr) + 1.0) * diagonal
 
     @classmethod
     def from_edges(
@@ -726,15 +895,8 @@ class GaussianCorrelationModel:
         link = self._weights[[i]][:, u].toarray()[0]
         if not u.size or not np.any(link):
             return 0.0
-        _, high = _ones_solution_enclosure(self._block(u, u))
+        _, high = _ones_solution_enclosure(self._block(u, u), self._diagonal_error[u])
         return float(link @ high * (1 + _gamma(u.size)))
-
-    def _row_sums_of_covariance(self) -> tuple[FloatArray, FloatArray]:
-        """Enclosure of ``y = Q^-1 1``: exactly ``1/tau`` for ``tau I`` (``Q 1 = tau 1``), else one solve."""
-        if np.all(self._prior == self._prior[0]):
-            y = np.full(self.n, 1.0 / self._prior[0])
-            return y * (1 - UNIT_ROUNDOFF), y * (1 + UNIT_ROUNDOFF)
-        return _ones_solution_enclosure(self._precision)
 
     def leakage(self) -> FloatArray:
         """Every weak adversary's coefficient ``l_i = y_i / S_ii - 1`` (module theorem), index = tuple id.
@@ -766,16 +928,27 @@ class GaussianCorrelationModel:
         out[0] = _weak_coefficient(work[:2, :2], self.n - 1)
         return out
 
-    def _leakage_upper_bounds(self, sums_high: FloatArray) -> FloatArray:
-        """``u_i >= l_i`` for every node in ``O(nnz)`` from :func:`_covariance_diagonal_lower_bounds`;
-        exactly 0 for an isolated tuple (its block of ``Q`` is ``tau_i``, so ``y_i = S_ii = 1 / tau_i``)."""
-        lower = _covariance_diagonal_lower_bounds(self._weights, self._precision, self._prior)
-        bounds = _leakage_interval((sums_high, sums_high), (lower, lower))[1]
-        bounds[np.diff(self._weights.indptr) == 0] = 0.0
-        return bounds
+    def _well_scaled(self) -> _Scaled | None:
+        """``Q``, ``W``, the prior and the diagonal's error divided by the power of two ``2^e`` that puts the
+        largest ``Q_ii`` in ``[1/2, 1)`` (``l`` depends only on ``W / tau``), or ``None`` when that division
+        is not exact (an entry would become subnormal) or a scaled ``tau_k`` is below
+        :data:`NUMERIC_PRIOR_FLOOR` (module docstring, step 1)."""
+        exponent = math.frexp(float(self._precision.diagonal().max()))[1]
+        precision = self._precision.copy()
+        precision.data = np.ldexp(precision.data, -exponent)
+        weights = self._weights.copy()
+        weights.data = np.ldexp(weights.data, -exponent)
+        prior = np.ldexp(self._prior, -exponent)
+        normal = np.finfo(np.float64).tiny
+        if prior.min() < NUMERIC_PRIOR_FLOOR or (
+            precision.data.size and np.abs(precision.data).min() < normal
+        ):
+            return None
+        error = np.ldexp(self._diagonal_error, -exponent) + SMALLEST_SUBNORMAL
+        return _Scaled(weights=weights, precision=precision, prior=prior, diagonal_error=error)
 
     def certify_max_leakage(self, *, max_evaluations: int | None = None) -> MaxLeakage:
-        """The largest weak-adversary coefficient, certified and pruned (steps 1-3 of the module docstring).
+        """The largest weak-adversary coefficient, certified and pruned (steps 0-4 of the module docstring).
 
         Nodes are evaluated in decreasing order of their cheap bound, one first and then in growing blocks
         of simultaneous solves; evaluation stops when the next bound cannot beat the best certified lower
@@ -787,28 +960,55 @@ class GaussianCorrelationModel:
         (grids, lattices) every node stays a candidate, so at most ``max_evaluations`` nodes are evaluated
         (default ``max(256, 2^24 // n)``: every node up to ``n = 4096``; pass ``n`` for no cap). Beyond the
         cap ``upper`` also covers the largest remaining cheap bound: still an upper bound on the maximum, but
-        possibly loose (up to 1.9x on a 100 x 100 grid at tau = 0.01), so compare it with ``lower``."""
+        possibly loose (up to 1.9x on a 100 x 100 grid at tau = 0.01), so compare it with ``lower``.
+
+        When the floating-point phase cannot run (step 1: ``tau`` tiny next to the weights, or weights so
+        unequal that scaling would lose bits), the result is step 0's exact bounds (for a tiny ``tau``,
+        ``upper`` is the largest component size minus 1) and ``evaluated`` is 0. ``lower`` is never below
+        the largest single-edge coefficient. Raises :class:`CertificationError` rather than return a
+        number if a computed bound is NaN or contradicts an exact one."""
         default = max(256, EVALUATION_WORK // self.n)
         budget = default if max_evaluations is None else _check_budget(max_evaluations)
-        sums = self._row_sums_of_covariance()
-        bounds = self._leakage_upper_bounds(sums[1])
+        floor, ceiling = _structural_bounds(self._weights, self._prior)
+        scaled = self._well_scaled()
+        if scaled is None:
+            node = int(np.argmax(ceiling))
+            return _checked(MaxLeakage(float(ceiling[node]), float(floor.max()), node, 0), floor)
+        sums = _row_sums_of_covariance(scaled)
+        variance_floor = _covariance_diagonal_lower_bounds(
+            scaled.weights, scaled.precision, scaled.prior, scaled.diagonal_error
+        )
+        most = 1.0 / scaled.prior.min() * (1 + _gamma(2.0))  # S_ii <= 1 / lambda_min(Q) <= 1 / min tau
+        _consistent(variance_floor, np.zeros(self.n), np.full(self.n, most), upper=False, what="variance")
+        ritz = _leakage_interval((sums[1], sums[1]), (variance_floor, variance_floor))[1]
+        # an isolated tuple: its block of Q is tau_i, so y_i = S_ii = 1 / tau_i and l_i = 0 (theorem 4.1)
+        ritz[np.diff(self._weights.indptr) == 0] = 0.0
+        _consistent(ritz, floor, ceiling, upper=True)
+        bounds = np.fmin(ritz, ceiling)
         order = np.argsort(-bounds, kind="stable")
-        smallest = float(self._prior.min())
+        smallest = float(scaled.prior.min())
         best_lower, best_upper, best_node, done, evaluated, block = 0.0, 0.0, int(order[0]), 0, 0, 1
         while done < self.n and bounds[order[done]] > best_lower and evaluated < budget:
             chunk = order[done : done + min(block, budget - evaluated)]
             done += chunk.size
             chunk = chunk[bounds[chunk] > best_lower]
             evaluated += chunk.size
-            variances = _inverse_diagonal_enclosure(self._precision, chunk, smallest)
+            variances = _inverse_diagonal_enclosure(scaled.precision, chunk, smallest, scaled.diagonal_error)
+            none, cap = np.zeros(chunk.size), np.full(chunk.size, most)
+            _consistent(variances[0], none, cap, upper=False, what="variance")
+            _consistent(variances[1], none, cap, upper=True, what="variance")
             low, high = _leakage_interval((sums[0][chunk], sums[1][chunk]), variances)
+            _consistent(high, floor[chunk], ceiling[chunk], upper=True)
+            _consistent(low, floor[chunk], ceiling[chunk], upper=False)
+            low, high = np.maximum(low, floor[chunk]), np.fmin(high, bounds[chunk])
             best_lower = max(best_lower, float(low.max()))
             if high.max() > best_upper:
                 best_upper, best_node = float(high.max()), int(chunk[np.argmax(high)])
             block = min(4 * block, max(1, BLOCK_ENTRIES // self.n))
         if done < self.n and bounds[order[done]] > best_upper:  # out of budget: the rest is only bounded
             best_upper, best_node = float(bounds[order[done]]), int(order[done])
-        return MaxLeakage(upper=best_upper, lower=best_lower, node=best_node, evaluated=evaluated)
+        lower = max(best_lower, float(floor.max()))
+        return _checked(MaxLeakage(upper=best_upper, lower=lower, node=best_node, evaluated=evaluated), floor)
 
     def max_leakage(self, *, max_evaluations: int | None = None) -> float:
         """``max_A l_A`` over all ``n 2^(n-1)`` adversaries (theorem 5.2), as a certified upper bound
@@ -835,7 +1035,10 @@ class GaussianCorrelationModel:
 
 
 def _covariance_diagonal_lower_bounds(
-    weights: SparseMatrix, precision: SparseMatrix, prior: FloatArray
+    weights: SparseMatrix,
+    precision: SparseMatrix,
+    prior: FloatArray,
+    diagonal_error: FloatArray | None = None,
 ) -> FloatArray:
     """A lower bound on every ``S_ii`` in ``O(nnz)``: Rayleigh-Ritz on ``V_i = [e_i, w_i, 1]``.
 
@@ -845,8 +1048,11 @@ def _covariance_diagonal_lower_bounds(
     (``Q 1 = tau``).
     ``w^T Q w`` is replaced by ``sum_j w_ij^2 Q_jj``, which is larger (the dropped terms ``-w_ij w_ik w_jk``
     are ``<= 0``) and so keeps the bound valid. ``c = G^-1 b`` is solved approximately (any ``c`` is valid);
-    the quotient is evaluated with ``gamma_k`` slack for the rounding of ``G``'s sums and of ``c^T G c``.
-    The ``1`` direction carries the global mode ``1 / sum tau`` that dominates ``S_ii`` for small ``tau``."""
+    the quotient is evaluated with ``gamma_k`` slack for the rounding of ``G``'s sums (``Q``'s stored diagonal
+    included) and of ``c^T G c``, and an absolute slack for products that underflow. A quotient that is not
+    finite (its numerator overflowed) is dropped, and ``1 / Q_ii`` (``diagonal_error`` added to ``Q_ii``)
+    remains. The ``1`` direction carries the global mode ``1 / sum tau`` that dominates ``S_ii`` for small
+    ``tau``."""
     n = prior.size
     squares = weights.multiply(weights)
     gram = np.zeros((n, 3, 3))
@@ -858,12 +1064,18 @@ def _covariance_diagonal_lower_bounds(
     gram[:, 2, 2] = prior.sum()
     gram[gram[:, 1, 1] == 0, 1, 1] = 1.0  # an isolated tuple: w_i = 0 is not a direction
     b = np.array([1.0, 0.0, 1.0])
-    regularised = gram + 1e-12 * np.einsum("nii->ni", gram)[:, :, None] * np.eye(3)
-    c = np.linalg.solve(regularised, np.broadcast_to(b, (n, 3))[..., None])[..., 0]
-    quadratic = np.einsum("ni,nij,nj->n", c, gram, c)
-    slack = _gamma(n + np.diff(weights.indptr).max(initial=0) + 16) * np.einsum(
-        "ni,nij,nj->n", np.abs(c), np.abs(gram), np.abs(c)
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ritz = np.where(quadratic - slack > 0, (c @ b) ** 2 * (1 - _gamma(4.0)) / (quadratic + slack), 0.0)
-    return np.asarray(np.maximum(ritz, 1.0 / gram[:, 0, 0]) * (1 - _gamma(3.0)))
+    terms = n + np.diff(weights.indptr).max(initial=0) + 16
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        regularised = gram + 1e-12 * np.einsum("nii->ni", gram)[:, :, None] * np.eye(3)
+        c = np.linalg.solve(regularised, np.broadcast_to(b, (n, 3))[..., None])[..., 0]
+        quadratic = np.einsum("ni,nij,nj->n", c, gram, c)
+        size = 1.0 + np.abs(c).max(axis=1)
+        slack = _gamma(terms) * np.einsum("ni,nij,nj->n", np.abs(c), np.abs(gram), np.abs(c))
+        slack = slack + 16 * terms * SMALLEST_SUBNORMAL * size * size
+        numerator = (c @ b) ** 2 * (1 - _gamma(4.0)) - 4 * SMALLEST_SUBNORMAL
+        ritz = numerator / (quadratic + slack)
+        usable = np.isfinite(ritz) & (quadratic - slack > 0) & (numerator > 0)
+        ritz = np.where(usable, ritz, 0.0)
+        error = 0.0 if diagonal_error is None else diagonal_error
+        single = 1.0 / (gram[:, 0, 0] + error) * (1 - _gamma(3.0))
+    return np.asarray(np.maximum(ritz * (1 - _gamma(3.0)), single))

@@ -28,7 +28,7 @@ from .multidim import MultidimensionalEstimate, MultidimensionalSampling
 from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMechanism
 from .padding import PaddingSamplingOracle, UserSets
 from .rappor import RAPPOR, RapporClient, RapporDecoding
-from .reports import FORMAT_VERSION, Reports
+from .reports import FORMAT_VERSION, ReportFormatError, Reports
 from .sketch import CountMeanSketch, HadamardCountMeanSketch
 from .spatial import PCEP, PSDA, LocationHierarchy, SpatialCounts
 from .unary import OUE, SUE, THE, UnaryEncoding
@@ -70,6 +70,7 @@ __all__ = [
     "RapporClient",
     "RapporDecoding",
     "Recommendation",
+    "ReportFormatError",
     "Reports",
     "SpatialCounts",
     "TreeHist",

@@ -8,6 +8,11 @@ so ``P(y | v) / P(y | v') <= exp(eps/2 (|y_v - 1| - |y_v| + |y_v'| - |y_v' - 1|)
 numbers involved. In the framework's terms the "support count" is the plain sum, ``p* - q* = 1``, ``q* = 0``,
 and every report contributes the noise variance ``2 e^-a / (1 - e^-a)^2`` (``a = eps/2``) to each count.
 SHE is dominated by THE and by OUE (Wang et al., Table 1); it is here for completeness and comparison.
+
+The server accepts exactly what a client can send: signed integers of at most 32 bits whose magnitude is
+below ``2^31 - 1`` (the client refuses to send a coordinate that large, which the epsilon floor makes an
+``e^-16000`` event). Column sums are then exact: a block of at most ``2^32`` reports sums in int64 without
+overflow, since ``2^32 (2^31 - 2) < 2^63``, and blocks are added as Python integers (:func:`column_sums`).
 """
 
 from __future__ import annotations
@@ -25,10 +30,26 @@ from ..privacy import Number
 from .framework import FloatArray, FrequencyOracle, IntArray
 from .reports import Reports
 
-__all__ = ["SHE"]
+__all__ = ["SHE", "column_sums"]
 
 #: Clients per chunk, so the noise for a chunk stays near 2**24 coordinates.
 _CHUNK_COORDINATES = 1 << 24
+#: Every coordinate a client sends has magnitude below this (client and server check the same bound).
+_LIMIT = 2**31 - 1
+#: Rows summed in one int64 block: ``2^32 * (2^31 - 2) < 2^63``, so a block sum never overflows.
+_SUM_ROWS = 1 << 32
+
+
+def column_sums(noisy: NDArray[np.signedinteger[Any]]) -> FloatArray:
+    """Exact column sums of a 2-d array of integers of magnitude below ``2^31``, as floats.
+
+    Each block of at most ``2^32`` rows is summed in int64 (``|sum| < 2^32 * 2^31 = 2^63``: no overflow);
+    the block sums are added as Python integers, so any number of rows is exact before the final rounding.
+    """
+    total = np.zeros(noisy.shape[1], dtype=object)
+    for start in range(0, noisy.shape[0], _SUM_ROWS):
+        total += noisy[start : start + _SUM_ROWS].sum(axis=0, dtype=np.int64).astype(object)
+    return np.asarray(total.astype(np.float64), dtype=np.float64)
 
 
 class SHE(FrequencyOracle):
@@ -82,21 +103,33 @@ class SHE(FrequencyOracle):
             rows = min(step, n - start)
             noise = np.asarray(discrete_laplace(scale, size=rows * d, rng=source)).reshape(rows, d)
             noise[np.arange(rows), values[start : start + rows]] += 1
-            if np.abs(noise).max(initial=0) >= 2**31 - 1:
+            if np.abs(noise).max(initial=0) >= _LIMIT:
                 raise AssertionError("an SHE coordinate left int32, which the epsilon floor rules out; a bug")
             noisy[start : start + rows] = noise
         return {"noisy": noisy}
 
     def _check_payload(self, reports: Reports) -> None:
+        """Refuse anything but what a client sends: a signed integer array (at most 32 bits) of shape
+        ``(n, d)`` whose entries have magnitude below ``2^31 - 1``."""
         arr = reports.arrays.get("noisy")
-        if arr is None or arr.dtype.kind != "i" or arr.ndim != 2 or arr.shape[1] != self._d:
-            raise ValueError(f"SHE reports need an integer array 'noisy' of shape (n, {self._d}).")
+        if (
+            arr is None
+            or arr.dtype.kind != "i"
+            or arr.dtype.itemsize > 4
+            or arr.ndim != 2
+            or arr.shape[1] != self._d
+            or (arr.size and (int(arr.min()) <= -_LIMIT or int(arr.max()) >= _LIMIT))
+        ):
+            raise ValueError(
+                f"SHE reports need an int32 array 'noisy' of shape (n, {self._d}) with entries of magnitude "
+                f"below 2**31 - 1."
+            )
 
     def _support_counts(self, reports: Reports) -> FloatArray:
-        return np.asarray(reports["noisy"].sum(axis=0, dtype=np.int64), dtype=np.float64)
+        return column_sums(reports["noisy"])
 
     def _candidate_support_counts(self, reports: Reports, candidates: IntArray) -> FloatArray:
-        return np.asarray(reports["noisy"][:, candidates].sum(axis=0, dtype=np.int64), dtype=np.float64)
+        return column_sums(reports["noisy"][:, candidates])
 
     def _supports(self, reports: Reports, values: IntArray) -> NDArray[np.bool_]:
         """SHE has no support set; a noisy coordinate above 1/2 is taken as support (THE's view of it)."""

@@ -190,7 +190,6 @@ class MultidimensionalSampling(LocalRandomizer):
         self._k = sample_size(self._epsilon, self._d)
         share = self._epsilon / self._k
         self._numeric = numeric_type(epsilon=share)
-        self._bound = self._numeric.output_bound
         self._oracles = {c: OUE(epsilon=share, domain_size=m) for c, m in self._categorical.items()}
         self._is_categorical = np.zeros(self._d, dtype=np.bool_)
         self._is_categorical[list(self._categorical)] = True
@@ -328,10 +327,11 @@ class MultidimensionalSampling(LocalRandomizer):
             raise ValueError(
                 f"{self.protocol} reports need a float array 'values' of shape {attributes.shape}."
             )
-        numeric = values[~self._is_categorical[attributes]]
-        if not np.all(np.abs(numeric) <= self._bound):  # also refuses NaN
+        categorical = self._is_categorical[attributes]
+        self._numeric.check_reports(values[~categorical], f"{self.protocol} report values")
+        if np.any(values[categorical] != 0):  # also refuses NaN
             raise ValueError(
-                f"{self.protocol} report values must lie in [-{self._bound:g}, {self._bound:g}]."
+                f"{self.protocol} reports must carry the value 0 for every categorical attribute."
             )
         if self._oracles:
             check_payload_range(reports, "bits", 256, columns=self._k * self._bytes)

@@ -12,6 +12,12 @@ privacy argument uses is dyadic and exact. Coins whose probability depends on ``
 window sits, Duchi's sign) are placed so that *any* value of them keeps the ratio at most ``e^eps``: the
 privacy proof never looks at them, and their floating-point rounding can only move the estimate by
 ``2^-53``.
+
+The server side mirrors this: :meth:`NumericRandomizer.estimate_mean` (and :mod:`.multidim`, through
+:meth:`NumericRandomizer.check_reports`) accepts exactly the finite output space :attr:`~NumericRandomizer.
+outputs` of the randomizer and refuses any other number, NaN and infinities included. The estimator of
+Wang et al. 2019 (Sec. III) is only unbiased, with the stated variance, over reports from that space: one
+forged report of ``1e6`` among ``10^5`` honest ones would move the mean by 10.
 """
 
 from __future__ import annotations
@@ -76,6 +82,14 @@ def _exact_coins(probability: Fraction, n: int, source: RandomSource) -> NDArray
     return unpack_bits(bernoulli_words(probability, -(-n // 64), source), n).astype(np.bool_)
 
 
+def _output_space(values: ArrayLike) -> FloatArray:
+    """``values`` sorted, without repeats and read-only: an output space for :meth:`NumericRandomizer.
+    check_reports`."""
+    space = np.unique(np.asarray(values, dtype=np.float64))
+    space.setflags(write=False)
+    return space
+
+
 class NumericRandomizer(LocalRandomizer):
     """Common surface: ``randomize(values, rng=None)`` and ``estimate_mean(reports)``.
 
@@ -83,6 +97,10 @@ class NumericRandomizer(LocalRandomizer):
     """
 
     neighbour = "local: any two values in [-1, 1] of one client"
+    #: Every report the randomizer can send, sorted (set by each subclass; see :attr:`outputs`).
+    _outputs: FloatArray
+    #: The output space in words, for refusals.
+    _output_words: str
 
     def randomize(self, values: ArrayLike, rng: Rng = None) -> FloatArray:
         """One report per client; ``E[report | x] = x``."""
@@ -97,15 +115,45 @@ class NumericRandomizer(LocalRandomizer):
 
     @property
     def output_bound(self) -> float:
-        """The largest ``|report|`` this randomizer sends (a server refuses anything beyond it)."""
+        """The largest ``|report|`` this randomizer sends (a server refuses anything beyond it, and every
+        other number outside :attr:`outputs`)."""
         raise NotImplementedError
+
+    @property
+    def outputs(self) -> FloatArray:
+        """Every report an honest client can send, sorted and read-only: the randomizer's exact (finite)
+        output space, which is all :meth:`check_reports` accepts."""
+        return self._outputs
+
+    def check_reports(self, reports: ArrayLike, what: str = "reports") -> FloatArray:
+        """``reports`` as a float array, or a one-sentence ``ValueError`` unless every entry is one of
+        :attr:`outputs` (so no NaN, no infinity, nothing beyond :attr:`output_bound` and nothing between two
+        outputs); ``what`` names the reports in the refusal.
+
+        The membership test is exact: each report is compared with the output the binary search finds for
+        it, and the client sends these very doubles (module docstring)."""
+        y = np.asarray(reports)
+        if y.dtype.kind not in "iuf":
+            raise ValueError(f"{what} must be real numbers, got an array of {y.dtype}.")
+        y = y.astype(np.float64, copy=False)
+        space = self._outputs
+        nearest = space[np.minimum(np.searchsorted(space, y), space.size - 1)]
+        outside = int(np.count_nonzero(nearest != y))  # NaN never equals, so it is counted
+        if outside:
+            raise ValueError(
+                f"{outside} of the {y.size} {what} lie outside the output space of {self!r} "
+                f"({self._output_words}); an honest client never sends them."
+            )
+        return y
 
     def estimate_mean(self, reports: ArrayLike) -> MeanEstimate:
         """The unbiased mean of the clients' values; its variance takes each client at the worst case
-        ``|x| = 1`` (a bound, since the values are unknown)."""
-        y = np.asarray(reports, dtype=np.float64)
+        ``|x| = 1`` (a bound, since the values are unknown). Reports outside :attr:`outputs` are refused
+        (:meth:`check_reports`)."""
+        y = np.asarray(reports)
         if y.ndim != 1 or y.size == 0:
             raise ValueError("reports must be a non-empty 1-d array.")
+        y = self.check_reports(y)
         worst = float(np.max(self.variance(np.array([-1.0, 0.0, 1.0]))))
         return MeanEstimate(mean=float(y.mean()), variance=worst / y.size, n=int(y.size))
 
@@ -124,6 +172,8 @@ class DuchiMechanism(NumericRandomizer):
         super().__init__(epsilon=epsilon)
         self._p0 = flip_probability(self._epsilon, "Duchi mechanism")
         self._bound = float(1 / (1 - 2 * self._p0))
+        self._outputs = _output_space(np.array([-self._bound, self._bound]))
+        self._output_words = f"{{-B, +B}} with B = {self._bound!r}"
 
     @property
     def output_bound(self) -> float:
@@ -182,6 +232,9 @@ class PiecewiseMechanism(NumericRandomizer):
         self._alpha = float(p) - float(1 - p) * k / (m - k)
         # Window starts range over 0 .. m - k; the window centre is then -C + width (start + k / 2).
         self._width = width
+        # Every cell has probability P / k or (1 - P) / (M - k) > 0, so every centre can be sent.
+        self._outputs = _output_space(self._centres)
+        self._output_words = f"the {m} cell centres of [-C, C] with C = {self._c!r}"
 
     @property
     def output_bound(self) -> float:
@@ -233,10 +286,18 @@ class HybridMechanism(NumericRandomizer):
         self._duchi = DuchiMechanism(epsilon=self._epsilon)
         self._pm = PiecewiseMechanism(epsilon=self._epsilon)
         self._a = -math.expm1(-self.epsilon / 2) if self.epsilon > 0.61 else 0.0
+        if self._a > 0:
+            self._outputs = _output_space(np.concatenate([self._duchi.outputs, self._pm.outputs]))
+            self._output_words = f"{self._duchi._output_words}, and {self._pm._output_words}"
+        else:  # Duchi's mechanism alone: a Piecewise cell is not an honest report
+            self._outputs = self._duchi.outputs
+            self._output_words = f"Duchi's alone at this epsilon, {self._duchi._output_words}"
 
     @property
     def output_bound(self) -> float:
-        return max(self._duchi.output_bound, self._pm.output_bound)
+        """``max(B, C)``, or Duchi's ``B`` when the Piecewise mechanism is never used."""
+        pm = self._pm.output_bound if self._a > 0 else 0.0
+        return max(self._duchi.output_bound, pm)
 
     @property
     def piecewise_share(self) -> float:

@@ -2,25 +2,60 @@
 
 The seed describes a mechanism ``m(q, D)`` as something that wraps a query and a database and returns a
 function producing the (noisy) result -- a Decorator. ``@private(mechanism=..., ledger=...)`` turns a plain
-query function ``f(data) -> number | array`` into a differentially private release:
+query function ``f(data) -> number | array`` into a differentially private release.
 
-1. the query runs, the mechanism draws its noise and its error bound is computed (in memory; nothing
-   is returned yet, so a query or mechanism error costs nothing),
-2. the ledger is charged the mechanism's privacy loss in one transaction (refusal raises and the noisy
-   value is discarded),
-3. only then is the value returned, as a :class:`Release` carrying its error bound and ledger entry.
+**Order of a call, and why.** Everything a refusal could depend on is decided before the query sees the
+data; once it has, every outcome is paid for and looks the same from outside:
 
-This is kakeibo's choke point for central DP: the only way to obtain the value is through step 2.
+1. *Public checks, free:* the ``rng=`` argument, and the arguments against the query's signature (a
+   ``TypeError`` for a wrong call). The mechanism, ledger, confidence and ``default`` were checked when
+   the decorator was applied (``default`` by releasing it once, a public value, so a mechanism that cannot
+   release it is refused there).
+2. *Charge, committed:* ``ledger.charge`` in one transaction, before the query runs. A refusal
+   (``BudgetExceeded``, a repeated ``request_id``: ``DuplicateRequest``, a bad label or id) costs nothing
+   and depends only on the ledger and the arguments, never on the data.
+3. *Query:* the function runs (its warnings and floating-point warnings are discarded: they depend on the
+   data). If it raises ``Exception``, its answer is taken to be ``default``: the exception does not
+   propagate.
+4. *Draw:* the mechanism releases the answer (``default`` in its place if the query raised) and, always,
+   ``default`` (broadcast to the answer's shape when it can be), so every outcome does the same work. If
+   the answer cannot be released -- NaN or infinite, beyond the noise grid, not a whole number for an
+   integer mechanism, a shape or dtype whose release differs in structure from ``default``'s -- or the
+   query raised, the release of ``default`` is returned. The result never says which: a flag would itself
+   be the leak.
+5. *Return* the :class:`Release` with its error bound and ledger entry.
+
+The old order (query, draw, then charge; "a query or mechanism error costs nothing") let an analyst ask
+for the mean of a selection that is empty without one person, or a value too large for the noise grid only
+with them, and read that person's presence from a free ``ValueError``. A charge alone would not fix it: an
+exception in one world and a number in the other tell the worlds apart whatever was paid, which is why
+step 3 and 4 map every failure to the release of one fixed public value.
+
+What this promises: the release is ``mechanism`` applied to ``g(D)``, where ``g`` is the query with every
+failure replaced by ``default``; the mechanism's sensitivity must hold for ``g``, so choose ``default``
+within the range of the query's answers (0 for counts and sums; for a mean, a value inside the clamping
+range). The answer's shape is released as it is: a query's shape must not depend on the data, and an array
+query should declare ``default`` with that shape (``np.zeros(k)``), so that even a failure releases it.
+Not hidden: how long the query itself runs, and anything it prints (warnings are silenced with
+``warnings.catch_warnings``, which is process-wide: a query running in another thread at the same time may
+still print one). Test a query on the data directly (without the decorator), because under it an exception
+is, by design, indistinguishable from a value.
+
+This is kakeibo's choke point for central DP: the only way to obtain the value is after step 2.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec
 
-from ..noise import resolve_source
+import numpy as np
+
+from ..noise import RandomSource, resolve_source
 from ..privacy import PrivacyLoss
 from ._base import Mechanism, Rng, check_beta
 
@@ -38,8 +73,9 @@ class Release:
 
     ``error_bound`` is the half-width of a ``confidence``-level interval around each coordinate:
     ``Pr(|value_i - true_i| > error_bound) <= 1 - confidence`` (``None`` for mechanisms such as
-    ``Exponential`` whose output is not the answer plus noise). ``seeded`` is True when the noise came
-    from a caller-supplied generator (reproducible, hence not private against whoever knows the seed).
+    ``Exponential`` whose output is not the answer plus noise); "true" is the query's answer, or the
+    decorator's public ``default`` where the answer could not be released. ``seeded`` is True when the noise
+    came from a caller-supplied generator (reproducible, hence not private against whoever knows the seed).
     """
 
     value: Any
@@ -60,6 +96,30 @@ class Release:
         return self.value - self.error_bound, self.value + self.error_bound
 
 
+def _structure(released: Any) -> tuple[type, tuple[int, ...], np.dtype[Any]]:
+    """What a release shows besides its numbers: Python type, shape and dtype."""
+    return type(released), np.shape(released), np.asarray(released).dtype
+
+
+def _attempt(mechanism: Mechanism, value: Any, source: RandomSource) -> Any | None:
+    """``mechanism.release(value)``, or ``None`` if the mechanism refuses it (whatever the exception)."""
+    try:
+        return mechanism.release(value, rng=source)
+    except Exception:  # the refusal depends on the data; it must not escape
+        return None
+
+
+def _default_like(default: Any, answer: Any, failed: bool) -> Any:
+    """``default`` broadcast to the answer's shape when the answer has one it broadcasts to; else as is."""
+    if failed:
+        return default
+    try:
+        shape = np.shape(answer)
+        return np.array(np.broadcast_to(np.asarray(default), shape)) if shape else default
+    except Exception:  # a ragged or shapeless answer: use the default as declared
+        return default
+
+
 def private(
     *,
     mechanism: Mechanism,
@@ -68,13 +128,16 @@ def private(
     analyst: str | None = None,
     dataset: str | None = None,
     confidence: float = 0.95,
+    default: Any = 0,
 ) -> Callable[[Callable[P, Any]], Callable[P, Release]]:
-    """Make ``query`` a DP release through ``mechanism``, charged to ``ledger`` before it returns.
+    """Make ``query`` a DP release through ``mechanism``, charged to ``ledger`` before the query runs.
 
     The decorated function takes the query's own arguments plus keyword-only ``rng=`` (default: secure)
     and ``request_id=`` (an idempotency key: a request id is charged once; presenting it again raises
-    :class:`kakeibo.accounting.DuplicateRequest`, because a second noisy draw would leak more without
-    being charged).
+    :class:`kakeibo.accounting.DuplicateRequest` before the query runs, because a second noisy draw would
+    leak more without being charged). ``default`` is the public value released in place of an answer that
+    cannot be released or a query that raised (module docstring): every call that passes the budget check
+    is charged and returns a :class:`Release`, whatever the data.
 
     >>> import tempfile, os, numpy as np
     >>> from kakeibo.accounting import Ledger
@@ -88,17 +151,33 @@ def private(
     (0.5, True)
     """
     check_beta(1 - confidence, "1 - confidence")
+    if not isinstance(mechanism, Mechanism):
+        raise TypeError(f"mechanism must be a kakeibo Mechanism, got {type(mechanism).__name__}.")
+    if not callable(getattr(ledger, "charge", None)):
+        raise TypeError(f"ledger must be a kakeibo Ledger, got {type(ledger).__name__}.")
+    try:  # a public value, released with throwaway noise: refuse a default the mechanism cannot release
+        mechanism.release(default, rng=np.random.default_rng(0))
+    except Exception as error:  # any refusal of a public value is the caller's mistake
+        raise ValueError(
+            f"default={default!r} must be a value {type(mechanism).__name__} can release ({error})"
+        ) from error
+    bound = mechanism.error_bound(1 - confidence) if mechanism.additive else None
 
     def decorate(query: Callable[P, Any]) -> Callable[P, Release]:
         name: str = label or str(getattr(query, "__qualname__", "query"))
+        try:
+            signature: inspect.Signature | None = inspect.signature(query)
+        except (TypeError, ValueError):  # some builtins have none: no arity check then
+            signature = None
 
         @functools.wraps(query)
         def release(*args: P.args, **kwargs: P.kwargs) -> Release:
             rng: Rng = kwargs.pop("rng", None)  # type: ignore[assignment]
             request_id: str | None = kwargs.pop("request_id", None)  # type: ignore[assignment]
-            noisy = mechanism.release(query(*args, **kwargs), rng=rng)
-            bound = mechanism.error_bound(1 - confidence) if mechanism.additive else None
-            entry = ledger.charge(
+            source = resolve_source(rng)  # 1. public checks (free)
+            if signature is not None:
+                signature.bind(*args, **kwargs)
+            entry = ledger.charge(  # 2. committed before the query sees the data
                 mechanism.privacy_loss,
                 label=name,
                 analyst=analyst,
@@ -106,14 +185,29 @@ def private(
                 request_id=request_id,
                 replay=False,
             )
-            return Release(
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                failed = False
+                answer: Any = default
+                try:  # 3. the query: an exception is an answer that cannot be released
+                    answer = query(*args, **kwargs)
+                except Exception:  # data-dependent; propagating it would be the oracle
+                    failed = True
+                # 4. two draws, always (if the query raised, its answer is the default)
+                noisy = _attempt(mechanism, answer, source)
+                fallback = _attempt(mechanism, _default_like(default, answer, failed), source)
+                if fallback is None:  # the broadcast default was refused (size): the declared one
+                    fallback = mechanism.release(default, rng=source)
+            if noisy is None or _structure(noisy) != _structure(fallback):
+                noisy = fallback
+            return Release(  # 5.
                 value=noisy,
                 mechanism=type(mechanism).__name__,
                 privacy_loss=mechanism.privacy_loss,
                 confidence=confidence,
                 error_bound=bound,
                 entry=entry,
-                seeded=not resolve_source(rng).secure,
+                seeded=not source.secure,
             )
 
         return release

@@ -48,6 +48,14 @@ release is not hardened against low-bit attacks (Mironov 2012) the way kakeibo's
 The minimiser is computed by L-BFGS with an analytic gradient, refined by Newton steps until every
 coordinate of the gradient is below ``1e-10``; a run that does not get there raises.
 
+**Labels are declared, not read from the data.** ``classes=(negative, positive)`` is a required
+parameter; ``classes_`` is that pair, sorted, so the model never reports a value found in ``y`` (a label
+such as ``"alice:HIV+"`` would otherwise come back verbatim). A record whose label equals the positive
+class is ``+1``; every other record is ``-1``, including one whose label is not declared at all. That map
+uses nothing but the record itself (like the row clipping below), so the fit stays epsilon-DP under the
+same neighbour relation, and no label can make ``fit`` refuse, charge differently or fail: refusing an
+undeclared label -- before the charge or after it -- would tell the analyst that some record carries one.
+
 **Rows** are mapped to norm at most 1 record by record: ``x -> x / max(1, ||x|| / norm_bound) /
 norm_bound`` (rows longer than ``norm_bound`` are shrunk onto that sphere, then everything is divided by
 ``norm_bound``). The map uses nothing but the record itself, so the mechanism composed with it is still
@@ -60,9 +68,10 @@ untouched, so for them the model is exactly linear).
 
 >>> from kakeibo.ml.datasets import load_wdbc
 >>> data = load_wdbc()
->>> model = DPLogisticRegression(epsilon=1.0, norm_bound=5.5, random_state=0).fit(data.X, data.y)
->>> model.privacy_loss_, model.coef_.shape
-(PureDP(epsilon=Fraction(1, 1)), (1, 30))
+>>> model = DPLogisticRegression(epsilon=1.0, norm_bound=5.5, classes=(-1, 1), random_state=0)
+>>> model = model.fit(data.X, data.y)
+>>> model.privacy_loss_, model.coef_.shape, model.classes_.tolist()
+(PureDP(epsilon=Fraction(1, 1)), (1, 30), [-1, 1])
 """
 
 from __future__ import annotations
@@ -83,7 +92,7 @@ from ..accounting import Ledger
 from ..mechanisms._base import check_positive
 from ..noise._source import RandomSource
 from ..privacy import PureDP
-from ._common import FloatMatrix, RandomState, check_binary_labels, check_features, random_source
+from ._common import FloatMatrix, RandomState, check_features, random_source
 
 __all__ = [
     "Calibration",
@@ -290,6 +299,53 @@ def _perturbed_minimiser(
     )
 
 
+def _check_classes(classes: Any) -> NDArray[np.generic]:
+    """The declared label pair, sorted (``classes_[1]`` is the positive class): two distinct labels."""
+    if classes is None:
+        raise ValueError(
+            "declare the two labels with classes=(negative, positive): the label set is public and is not "
+            "read from y."
+        )
+    if isinstance(classes, (str, bytes)) or not hasattr(classes, "__len__") or len(classes) != 2:
+        raise ValueError(f"classes must be a pair of two labels, got {classes!r}.")
+    pair = list(classes)
+    if any(label is None for label in pair) or pair[0] == pair[1]:
+        raise ValueError(f"classes must be two distinct labels, got {classes!r}.")
+    try:
+        ordered = sorted(pair)
+    except TypeError as error:
+        raise TypeError(f"classes must be two labels of one comparable type, got {classes!r}.") from error
+    out = np.asarray(ordered)
+    if out.shape != (2,):
+        raise ValueError(f"classes must be a pair of two scalar labels, got {classes!r}.")
+    return out
+
+
+def _label_signs(y: ArrayLike, n_samples: int, classes: NDArray[np.generic]) -> NDArray[np.int64]:
+    """``+1`` where the label is ``classes[1]``, ``-1`` everywhere else (undeclared labels included; module
+    docstring). Only the length of ``y`` is checked, and ``n`` is public."""
+    labels = np.asarray(y)
+    if labels.ndim != 1 or labels.shape[0] != n_samples:
+        raise ValueError(f"y must be a 1-d array of {n_samples} labels, got shape {labels.shape}.")
+    try:
+        with np.errstate(all="ignore"):
+            positive = np.asarray(labels == classes[1], dtype=bool)
+    except Exception:  # an object label whose comparison fails: compare one by one
+        positive = np.array([_equals(label, classes[1]) for label in labels.tolist()], dtype=bool)
+    if positive.shape != labels.shape:  # numpy gave up comparing the types: no label equals the class
+        positive = np.zeros(labels.shape, dtype=bool)
+    return np.where(positive, 1, -1).astype(np.int64)
+
+
+def _equals(label: Any, positive: Any) -> bool:
+    """``label == positive`` as a bool, False when the comparison itself fails (a label is data: it must
+    not be able to make ``fit`` raise)."""
+    try:
+        return bool(label == positive)
+    except Exception:
+        return False
+
+
 def _clip_rows(X: FloatMatrix, norm_bound: float) -> FloatMatrix:
     """Each row divided by ``max(1, ||x|| / norm_bound)``: rows longer than ``norm_bound`` shrink onto it."""
     shrink = np.maximum(1.0, np.linalg.norm(X, axis=1) / norm_bound)
@@ -321,6 +377,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         ledger: Ledger | None = None,
         dataset: str | None = None,
         label: str | None = None,
+        classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
         self.epsilon = epsilon
@@ -331,6 +388,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.ledger = ledger
         self.dataset = dataset
         self.label = label
+        self.classes = classes
         self.random_state = random_state
 
     def _loss(self) -> MarginLoss:
@@ -394,11 +452,13 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         """Train on ``(X, y)`` with ``epsilon``-DP per record (module docstring). Order: every check, then
         the ledger charge, then the noise and the solver, then the fitted attributes. A refused charge
         raises before any noise is drawn and leaves the estimator as it was; a failed optimisation after
-        the charge raises too (its budget stays spent: whether the solver fails depends on the data)."""
+        the charge raises too (its budget stays spent: whether the solver fails depends on the data).
+        ``classes`` must be declared; labels in ``y`` outside it count as the negative class."""
         epsilon, regularization, norm_bound = self._check_params()
+        classes = _check_classes(self.classes)
         loss = self._loss()
         features = check_features(X)
-        label_signs, classes = check_binary_labels(y, features.shape[0])
+        label_signs = _label_signs(y, features.shape[0], classes)
         source = random_source(self.random_state)
         calibration = self._calibrate(epsilon, features.shape[0], regularization, loss)
         Z = _design(features, norm_bound, bool(self.fit_intercept))
@@ -438,15 +498,16 @@ class DPLogisticRegression(_DPLinearClassifier):
     ``method``: ``"objective"`` (Algorithm 2, the default; ``c = 1/4``) or ``"output"`` (Algorithm 1).
     ``norm_bound``: the row norm treated as 1 (longer rows are shrunk). ``fit_intercept``: append a
     constant feature (the intercept is regularised). ``ledger`` / ``dataset`` / ``label``: where and under
-    which names ``fit`` pays ``PureDP(epsilon)``. ``random_state``: int (reproducible; tests only), numpy
-    Generator or None (the OS CSPRNG).
+    which names ``fit`` pays ``PureDP(epsilon)``. ``classes``: the two labels, declared (required; the
+    larger one is the positive class; any other label in ``y`` counts as the negative one, see the module
+    docstring). ``random_state``: int (reproducible; tests only), numpy Generator or None (the OS CSPRNG).
 
-    Fitted: ``classes_``, ``coef_`` (1, n_features), ``intercept_`` (1,), ``calibration_``,
-    ``privacy_loss_``.
+    Fitted: ``classes_`` (the declared pair, sorted), ``coef_`` (1, n_features), ``intercept_`` (1,),
+    ``calibration_``, ``privacy_loss_``.
 
     >>> import numpy as np
     >>> X = np.array([[1.0, 0.0], [0.8, 0.1], [-1.0, 0.2], [-0.7, -0.1]])
-    >>> model = DPLogisticRegression(epsilon=1e9, regularization=0.1, random_state=0)
+    >>> model = DPLogisticRegression(epsilon=1e9, regularization=0.1, classes=("a", "b"), random_state=0)
     >>> model = model.fit(X, ["a", "a", "b", "b"])
     >>> model.predict(X).tolist(), model.predict_proba(X).shape
     (['a', 'a', 'b', 'b'], (4, 2))
@@ -468,7 +529,7 @@ class DPHuberSVM(_DPLinearClassifier):
 
     >>> import numpy as np
     >>> X = np.array([[1.0, 0.0], [0.8, 0.1], [-1.0, 0.2], [-0.7, -0.1]])
-    >>> DPHuberSVM(epsilon=1e9, random_state=0).fit(X, [1, 1, 0, 0]).predict(X).tolist()
+    >>> DPHuberSVM(epsilon=1e9, classes=(0, 1), random_state=0).fit(X, [1, 1, 0, 0]).predict(X).tolist()
     [1, 1, 0, 0]
     """
 
@@ -484,6 +545,7 @@ class DPHuberSVM(_DPLinearClassifier):
         ledger: Ledger | None = None,
         dataset: str | None = None,
         label: str | None = None,
+        classes: Any = None,
         random_state: RandomState = None,
     ) -> None:
         super().__init__(
@@ -495,6 +557,7 @@ class DPHuberSVM(_DPLinearClassifier):
             ledger=ledger,
             dataset=dataset,
             label=label,
+            classes=classes,
             random_state=random_state,
         )
         self.h = h

@@ -1204,8 +1204,8 @@ class _Analyzer:
                 raise _refuse("LIMIT with a percentage or WITH TIES is not supported; use LIMIT n.")
             value_node = limit.args.get("expression")
         value = None if value_node is None else numeric_literal(value_node)
-        if value is None or value.denominator != 1 or value < 0:
-            raise _refuse("LIMIT must be a whole number of rows, such as LIMIT 10.")
+        if value is None or value.denominator != 1 or not 0 <= value < 2**62:
+            raise _refuse("LIMIT must be a whole number of rows below 2**62, such as LIMIT 10.")
         return int(value)
 
 

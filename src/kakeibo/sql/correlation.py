@@ -24,7 +24,10 @@ neighbour. The privacy unit must be an ``int`` or ``str`` column; the node label
   unit ``i``. By theorem 5.2 the weak adversary ``A(i, {})`` leaks most; its coefficient ``l_i`` is at most
   ``l* = max_i l_i``, computed once per graph as a certified upper bound
   (:meth:`~kakeibo.correlated.GaussianCorrelationModel.max_leakage`). ``l*`` depends on the declared graph
-  only, never on the rows.
+  only, never on the rows. It is never below the truth: for ``tau`` tiny next to the weights it is the
+  largest connected component's size minus 1 (the limit of eq. 29, exact up to ``n^2 tau / lambda_2``), and
+  a graph whose leakage cannot be certified in floating point (weights whose sums overflow it) is refused
+  when the catalog loads, with the reason.
 * *Neighbour relation.* Bayesian DP compares any two records of the target (definition 4.1), absence
   included: a *replace* relation. One user's contribution to one group's statistic lies in ``[lo, hi]``
   with ``lo <= 0 <= hi`` (0 when absent): ``[0, kappa]`` for COUNT, ``[0, 1]`` for COUNT(DISTINCT unit),
@@ -62,11 +65,14 @@ from pathlib import Path
 import numpy as np
 
 from ..correlated import GaussianCorrelationModel
+from ..correlated.gaussian import CertificationError
 
 __all__ = ["CorrelationBound", "CorrelationSpec"]
 
 EdgeRow = tuple[object, ...]
 _SEPARATOR = re.compile(r"\s*,\s*|\t|\s+")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -149,9 +155,28 @@ class CorrelationSpec:
 
 @lru_cache(maxsize=32)
 def _bound(key: tuple[object, ...], unit_type: str, tau: float) -> CorrelationBound:
+    """Read the graph and certify ``l*``; a graph whose leakage cannot be certified is refused here, when the
+    catalog loads, with the reason, rather than answered with a number that might be below the truth."""
     graph = _graph(key, unit_type)
-    model = GaussianCorrelationModel.from_edges(graph.pairs, n=graph.units, weights=graph.weights, tau=tau)
-    return CorrelationBound(graph.units, len(graph.pairs), tau, model.max_leakage(), graph.digest)
+    try:
+        model = GaussianCorrelationModel.from_edges(
+            graph.pairs, n=graph.units, weights=graph.weights, tau=tau
+        )
+        leakage = model.max_leakage()
+    except CertificationError as error:
+        raise ValueError(_uncertifiable(tau, graph.weights, str(error))) from error
+    if not (math.isfinite(leakage) and leakage >= 0):  # the model guarantees this; a release relies on it
+        raise ValueError(_uncertifiable(tau, graph.weights, f"the bound came out {leakage!r}."))
+    return CorrelationBound(graph.units, len(graph.pairs), tau, leakage, graph.digest)
+
+
+def _uncertifiable(tau: float, weights: np.ndarray, reason: str) -> str:
+    """One sentence: tau against the weights, what failed, and what to declare instead."""
+    return (
+        f"tau = {tau:g} is out of proportion to the edge weights (largest {float(weights.max()):g}) for the "
+        f"leakage to be certified in floating point ({reason.rstrip('.')}); divide tau and every weight by "
+        "one factor so that the largest weight is about 1 (the leakage depends only on their ratio)."
+    )
 
 
 @dataclass(frozen=True)
@@ -209,9 +234,14 @@ def _graph(key: tuple[object, ...], unit_type: str) -> _Graph:
 
 def _file_rows(path: str) -> Iterator[tuple[int, EdgeRow]]:
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for line, text in enumerate(handle, start=1):
-            text = text.strip()
+    with opener(path, "rb") as handle:
+        for line, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise ValueError(
+                    f"correlation edge file {path}, edge {line}: the line is not UTF-8 text."
+                ) from None
             if text and not text.startswith("#"):
                 yield line, tuple(_SEPARATOR.split(text))
 
@@ -223,7 +253,7 @@ def _label(value: object, unit_type: str, where: str, line: int) -> object:
         raise ValueError(f"{where}, edge {line}: the str privacy unit needs non-empty labels, got {value!r}.")
     if isinstance(value, bool):
         raise ValueError(f"{where}, edge {line}: the int privacy unit needs integer labels, got {value!r}.")
-    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value):
+    if isinstance(value, str) and _INTEGER.fullmatch(value):  # ASCII digits only: not '١', not '1_0
         value = int(value)
     if isinstance(value, int) and -(2**63) <= value < 2**63:
         return value
@@ -231,10 +261,9 @@ def _label(value: object, unit_type: str, where: str, line: int) -> object:
 
 
 def _weight(value: object, where: str, line: int) -> float:
-    try:
-        weight = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        weight = math.nan
+    weight = math.nan
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
+        weight = float(value)  # a plain decimal only: float() also reads '1_0' and '١'
     if isinstance(value, bool) or not (math.isfinite(weight) and weight >= 0):
         raise ValueError(f"{where}, edge {line}: the weight must be a finite number >= 0, got {value!r}.")
     return weight
