@@ -1,8 +1,9 @@
 """The DuckDB backend under concurrent use: each thread runs on its own cursor of one database; read-only
-files shared by several backends (service replicas)."""
+files shared by several backends (service replicas); statement timeouts."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from kakeibo.backends import DuckDBBackend
+from kakeibo.backends import DEFAULT_STATEMENT_TIMEOUT, DuckDBBackend, StatementTimeout
 
 
 def test_threads_run_statements_concurrently_and_see_one_database() -> None:
@@ -45,3 +46,43 @@ def test_a_read_only_file_is_shared_and_cannot_be_changed(tmp_path: Path) -> Non
     assert second.execute(query).to_pylist() == [{"s": 6}]
     first.close()
     second.close()
+
+
+# 10^10 rows of a cross join: minutes of work, so only the timeout ends it.
+SLOW_DUCKDB = "SELECT SUM(a.range * b.range) AS s FROM range(100000) a, range(100000) b"
+
+
+def test_a_slow_statement_is_interrupted_at_its_timeout() -> None:
+    db = DuckDBBackend(statement_timeout=0.5)
+    started = time.monotonic()
+    with pytest.raises(StatementTimeout, match=r"0\.5 s limit"):
+        db.execute(SLOW_DUCKDB)
+    assert time.monotonic() - started < 5  # interrupted, not finished
+    assert db.execute("SELECT 42 AS x").to_pylist() == [{"x": 42}]  # the cursor takes the next statement
+    started = time.monotonic()
+    with pytest.raises(StatementTimeout, match=r"0\.2 s limit"):
+        db.execute(SLOW_DUCKDB, timeout=0.2)  # a statement's own timeout replaces the backend's
+    assert time.monotonic() - started < 5
+    db.close()
+
+
+def test_timeouts_of_concurrent_statements_stay_on_their_own_cursor() -> None:
+    db = DuckDBBackend(statement_timeout=None)
+    db.load_table("t", pa.table({"x": list(range(1000))}))
+    fast = "SELECT CAST(SUM(x) AS BIGINT) AS s FROM t"
+
+    def slow() -> str:
+        try:
+            db.execute(SLOW_DUCKDB, timeout=0.5)
+        except StatementTimeout:
+            return "timeout"
+        return "finished"
+
+    with ThreadPoolExecutor(4) as pool:
+        slow_runs = [pool.submit(slow) for _ in range(2)]
+        fast_runs = [pool.submit(lambda: db.execute(fast, timeout=30).to_pylist()) for _ in range(40)]
+        assert [f.result() for f in fast_runs] == [[{"s": 499500}]] * 40
+        assert [f.result() for f in slow_runs] == ["timeout", "timeout"]
+    assert DuckDBBackend().statement_timeout == DEFAULT_STATEMENT_TIMEOUT
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        DuckDBBackend(statement_timeout=0)

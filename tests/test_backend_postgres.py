@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
 
@@ -27,7 +29,7 @@ from backend_fixtures import (
     sample_events,
     user_row_counts,
 )
-from kakeibo.backends import Backend
+from kakeibo.backends import Backend, StatementTimeout
 from kakeibo.backends.postgres import PostgresBackend, postgres_type
 
 pytestmark = pytest.mark.xdist_group("postgres")
@@ -294,3 +296,83 @@ def test_accepts_an_open_connection(postgres_server: str) -> None:
     finally:
         backend.close()
     assert backend.connection.closed
+
+
+# 10^10 rows of a cross join: hours of work, so only the timeout ends it.
+SLOW_POSTGRES = (
+    "SELECT COUNT(*) AS n FROM generate_series(1, 100000) a CROSS JOIN generate_series(1, 100000) b"
+)
+
+
+def test_a_slow_statement_is_cancelled_at_its_timeout(postgres_server: str) -> None:
+    backend = PostgresBackend(postgres_server, statement_timeout=0.5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StatementTimeout, match=r"0\.5 s limit"):
+            backend.execute(SLOW_POSTGRES)
+        assert time.monotonic() - started < 5  # cancelled by the server, not finished
+        assert backend.execute("SELECT 42 AS x").to_pylist() == [{"x": 42}]  # the connection goes on
+        started = time.monotonic()
+        with pytest.raises(StatementTimeout, match=r"0\.2 s limit"):
+            backend.execute(SLOW_POSTGRES, timeout=0.2)  # a statement's own timeout replaces the backend's
+        assert time.monotonic() - started < 5
+        # the limit is set for the statement's own transaction only: the connection keeps the server's
+        timed = backend.execute("SELECT current_setting('statement_timeout') AS s", timeout=3)
+        assert timed.to_pylist() == [{"s": "3s"}]
+        assert backend.connection.execute("SHOW statement_timeout").fetchone() == ("0",)
+        assert not backend.connection.info.transaction_status  # idle, no transaction left open
+        backend.load_table("after", pa.table({"x": [1, 2]}))
+        assert backend.execute("SELECT CAST(SUM(x) AS INT) AS s FROM after").to_pylist() == [{"s": 3}]
+    finally:
+        backend.close()
+
+
+def test_a_cancel_before_the_deadline_is_not_a_timeout(postgres_server: str) -> None:
+    """Only the backend's deadline becomes StatementTimeout: an administrator's cancel stays QueryCanceled."""
+    import psycopg
+
+    backend = PostgresBackend(postgres_server, statement_timeout=60)
+    pid = backend.connection.info.backend_pid
+
+    def cancel_soon() -> None:
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            while not admin.execute(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = %s AND state = 'active' "
+                "AND query LIKE '%%generate_series%%'",
+                (pid,),
+            ).fetchall():
+                time.sleep(0.05)
+
+    canceller = threading.Thread(target=cancel_soon)
+    canceller.start()
+    try:
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            backend.execute(SLOW_POSTGRES)
+        canceller.join(timeout=30)
+        assert backend.execute("SELECT 1 AS one").to_pylist() == [{"one": 1}]
+    finally:
+        backend.close()
+
+
+def test_threads_share_the_connection_with_their_own_timeouts(postgres_server: str) -> None:
+    backend = PostgresBackend(postgres_server, statement_timeout=None)
+
+    def slow() -> str:
+        try:
+            backend.execute(SLOW_POSTGRES, timeout=0.3)
+        except StatementTimeout:
+            return "timeout"
+        return "finished"
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            slow_runs = [pool.submit(slow) for _ in range(2)]
+            fast_runs = [
+                pool.submit(lambda i: backend.execute(f"SELECT {i} AS i", timeout=30).to_pylist(), i)
+                for i in range(20)
+            ]
+            assert [f.result() for f in fast_runs] == [[{"i": i}] for i in range(20)]
+            assert [f.result() for f in slow_runs] == ["timeout", "timeout"]
+        assert backend.execute("SHOW statement_timeout").to_pylist() == [{"statement_timeout": "0"}]
+    finally:
+        backend.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
+from pyspark.errors import AnalysisException
 
 from backend_fixtures import (
     BOUND_K,
@@ -28,7 +30,7 @@ from backend_fixtures import (
     to_dialect,
     user_row_counts,
 )
-from kakeibo.backends import Backend
+from kakeibo.backends import DEFAULT_STATEMENT_TIMEOUT, Backend, StatementTimeout
 from kakeibo.backends.postgres import PostgresBackend
 from kakeibo.backends.spark import SparkBackend, local_threads
 
@@ -119,6 +121,9 @@ def test_load_table_replaces(spark: SparkBackend) -> None:
 def test_existing_session_is_borrowed(spark: SparkBackend) -> None:
     borrowed = SparkBackend(session=spark.session)
     assert borrowed.execute("SELECT 1 + 1 AS two").to_pylist() == [{"two": 2}]
+    assert borrowed.session.sparkContext is spark.session.sparkContext
+    with pytest.raises(AnalysisException, match="not loaded"):  # a session of its own: no shared views
+        borrowed.execute(f"SELECT * FROM {SAMPLE_TABLE}")
     borrowed.close()  # leaves the session running
     assert spark.execute("SELECT 2 AS still_up").to_pylist() == [{"still_up": 2}]
 
@@ -174,3 +179,15 @@ def test_same_statement_same_aggregates_on_duckdb_postgres_spark(
 
     for engine, result in on_all(PORTABLE_BOUNDED_ROWS_SQL).items():
         assert check_bounded_rows(result.to_pylist()), engine
+
+
+def test_a_slow_statement_is_cancelled_at_its_timeout(spark: SparkBackend) -> None:
+    spark.load_table("grid", pa.table({"x": pa.array(range(3000), pa.int64())}))
+    slow = "SELECT SUM(a.x * b.x + c.x) AS s FROM grid a CROSS JOIN grid b CROSS JOIN grid c"  # 2.7e10 rows
+    started = time.monotonic()
+    with pytest.raises(StatementTimeout, match="1 s limit"):
+        spark.execute(slow, timeout=1)
+    assert time.monotonic() - started < 15  # cancelled, not finished (minutes of work)
+    assert len(spark.session.sparkContext.getJobTags()) == 0  # the statement's tag went with it
+    assert spark.execute("SELECT COUNT(*) AS n FROM grid").to_pylist() == [{"n": 3000}]
+    assert spark.statement_timeout == DEFAULT_STATEMENT_TIMEOUT

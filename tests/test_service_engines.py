@@ -1,5 +1,6 @@
 """The query service over the other engines (issue 7, scope item 1): a dataset read from PostgreSQL, and one
-read by Spark from the catalog's Parquet source, each answering like the DuckDB default.
+read by Spark from the catalog's Parquet source, each answering like the DuckDB default; and two Spark
+datasets in one service, each reading its own tables only.
 
 The PostgreSQL server is the throwaway one of ``tests/backend_fixtures.py``; Spark runs in local mode inside a
 real ``kakeibo serve`` process (its own JVM, so it never shares a session with the other Spark tests).
@@ -129,3 +130,53 @@ def test_a_spark_dataset_from_a_parquet_source(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_two_spark_datasets_read_their_own_tables(tmp_path: Path) -> None:
+    """Two Spark datasets of one service, each with a table ``visits`` from its own file (security review
+    G3: one session for both had ``eu`` answer with ``us``'s rows, charged to ``eu``)."""
+    users = {"eu": 100, "us": 400}
+    sections = []
+    for name, count in users.items():
+        rng = np.random.default_rng(len(name) + count)
+        data = pa.table(
+            {
+                "user_id": np.concatenate([np.arange(count), rng.integers(0, count, 1000)]),
+                "category": np.array(["food", "rent"])[rng.integers(0, 2, count + 1000)],
+                "amount": rng.uniform(0, 120, count + 1000),
+            }
+        )
+        pq.write_table(data, tmp_path / f"{name}.parquet")
+        catalog = CATALOG.replace("[tables.visits]\n", f'[tables.visits]\nsource = "{name}.parquet"\n', 1)
+        (tmp_path / f"{name}.toml").write_text(catalog)
+        sections.append(
+            f'[datasets.{name}]\nengine = "spark"\ndatabase = "local[1]"\ncatalog = "{name}.toml"\n'
+            "budget = 200\n"
+        )
+    admin = new_key()[0]
+    (tmp_path / "service.toml").write_text(
+        '[service]\nledger = "ledger.sqlite"\nregistry = "analysts.sqlite"\n'
+        f'admin_key_hash = "{hash_key(admin)}"\nrequests_per_minute = 1000000\n\n' + "\n".join(sections)
+    )
+    port = free_port()
+    server = start_server(tmp_path / "service.toml", port, timeout=180)  # a JVM starts first
+    try:
+        url = f"http://127.0.0.1:{port}"
+        admin_headers = bearer(admin)
+        key = httpx.post(f"{url}/v1/admin/analysts", json={"name": "alice"}, headers=admin_headers).json()[
+            "key"
+        ]
+        for name in users:
+            grant: dict[str, Any] = {"analyst": "alice", "dataset": name, "budget": 200}
+            httpx.post(f"{url}/v1/admin/grants", json=grant, headers=admin_headers).raise_for_status()
+        for turn, name in enumerate(["eu", "us", "eu"]):  # eu again after us was read: a fresh release
+            body = {"dataset": name, "sql": DISTINCT, "epsilon": EPSILON, "request_id": f"turn-{turn}"}
+            answer = httpx.post(f"{url}/v1/query", json=body, headers=bearer(key), timeout=120)
+            assert answer.status_code == 200, answer.text
+            [[released, _, _]] = answer.json()["rows"]
+            assert abs(released - users[name]) <= 1, name
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    charged = [entry.dataset for entry in Ledger(tmp_path / "ledger.sqlite").entries()]
+    assert charged == ["eu", "us", "eu"]

@@ -23,7 +23,7 @@ from scipy import stats
 
 import kakeibo
 from kakeibo.accounting import Ledger
-from kakeibo.backends import DuckDBBackend
+from kakeibo.backends import DuckDBBackend, StatementTimeout
 from kakeibo.mechanisms import Laplace
 from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.sql import Catalog, QueryRefused
@@ -134,7 +134,9 @@ def test_an_error_after_the_draw_is_charged_and_says_nothing(
     for _ in range(3):
         with pytest.raises(ReleaseFailed) as info:
             session.sql(query, epsilon=1)
-        assert str(info.value) == "the release failed after its noise was drawn; its cost was charged."
+        assert str(info.value).startswith(
+            "the release failed after its noise was drawn; its cost was charged"
+        )
         assert info.value.__cause__ is None and info.value.__suppress_context__  # the cause is not chained
         assert not re.search(r"\d", str(info.value))
     assert _spent(session) == 1 and len(session.ledger.entries()) == 1
@@ -158,6 +160,32 @@ def test_post_processing_runs_after_the_charge(tmp_path: Path, monkeypatch: pyte
     result = session.sql(query, epsilon=1, delta=1e-6)
     assert _spent(session) == 1 and len(result) <= 2
     assert list(result.table.column("n").to_pylist()) == sorted(result.table.column("n").to_pylist())[::-1]
+
+
+def test_a_statement_timeout_is_charged_like_an_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How long a statement runs depends on the data, so its expiry costs what an answer costs; a retry
+    under the same request id charges nothing more and draws nothing that leaves."""
+    session = _session(tmp_path, with_target=False)
+
+    execute = session.backend.execute
+
+    def slow(sql: str, *, timeout: float | None = None) -> pa.Table:
+        if sql.endswith("LIMIT 0"):  # the schema check reads no row
+            return execute(sql)
+        raise StatementTimeout(60.0)
+
+    monkeypatch.setattr(session.backend, "execute", slow)
+    with pytest.raises(StatementTimeout):
+        session.sql("SELECT COUNT(*) AS n FROM visits", epsilon=1)
+    assert _spent(session) == 1
+    monkeypatch.undo()
+    with pytest.raises(ReleaseFailed):
+        session.sql("SELECT COUNT(*) AS n FROM visits", epsilon=1)
+    assert _spent(session) == 1 and len(session.ledger.entries()) == 1
+    session.sql("SELECT COUNT(*) AS n FROM visits", epsilon=1, request_id="new")
+    assert _spent(session) == 2
 
 
 def test_having_and_order_by_that_could_fail_are_refused_before_anything(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -68,9 +69,13 @@ def as_fraction(value: Number, name: str) -> Fraction:
         if not math.isfinite(as_float):
             raise ValueError(f"{name} must be finite, got {value}.")
         return Fraction(repr(as_float))
+    if isinstance(value, str):  # read only short numbers: Fraction("1e10000000") takes seconds
+        exponent = re.search(r"[eE]\s*([+-]?[0-9]+)", value)
+        if len(value) > 100 or (exponent is not None and abs(int(exponent.group(1)[:8])) > 1000):
+            raise ValueError(f"{name} must be a number of at most 100 characters, exponent within 1000.")
     try:
         return Fraction(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, ZeroDivisionError) as exc:
         raise ValueError(f"{name} must be a finite number, got {value!r}.") from exc
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._base import Backend
+from ._base import DEFAULT_STATEMENT_TIMEOUT, Backend, StatementTimeout
 from .duckdb import DuckDBBackend
 
-__all__ = ["Backend", "DuckDBBackend"]
+__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "DuckDBBackend", "StatementTimeout"]

@@ -1,12 +1,101 @@
-"""The engine interface: kakeibo sends one SQL statement per query and gets a small aggregate table back."""
+"""The engine interface: kakeibo sends one SQL statement per query and gets a small aggregate table back.
+
+Statement timeouts
+------------------
+Every backend takes ``statement_timeout`` (seconds; ``None``: no limit) and :meth:`Backend.execute` a
+``timeout`` for one statement. A statement still running at its deadline is cancelled inside the engine
+(PostgreSQL's ``statement_timeout``, DuckDB's ``interrupt()``, Spark's job tags) and :class:`StatementTimeout`
+is raised; the backend stays usable for the next statement.
+"""
 
 from __future__ import annotations
 
+import math
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
-__all__ = ["Backend"]
+__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "StatementTimeout", "cancel_at_deadline", "check_timeout"]
+
+#: Seconds a statement may run unless the backend is given another ``statement_timeout``.
+DEFAULT_STATEMENT_TIMEOUT = 60.0
+
+# How often a watchdog repeats its cancellation after the deadline: a cancel that arrives before the engine
+# has started the statement's work (DuckDB before execution, Spark before the first job) has nothing to stop.
+_CANCEL_RETRY_SECONDS = 0.1
+
+
+class StatementTimeout(Exception):  # noqa: N818 - the name says what happened to the statement
+    """A statement ran past its timeout and the engine cancelled it.
+
+    The message names the limit only (a public setting), never anything the statement read.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"the statement ran longer than its {timeout:g} s limit and was cancelled.")
+        self.timeout = timeout
+
+
+def check_timeout(timeout: float | None, default: float | None = None) -> float | None:
+    """``timeout`` as seconds, ``default`` when it is ``None``; ``ValueError`` unless positive and finite.
+
+    >>> check_timeout(2), check_timeout(None), check_timeout(None, default=5.0)
+    (2.0, None, 5.0)
+    """
+    if timeout is None:
+        return default
+    seconds = float(timeout)
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"a statement timeout must be a positive number of seconds or None, not {timeout!r}")
+    return seconds
+
+
+@contextmanager
+def cancel_at_deadline(timeout: float | None, cancel: Callable[[], object]) -> Iterator[None]:
+    """Run the block under a deadline: once ``timeout`` seconds have passed, a watchdog thread calls
+    ``cancel`` (and again every 0.1 s) until the block ends, and an exception the block then raises becomes
+    :class:`StatementTimeout`. ``cancel`` is never called after the block has ended, so it may act on
+    whatever the block's statement runs on (a cursor, a session). ``None``: no deadline.
+
+    >>> import time
+    >>> with cancel_at_deadline(0.05, lambda: None):
+    ...     time.sleep(0.01)
+    """
+    if timeout is None:
+        yield
+        return
+    done = threading.Event()
+    lock = threading.Lock()  # taken around each cancel and when the block ends
+    expired = False
+
+    def watch() -> None:
+        nonlocal expired
+        wait = timeout
+        while not done.wait(wait):
+            with lock:
+                if done.is_set():
+                    return
+                expired = True
+                cancel()
+            wait = _CANCEL_RETRY_SECONDS
+
+    watchdog = threading.Thread(target=watch, name="kakeibo-statement-deadline", daemon=True)
+    watchdog.start()
+    try:
+        yield
+    except Exception as exc:
+        with lock:
+            done.set()
+        if expired:
+            raise StatementTimeout(timeout) from exc
+        raise
+    finally:
+        with lock:
+            done.set()
+        watchdog.join()
 
 
 @runtime_checkable
@@ -14,18 +103,26 @@ class Backend(Protocol):
     """A SQL engine that runs kakeibo's bounded aggregate queries.
 
     Implementations: :class:`kakeibo.backends.duckdb.DuckDBBackend` (embedded default),
-    :class:`kakeibo.backends.postgres.PostgresBackend`, :class:`kakeibo.backends.spark.SparkBackend`.
+    :class:`kakeibo.backends.postgres.PostgresBackend`, :class:`kakeibo.backends.spark.SparkBackend`. Each
+    takes ``statement_timeout=`` (seconds, default :data:`DEFAULT_STATEMENT_TIMEOUT`; ``None``: no limit).
     """
 
     #: sqlglot dialect name the statements are translated to: "duckdb", "postgres" or "spark".
     dialect: str
 
-    def execute(self, sql: str) -> pa.Table:
-        """Run one SELECT statement (in :attr:`dialect`) and return all its rows."""
+    #: Seconds a statement may run before the engine cancels it (``None``: no limit).
+    statement_timeout: float | None
+
+    def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
+        """Run one SELECT statement (in :attr:`dialect`) and return all its rows.
+
+        ``timeout`` (seconds) replaces :attr:`statement_timeout` for this statement; ``None`` keeps it. A
+        statement still running at its deadline is cancelled and raises :class:`StatementTimeout`.
+        """
         ...
 
     def load_table(self, name: str, data: pa.Table) -> None:
-        """Create or replace table ``name`` from Arrow data (tests, demos, benchmarks)."""
+        """Create or replace table ``name`` from Arrow data (tests, demos, benchmarks; no timeout)."""
         ...
 
     def close(self) -> None:

@@ -8,6 +8,8 @@ import threading
 import duckdb
 import pyarrow as pa
 
+from ._base import DEFAULT_STATEMENT_TIMEOUT, cancel_at_deadline, check_timeout
+
 __all__ = ["DuckDBBackend"]
 
 
@@ -18,6 +20,8 @@ class DuckDBBackend:
     catalog with ``source = "file.parquet"`` / ``"file.csv"`` are exposed as views over those files by
     :meth:`register_source`. ``read_only=True`` opens a file so that nothing can change it and several
     processes (service replicas) can open it at once; such a database cannot take source views.
+    ``statement_timeout`` (seconds; ``None``: no limit) is how long a statement may run before it is
+    interrupted and :class:`~kakeibo.backends._base.StatementTimeout` is raised.
 
     >>> import pyarrow as pa
     >>> db = DuckDBBackend(":memory:")
@@ -33,7 +37,9 @@ class DuckDBBackend:
         database: str | os.PathLike[str] | duckdb.DuckDBPyConnection = ":memory:",
         *,
         read_only: bool = False,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
     ) -> None:
+        self.statement_timeout = check_timeout(statement_timeout)
         if isinstance(database, duckdb.DuckDBPyConnection):
             self._conn = database
         else:
@@ -41,14 +47,18 @@ class DuckDBBackend:
         self._local = threading.local()
         self._cursor_lock = threading.Lock()  # cursors are made one at a time (once per thread; cheap)
 
-    def execute(self, sql: str) -> pa.Table:
+    def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
         """Run ``sql`` on this thread's cursor: statements from several threads run concurrently (a DuckDB
-        connection must not be shared between threads; its cursors see the same database)."""
+        connection must not be shared between threads; its cursors see the same database). After ``timeout``
+        seconds (default :attr:`statement_timeout`) the cursor is interrupted and
+        :class:`~kakeibo.backends._base.StatementTimeout` raised; the cursor then takes the next statement."""
+        limit = check_timeout(timeout, self.statement_timeout)
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             with self._cursor_lock:
                 cursor = self._local.cursor = self._conn.cursor()
-        return cursor.sql(sql).to_arrow_table()
+        with cancel_at_deadline(limit, cursor.interrupt):
+            return cursor.sql(sql).to_arrow_table()
 
     def load_table(self, name: str, data: pa.Table) -> None:
         self._conn.register("__kakeibo_load", data)

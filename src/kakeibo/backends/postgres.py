@@ -34,16 +34,30 @@ Loading
 :meth:`PostgresBackend.load_table` drops and re-creates the table with column types matching the Arrow
 schema (see :func:`postgres_type`) and streams the rows in with ``COPY ... FROM STDIN (FORMAT csv)``,
 the CSV being written by Arrow's C++ writer in batches, so a million rows load in seconds.
+
+Timeouts
+--------
+With a ``statement_timeout``, :meth:`PostgresBackend.execute` runs the statement in a transaction of its own
+after ``SET LOCAL statement_timeout``, so the server cancels it at the deadline (also while it waits for a
+lock) and :class:`~kakeibo.backends._base.StatementTimeout` is raised; the setting ends with the transaction
+(loads and other users of the connection are not limited). One statement or load runs on the connection at
+a time.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import math
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.csv as pa_csv
+
+from ._base import DEFAULT_STATEMENT_TIMEOUT, StatementTimeout, check_timeout
 
 if TYPE_CHECKING:
     import psycopg
@@ -209,17 +223,27 @@ class PostgresBackend:
     ``conninfo`` is a libpq connection string or URI (``"host=127.0.0.1 port=5432 dbname=app user=me"``,
     ``"postgresql://me@db/app"``); an open ``psycopg.Connection`` is also accepted (and is then closed by
     :meth:`close`). The connection runs in autocommit mode: every :meth:`execute` is its own statement.
-    Needs ``psycopg`` 3 (``pip install 'psycopg[binary]'``).
+    ``statement_timeout`` (seconds; ``None``: no limit) is how long a statement may run before the server
+    cancels it (see the module docstring). Needs ``psycopg`` 3 (``pip install 'psycopg[binary]'``).
     """
 
     dialect = "postgres"
 
-    def __init__(self, conninfo: str | psycopg.Connection[Any]) -> None:
+    def __init__(
+        self,
+        conninfo: str | psycopg.Connection[Any],
+        *,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
+    ) -> None:
         try:
             import psycopg
             import psycopg.types.string
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("PostgresBackend needs psycopg 3: pip install 'psycopg[binary]'") from exc
+        self.statement_timeout = check_timeout(statement_timeout)
+        self._canceled = psycopg.errors.QueryCanceled
+        # a transaction (a timed statement, a load) must not take in another thread's statements
+        self._lock = threading.Lock()
         if isinstance(conninfo, str):
             self._conn: psycopg.Connection[Any] = psycopg.connect(conninfo, autocommit=True)
         else:
@@ -234,9 +258,11 @@ class PostgresBackend:
         """The underlying psycopg connection."""
         return self._conn
 
-    def execute(self, sql: str) -> pa.Table:
-        """Run one statement and return its rows, typed as the module docstring's table says."""
-        with self._conn.cursor() as cur:
+    def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
+        """Run one statement and return its rows, typed as the module docstring's table says. The server
+        cancels it after ``timeout`` seconds (default :attr:`statement_timeout`), raising
+        :class:`~kakeibo.backends._base.StatementTimeout`."""
+        with self._lock, self._cursor(check_timeout(timeout, self.statement_timeout)) as cur:
             # bytes: sent as they are (no placeholder processing of '%'), and typed as psycopg wants.
             cur.execute(sql.encode())
             description = cur.description
@@ -251,15 +277,34 @@ class PostgresBackend:
         ]
         return pa.Table.from_arrays(arrays, names=names)
 
+    @contextmanager
+    def _cursor(self, timeout: float | None) -> Iterator[psycopg.Cursor[Any]]:
+        """A cursor whose statements the server cancels after ``timeout`` seconds (``None``: no limit)."""
+        if timeout is None:
+            with self._conn.cursor() as cur:
+                yield cur
+            return
+        started = time.monotonic()
+        try:
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                milliseconds = max(1, math.ceil(timeout * 1000))
+                cur.execute(f"SET LOCAL statement_timeout = {milliseconds}".encode())
+                yield cur
+        except self._canceled as exc:
+            # also raised by pg_cancel_backend: that one before the deadline stays what it is
+            if time.monotonic() - started >= timeout:
+                raise StatementTimeout(timeout) from exc
+            raise
+
     def load_table(self, name: str, data: pa.Table) -> None:
-        """Create or replace table ``name`` (one transaction: DROP, CREATE, COPY)."""
+        """Create or replace table ``name`` (one transaction: DROP, CREATE, COPY; no statement timeout)."""
         if data.num_columns == 0:
             raise ValueError("cannot load a table with no columns")
         table = _quote_ident(name)
         columns = ", ".join(f"{_quote_ident(f.name)} {postgres_type(f.type)}" for f in data.schema)
         ready = _csv_ready(data)
         options = pa_csv.WriteOptions(include_header=False, batch_size=_COPY_BATCH_ROWS)
-        with self._conn.transaction(), self._conn.cursor() as cur:
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             # Arrow writes UTF-8, whatever the connection's client encoding was.
             cur.execute(b"SET LOCAL client_encoding = 'UTF8'")
             cur.execute(f"DROP TABLE IF EXISTS {table}".encode())

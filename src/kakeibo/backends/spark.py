@@ -10,7 +10,7 @@ executors there, so the executors must be able to reach this machine (set ``spar
 installed ``pyspark``. No Python is needed on the executors: queries run as Spark SQL in the JVM, data
 goes in and out as Arrow. To use a session built elsewhere (Spark Connect's
 ``SparkSession.builder.remote("sc://host:15002")``, Databricks, a notebook's ``spark``) pass it as
-``session``; :meth:`SparkBackend.close` then leaves it running.
+``session``: the backend works in a new session of it, and :meth:`SparkBackend.close` leaves it running.
 
 Needs ``pyspark`` (4.x: Arrow in and out without pandas; 3.x goes through pandas) and a Java runtime
 (Java 17 or 21 for Spark 4) on ``PATH`` or in ``JAVA_HOME``.
@@ -22,6 +22,32 @@ UI, no console progress bar, the driver bound to loopback, shuffles into as many
 are local threads (Spark's default of 200 is for clusters and makes every ``GROUP BY`` run 200 tasks),
 JVM/Spark start-up messages below ``log_level`` silenced, and the JIT limited to its quick first tier
 (``quick_jit``). ``conf`` entries override all of these.
+
+One process, several backends
+-----------------------------
+A JVM holds one SparkContext, so every backend in a process runs on the first one started (a later
+``master`` is ignored), but each works in a Spark session of its own (``SparkSession.newSession()``):
+its own temporary views and SQL settings. The tables of :meth:`SparkBackend.load_table` and
+:meth:`SparkBackend.register_source` are temporary views of that session, so two backends (two datasets
+of the query service) never read each other's tables, whatever order they are made, loaded or closed
+in. Closing a backend drops its views; the context stops when the last open backend on a context that a
+backend started is closed (one started elsewhere is left running).
+
+Before a statement runs, Spark's own parser reads it and the backend refuses it (``AnalysisException``,
+nothing run) unless it is a plain query whose every table name is unqualified and either one of the
+backend's views or a common table expression in scope. So a name never falls through to what the
+sessions share: global temporary views (``global_temp.t``), the catalog's databases and persistent tables
+(``default.t``, or ``t`` when the backend has no view ``t``), files (``parquet.`/data/x```), table-valued
+functions (``read_files``, ``range``); and commands, ``EXECUTE IMMEDIATE`` and scripts never run. A Spark
+Connect session parses statements on its server, where this check cannot look: its backend has its own
+views all the same, but names it does not hold resolve in the server's catalog.
+
+Timeouts
+--------
+A statement's Spark jobs carry a job tag of their own; ``statement_timeout`` seconds after it started, the
+jobs with that tag are cancelled (again every 0.1 s, for jobs that start later) and
+:class:`~kakeibo.backends._base.StatementTimeout` is raised. Planning before the first job is not
+interrupted.
 """
 
 from __future__ import annotations
@@ -30,12 +56,16 @@ import os
 import re
 import shutil
 import tempfile
+import threading
+import uuid
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+from ._base import DEFAULT_STATEMENT_TIMEOUT, cancel_at_deadline, check_timeout
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,20 +126,106 @@ def _quiet_python_warnings() -> Iterator[None]:
         yield
 
 
+# Operators of a parsed query (class names in Spark's parser output) that read nothing by themselves. A
+# statement whose parsed plan holds any other node is refused before it runs: a command (DDL, INSERT, SET,
+# CACHE, ...), EXECUTE IMMEDIATE, a SQL script, a table-valued function (range, read_files), time travel.
+_QUERY_OPERATORS = frozenset(
+    {
+        "Aggregate",
+        "Distinct",
+        "Except",
+        "Filter",
+        "Generate",
+        "GlobalLimit",
+        "Intersect",
+        "Join",
+        "LateralJoin",
+        "LocalLimit",
+        "LocalRelation",
+        "Offset",
+        "OneRowRelation",
+        "Pivot",
+        "Project",
+        "Sort",
+        "SubqueryAlias",
+        "Union",
+        "Unpivot",
+        "UnresolvedHint",
+        "UnresolvedInlineTable",
+        "UnresolvedSubqueryColumnAliases",
+        "WithWindowDefinition",
+    }
+)
+
+
+def _scala_list(seq: Any) -> list[Any]:
+    """The elements of a Scala ``Seq`` reached through Py4J."""
+    return [seq.apply(i) for i in range(seq.size())]
+
+
+def _refused(reason: str) -> Exception:
+    from pyspark.errors import AnalysisException
+
+    return AnalysisException(message=f"{reason} This backend runs only queries over its own tables.")
+
+
+class _Contexts:
+    """The SparkContext backends started in this process (a JVM holds one) and how many open backends use
+    it. A backend that closes stops it only when it is the last of them; a context someone else started
+    is never stopped."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # held while a backend starts or joins a context
+        self._root: SparkSession | None = None  # the session the context was started with
+        self._users = 0
+
+    def started(self, root: SparkSession) -> None:
+        """Record ``root``'s context as started by a backend (call under :attr:`lock`)."""
+        self._root, self._users = root, 0
+
+    def join(self, session: SparkSession) -> object | None:
+        """Count a backend working in ``session`` as a user of the started context if it runs on it (call
+        under :attr:`lock`); that context, to hand to :meth:`leave`, or ``None``."""
+        context = getattr(session, "_sc", None)  # None for Spark Connect sessions
+        if self._root is None or context is None or context is not self._root.sparkContext:
+            return None
+        self._users += 1
+        return context
+
+    def leave(self, context: object) -> None:
+        """A backend counted on ``context`` closed: stop the context if no other backend uses it (a context
+        stopped and started again in between is not the one it joined)."""
+        with self.lock:
+            if self._root is None or context is not self._root.sparkContext:
+                return
+            self._users -= 1
+            if self._users == 0:
+                root, self._root = self._root, None
+                root.stop()
+
+
+_CONTEXTS = _Contexts()
+
+
 class SparkBackend:
-    """Run kakeibo's statements with Spark SQL.
+    """Run kakeibo's statements with Spark SQL, each backend in a Spark session of its own.
 
-    ``master`` is a Spark master URL (see the module docstring); ``session`` an existing
-    ``SparkSession`` to use instead of building one (``master``, ``conf`` and ``log_level`` are then
-    ignored). ``conf`` holds extra Spark properties for the session being built. ``log_level`` is the
-    driver's log4j level (``"ERROR"`` by default: Spark's warnings about, e.g., windows without a
-    partition would otherwise fill test output). ``quick_jit`` (local mode) has the driver JVM compile
-    with the C1 JIT only (``-XX:TieredStopAtLevel=1``): about 2 s less from start to the first results
-    on small data, but slower on long heavy jobs, where ``quick_jit=False`` is better. JVM options in
-    ``conf["spark.driver.extraJavaOptions"]`` are added after the backend's own (later ones win).
+    ``master`` is a Spark master URL (see the module docstring); ``session`` an existing ``SparkSession``
+    whose context (or Spark Connect server) to use instead of building one (``master``, ``conf`` and
+    ``log_level`` are then ignored). ``conf`` holds extra Spark properties for the session being built.
+    ``log_level`` is the driver's log4j level (``"ERROR"`` by default: Spark's warnings about, e.g.,
+    windows without a partition would otherwise fill test output). ``quick_jit`` (local mode) has the
+    driver JVM compile with the C1 JIT only (``-XX:TieredStopAtLevel=1``): about 2 s less from start to
+    the first results on small data, but slower on long heavy jobs, where ``quick_jit=False`` is better.
+    JVM options in ``conf["spark.driver.extraJavaOptions"]`` are added after the backend's own (later ones
+    win). ``statement_timeout`` (seconds; ``None``: no limit) is how long a statement may run before its
+    Spark jobs are cancelled and :class:`~kakeibo.backends._base.StatementTimeout` is raised.
 
-    Tables loaded with :meth:`load_table` are temporary views of the session: they live in the
-    driver's session, disappear with it, and are not visible to other sessions.
+    The backend works in a new session of that context (:attr:`session`, ``SparkSession.newSession()``):
+    tables loaded with :meth:`load_table` or :meth:`register_source` are temporary views of that session
+    alone, invisible to other backends and to the session it was made from (whose own temporary views
+    and run-time SQL settings it does not see either), and they go when the backend is closed. See the
+    module docstring for the statements it runs.
     """
 
     dialect = "spark"
@@ -123,36 +239,50 @@ class SparkBackend:
         app_name: str = "kakeibo",
         log_level: str = "ERROR",
         quick_jit: bool = True,
+        statement_timeout: float | None = DEFAULT_STATEMENT_TIMEOUT,
     ) -> None:
+        self.statement_timeout = check_timeout(statement_timeout)
         self._log_dir: str | None = None
+        self._views: set[str] = set()
+        self._closed = False
         if session is not None:
-            self._session = session
-            self._owns_session = False
+            with _CONTEXTS.lock:
+                self._session = session.newSession()
+                self._context = _CONTEXTS.join(self._session)
             return
         level = log_level.upper()
         if level not in _LOG_LEVELS:
             raise ValueError(f"log_level must be one of {', '.join(_LOG_LEVELS)}, not {log_level!r}")
         try:
             with _quiet_python_warnings():
+                from pyspark import SparkContext
                 from pyspark.sql import SparkSession
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("SparkBackend needs PySpark: pip install pyspark") from exc
         extra = dict(conf or {})
         settings = self._default_conf(master, level, quick_jit, extra.pop(_JAVA_OPTIONS, ""))
         settings.update(extra)
-        builder = SparkSession.builder.master(master).appName(app_name)
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        # getOrCreate hands back a session already running in this process rather than starting one:
-        # that one belongs to whoever started it and close() leaves it alone.
-        running = SparkSession.getActiveSession()
         try:
-            with _quiet_python_warnings():
-                self._session = builder.getOrCreate()
+            with _CONTEXTS.lock, _quiet_python_warnings():
+                if SparkContext._active_spark_context is None:
+                    builder = SparkSession.builder.master(master).appName(app_name)
+                    for key, value in settings.items():
+                        builder = builder.config(key, value)
+                    root = builder.getOrCreate()
+                    _CONTEXTS.started(root)
+                else:
+                    # One context per JVM: a running one is joined as it is (its master and settings stay,
+                    # and the session it hands back is left untouched).
+                    root = SparkSession.builder.getOrCreate()
+                self._session = root.newSession()
+                self._context = _CONTEXTS.join(self._session)
         finally:
             # The JVM read its log4j2 file while starting; nothing reads it again.
             self._remove_log_dir()
-        self._owns_session = running is None
+        runtime = self._session.conf
+        for key, value in settings.items():  # the SQL settings of this backend's own session
+            if runtime.isModifiable(key):
+                runtime.set(key, value)
         self._session.sparkContext.setLogLevel(level)
 
     def _default_conf(self, master: str, level: str, quick_jit: bool, java_options: str) -> dict[str, str]:
@@ -187,28 +317,100 @@ class SparkBackend:
 
     @property
     def session(self) -> SparkSession:
-        """The underlying ``SparkSession``."""
+        """This backend's own ``SparkSession`` (its temporary views are the backend's tables)."""
         return self._session
 
-    def execute(self, sql: str) -> pa.Table:
-        """Run one Spark SQL statement and return its rows as Arrow (Spark's types: ``SUM`` of integers
-        is ``int64``, ``AVG`` is ``float64``, ``DECIMAL`` stays ``decimal128``)."""
-        frame = self._session.sql(sql)
-        if hasattr(frame, "toArrow"):  # PySpark >= 4.0
-            table: pa.Table = frame.toArrow()
-            return table
-        return pa.Table.from_pandas(frame.toPandas(), preserve_index=False)  # pragma: no cover
+    def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
+        """Run one Spark SQL query and return its rows as Arrow (Spark's types: ``SUM`` of integers is
+        ``int64``, ``AVG`` is ``float64``, ``DECIMAL`` stays ``decimal128``).
+
+        The statement is checked before it runs (see the module docstring): anything but a query over
+        this backend's tables raises ``AnalysisException``. Its Spark jobs are cancelled after ``timeout``
+        seconds (default :attr:`statement_timeout`), raising
+        :class:`~kakeibo.backends._base.StatementTimeout`."""
+        limit = check_timeout(timeout, self.statement_timeout)
+        self._check_statement(sql)
+        with self._deadline(limit):
+            frame = self._session.sql(sql)
+            if hasattr(frame, "toArrow"):  # PySpark >= 4.0
+                table: pa.Table = frame.toArrow()
+                return table
+            return pa.Table.from_pandas(frame.toPandas(), preserve_index=False)  # pragma: no cover
+
+    def _check_statement(self, sql: str) -> None:
+        """Refuse ``sql`` unless Spark's parser reads it as a query made of :data:`_QUERY_OPERATORS` whose
+        every table name is, unqualified, a temporary view of this backend's session or a common table
+        expression in scope; nothing is run. (A Spark Connect session parses on its server: unchecked.)"""
+        jsession = getattr(self._session, "_jsparkSession", None)
+        if jsession is None:
+            return
+        state = jsession.sessionState()
+        catalog = state.catalog()
+        case_sensitive = bool(state.conf().caseSensitiveAnalysis())
+
+        def fold(name: str) -> str:
+            return name if case_sensitive else name.lower()
+
+        pending: list[tuple[Any, frozenset[str]]] = [(state.sqlParser().parsePlan(sql), frozenset())]
+        while pending:
+            node, ctes = pending.pop()
+            kind = node.getClass().getSimpleName()
+            if kind == "UnresolvedWith":
+                # each definition sees those before it (a recursive one is not in its own scope), the body all
+                scope = ctes
+                for definition in _scala_list(node.cteRelations()):
+                    pending.append((definition._2(), scope))
+                    scope = scope | {fold(definition._1())}
+                pending.append((node.child(), scope))
+                continue  # its inner children are the definitions, queued above
+            if kind == "UnresolvedRelation":
+                parts = _scala_list(node.multipartIdentifier())
+                if len(parts) != 1 or node.isStreaming():
+                    raise _refused("Tables are named without a database, schema or file path.")
+                if fold(parts[0]) not in ctes and not catalog.getTempView(parts[0]).isDefined():
+                    raise _refused(f"Table {parts[0]!r} is not loaded in this backend.")
+            elif kind not in _QUERY_OPERATORS:
+                raise _refused("The statement is not a plain query.")
+            # inner children: the plans of subqueries in the node's expressions
+            pending.extend((child, ctes) for child in _scala_list(node.children()))
+            pending.extend((child, ctes) for child in _scala_list(node.innerChildren()))
+
+    @contextmanager
+    def _deadline(self, timeout: float | None) -> Iterator[None]:
+        """Run the block's Spark jobs under a job tag of their own, cancelled once ``timeout`` has passed."""
+        if timeout is None:
+            yield
+            return
+        tag = f"kakeibo-{uuid.uuid4().hex}"
+        add: Callable[[str], object]
+        remove: Callable[[str], object]
+        cancel: Callable[[str], object]
+        context = getattr(self._session, "_sc", None)
+        if context is not None:
+            # SparkContext tags are thread properties inherited by the thread that collects the Arrow result
+            # (the session's operation tags are not).
+            add, remove, cancel = context.addJobTag, context.removeJobTag, context.cancelJobsWithTag
+        else:  # pragma: no cover - Spark Connect: the session's operation tags
+            add, remove, cancel = self._session.addTag, self._session.removeTag, self._session.interruptTag
+        add(tag)
+        try:
+            with cancel_at_deadline(timeout, lambda: cancel(tag)):
+                yield
+        finally:
+            remove(tag)
 
     def load_table(self, name: str, data: pa.Table) -> None:
-        """Create or replace temporary view ``name`` holding ``data``."""
+        """Create or replace temporary view ``name`` of this backend's session, holding ``data``."""
         if _takes_arrow():
             frame = self._session.createDataFrame(data)
         else:  # pragma: no cover - PySpark 3 takes pandas, not Arrow
             frame = self._session.createDataFrame(data.to_pandas())
         frame.createOrReplaceTempView(name)
+        self._views.add(name)
 
     def register_source(self, name: str, path: str | os.PathLike[str]) -> None:
-        """Expose a Parquet or CSV file (with a header row) as temporary view ``name``."""
+        """Expose a Parquet or CSV file (with a header row) as temporary view ``name`` of this backend's
+        session."""
         text = os.fspath(path)
         reader = self._session.read
         if text.lower().endswith(".parquet"):
@@ -216,13 +418,25 @@ class SparkBackend:
         else:
             frame = reader.option("header", True).option("inferSchema", True).csv(text)
         frame.createOrReplaceTempView(name)
+        self._views.add(name)
 
     def close(self) -> None:
-        """Stop the session if this backend started it."""
-        if self._owns_session:
-            self._session.stop()
-            self._owns_session = False
-        self._remove_log_dir()
+        """Drop this backend's views; stop the SparkContext if a backend started it and no other open
+        backend uses it. Closing twice does nothing more."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            context = getattr(self._session, "_sc", None)
+            if context is None or context._jsc is not None:  # the views of a stopped context went with it
+                for name in self._views:
+                    self._session.catalog.dropTempView(name)
+            self._views.clear()
+        finally:
+            if self._context is not None:
+                context, self._context = self._context, None
+                _CONTEXTS.leave(context)
+            self._remove_log_dir()
 
     def _remove_log_dir(self) -> None:
         if self._log_dir is not None:

@@ -50,10 +50,10 @@ from ..accounting import BudgetExceeded, Ledger
 from ..accounting.composition import loss_leq
 from ..accounting.ledger import Scope
 from ..accounting.storage import redact
-from ..backends import Backend, DuckDBBackend
+from ..backends import Backend, DuckDBBackend, StatementTimeout
 from ..privacy import ApproxDP
 from ..sql import Catalog, QueryRefused
-from ..sql.session import Session
+from ..sql.session import ReleaseFailed, Session
 from .auth import ADMIN, Gate, RateLimiter
 from .config import DatasetConfig, ServiceConfig
 from .dashboard import dashboard_router, loss_json
@@ -365,6 +365,10 @@ def _errors(engine: tuple[type[Exception], ...] = ()) -> Iterator[None]:
         raise
     except BudgetExceeded as error:
         raise HTTPException(409, f"budget exhausted: {error}") from None
+    except StatementTimeout as error:  # charged: how long a statement runs depends on the data
+        raise HTTPException(503, f"{error} Its cost was charged.") from None
+    except ReleaseFailed as error:  # charged; a fixed sentence
+        raise HTTPException(500, str(error)) from None
     except RecursionError:  # the SQL parser recurses: a deeply nested query exhausts the stack
         raise HTTPException(400, "the query is nested too deeply to check; nothing was charged.") from None
     except (QueryRefused, ValueError, TypeError) as error:

@@ -37,7 +37,7 @@ from sqlglot import exp
 
 from ..accounting import DuplicateRequest, Ledger
 from ..accounting.overlap import Box
-from ..backends import Backend, DuckDBBackend
+from ..backends import Backend, DuckDBBackend, StatementTimeout
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..mechanisms._base import Rng
 from ..noise import resolve_source
@@ -61,10 +61,14 @@ class CatalogMismatch(ValueError):  # noqa: N818 -- the name reads as the event 
 
 class ReleaseFailed(RuntimeError):  # noqa: N818 -- the name reads as the event it reports
     """A release failed after its noise was drawn. Its cost was charged (the draw may depend on the data);
-    the message is fixed, so it says nothing of the value."""
+    the message is fixed, so it says nothing of the value. Its request id stays spent: a retry under it (or
+    of a statement that timed out, which is charged too) raises this again without a new charge."""
 
     def __init__(self) -> None:
-        super().__init__("the release failed after its noise was drawn; its cost was charged.")
+        super().__init__(
+            "the release failed after its noise was drawn; its cost was charged (ask again with a new "
+            "request_id or epsilon for a new release)."
+        )
 
 
 @dataclass(frozen=True)
@@ -237,7 +241,6 @@ class Session:
         if join is not None and join.table.column(join.right_column).unique:
             self._check_unique(join.table, join.right_column)
         statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
-        raw = self.backend.execute(statement)
 
         def charge(release: bytes | None) -> None:
             self.ledger.charge(
@@ -251,11 +254,19 @@ class Session:
                 release=release,
             )
 
+        def charge_failure() -> None:
+            with contextlib.suppress(DuplicateRequest):  # a retry of a failed release: charged already
+                charge(None)
+
+        try:
+            raw = self.backend.execute(statement)
+        except StatementTimeout:  # how long a statement runs depends on the data: charged like an answer
+            charge_failure()
+            raise
         try:  # from the first draw on, nothing is free
             stored = _serialise(_release(plan, raw, rng), seeded=not resolve_source(rng).secure)
         except Exception:
-            with contextlib.suppress(DuplicateRequest):  # a retry of a failed release: charged already
-                charge(None)
+            charge_failure()
             raise ReleaseFailed() from None
         try:
             charge(stored)
