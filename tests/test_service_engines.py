@@ -53,6 +53,12 @@ def write_config(folder: Path, dataset: str) -> str:
     return admin
 
 
+def _new_analyst(url: str, admin_headers: dict[str, str]) -> str:
+    """Create analyst alice on a running server; her key."""
+    answer = httpx.post(f"{url}/v1/admin/analysts", json={"name": "alice"}, headers=admin_headers)
+    return str(answer.json()["key"])
+
+
 def test_a_postgres_dataset(tmp_path: Path, postgres_database: str) -> None:
     data = visits()
     loader = PostgresBackend(postgres_database)
@@ -117,9 +123,7 @@ def test_a_spark_dataset_from_a_parquet_source(tmp_path: Path) -> None:
     try:
         url = f"http://127.0.0.1:{port}"
         admin_headers = bearer(admin)
-        key = httpx.post(f"{url}/v1/admin/analysts", json={"name": "alice"}, headers=admin_headers).json()[
-            "key"
-        ]
+        key = _new_analyst(url, admin_headers)
         grant: dict[str, Any] = {"analyst": "alice", "dataset": "shop", "budget": 200}
         httpx.post(f"{url}/v1/admin/grants", json=grant, headers=admin_headers).raise_for_status()
         body = {"dataset": "shop", "sql": DISTINCT, "epsilon": EPSILON}
@@ -163,9 +167,7 @@ def test_two_spark_datasets_read_their_own_tables(tmp_path: Path) -> None:
     try:
         url = f"http://127.0.0.1:{port}"
         admin_headers = bearer(admin)
-        key = httpx.post(f"{url}/v1/admin/analysts", json={"name": "alice"}, headers=admin_headers).json()[
-            "key"
-        ]
+        key = _new_analyst(url, admin_headers)
         for name in users:
             grant: dict[str, Any] = {"analyst": "alice", "dataset": name, "budget": 200}
             httpx.post(f"{url}/v1/admin/grants", json=grant, headers=admin_headers).raise_for_status()
