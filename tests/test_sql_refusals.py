@@ -469,6 +469,7 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) FROM visits LIMIT 1e10000000", "the number 1e10000000 is out of range"),
     # LIKE patterns every engine matches alike and in linear time
     ("SELECT COUNT(*) FROM visits WHERE category LIKE '%a%b%'", "2 '%' wildcards"),
+    ("SELECT COUNT(*) FROM visits WHERE category LIKE '%_%_!'", "the second one at its end"),  # quadratic
     ("SELECT COUNT(*) FROM visits WHERE category LIKE '" + "a" * 257 + "'", "at most 256 characters"),
     # HAVING and ORDER BY follow WHERE's rules: an error after the noise was drawn would be a free read
     ("SELECT COUNT(*) AS n FROM visits HAVING CAST(n + 1000 AS UTINYINT) > 0", "is not a column or a"),

@@ -24,9 +24,11 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   same double with correct rounding. Decimal literals would be read at each engine's own scale (Spark cuts
   it to 18 digits), so that two literals distinct as exact numbers could select the same rows;
 * a LIKE pattern has no escape character (as in DuckDB; every ``\\`` is a plain character), at most
-  :data:`MAX_LIKE_PERCENT` ``%`` wildcards and :data:`MAX_LIKE_CHARS` characters, and is sent with an
-  explicit ``ESCAPE '!'`` (its ``!`` doubled), so every engine reads it alike and no row can make it fail;
-  with two ``%`` at most, Spark's regular expression matches in time linear in the row's length;
+  :data:`MAX_LIKE_PERCENT` ``%`` wildcards (the second one at its end) and :data:`MAX_LIKE_CHARS`
+  characters, and is sent with an explicit ``ESCAPE '!'`` (its ``!`` doubled), so every engine reads it
+  alike and no row can make it fail. Spark matches LIKE as a backtracking regular expression (``%`` is
+  ``.*``): ``A%B``, ``%A%`` and ``A%B%`` match in time linear in the text (times the pattern), while
+  ``%A%B`` tries every split of the text, quadratic, and more ``%`` raise the power;
 * numeric literals are read only when short (:data:`MAX_LITERAL_CHARS` characters, exponents within
   :data:`MAX_EXPONENT`), before any arithmetic: ``1e10000000`` would take seconds to expand.
 """
@@ -255,11 +257,17 @@ class TotalPredicate:
         if self._operand(like, like.this) != "str" or not is_text(like.expression):
             raise self._refuse(like, "LIKE compares a text column with a text pattern")
         pattern = strip(like.expression).name
-        if len(pattern) > MAX_LIKE_CHARS or pattern.count("%") > MAX_LIKE_PERCENT:
+        percents = pattern.count("%")
+        if (
+            len(pattern) > MAX_LIKE_CHARS
+            or percents > MAX_LIKE_PERCENT
+            or (percents == 2 and pattern[-1] != "%")
+        ):
             raise self._refuse(
                 like,
                 f"a LIKE pattern may have at most {MAX_LIKE_CHARS} characters and {MAX_LIKE_PERCENT} '%' "
-                "wildcards, since some engines match longer ones in time that grows with the data",
+                "wildcards, the second one at its end, since some engines match others in time that grows "
+                "faster than the text",
             )
         like.set("expression", exp.Literal.string(like_pattern(pattern)))
         return exp.Escape(this=like, expression=exp.Literal.string(LIKE_ESCAPE))

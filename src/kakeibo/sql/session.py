@@ -422,12 +422,14 @@ def _true_statistics(plan: NoisePlan, stats: pa.Table) -> tuple[list[tuple[Any, 
     ngroups = len(plan.query.group_by)
     rows = stats.to_pydict()
     found = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(stats.num_rows)]
+    values = {s.name: [0 if v is None else v for v in rows[s.name]] for s in plan.statistics}  # NULL: no rows
     if plan.public_keys is None:
-        return found, {s.name: np.asarray(rows[s.name]) for s in plan.statistics}
+        return found, {name: np.asarray(column) for name, column in values.items()}
     index = {k: r for r, k in enumerate(found)}
     keys = list(plan.public_keys)
     return keys, {
-        s.name: np.array([rows[s.name][index[k]] if k in index else 0 for k in keys]) for s in plan.statistics
+        name: np.array([column[index[k]] if k in index else 0 for k in keys])
+        for name, column in values.items()
     }
 
 
@@ -484,10 +486,10 @@ def _group_statistics(plan: NoisePlan, raw: pa.Table) -> pa.Table:
     """The per-group statistics of a histogram statement: its weighted statistics summed over the buckets
     of the first histogram (integer statistics rounded: their weights sum to whole numbers)."""
     groups = [group_name(i) for i in range(len(plan.query.group_by))]
-    sums = [
-        f'CAST(ROUND(SUM("{s.name}")) AS BIGINT) AS "{s.name}"'
+    sums = [  # COALESCE: a sum over no bucket rows (an empty selection) is 0, not NULL
+        f'CAST(ROUND(COALESCE(SUM("{s.name}"), 0)) AS BIGINT) AS "{s.name}"'
         if s.integer
-        else f'SUM("{s.name}") AS "{s.name}"'
+        else f'COALESCE(SUM("{s.name}"), 0) AS "{s.name}"'
         for s in plan.statistics
     ]
     con = duckdb.connect()

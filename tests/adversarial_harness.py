@@ -1,0 +1,809 @@
+"""Neighbouring databases on three engines, and a comparable record of what one query does on each.
+
+The adversarial corpus (``test_adversarial_sql.py``), the differential fuzzer
+(``test_adversarial_fuzz.py``) and ``benchmarks/fuzz_neighbours.py`` share this module.
+
+Threat model (``../shared/DESIGN.md``; issue 15): an analyst with a key sees the released values, the
+error class and text, whether the query was answered, the ledger's spent budget, the schema of the released
+table -- and latency. Each must depend only on public inputs (catalog, query, epsilon) and on noised values
+that were charged. So every query runs on a pair of NEIGHBOURING databases, the *base* world and the
+*target* world (the base plus ONE user, ``TARGET_ID``, whose rows hold extreme values: backslashes, SQL
+wildcards, quotes, non-ASCII and long strings; 1e308, -1e308, NaN, infinities, 5e-324 and -0.0; a
+text 'B12' in a column whose other values look numeric; NULLs; a category outside the public values;
+x = 0.5 and the double just above it; an age beyond its bound and the largest int64 as a birth year), and
+the two :class:`Outcome` records must be equal: same acceptance, same error class, same error text, same
+charge, same released schema. Only the released values and the number of released rows are noisy, so
+they are recorded but not compared; the time of each call is recorded for the benchmark, never asserted.
+
+Each call gets a fresh SQLite ledger, so nothing is answered from a stored release, and both worlds get
+the same seeded generator (``rng_seed``), so the noise itself is the same draw in both: what still
+differs is what the target's rows did.
+
+A third database, ``empty`` (the same tables, no rows), is consulted only when an error text holds a
+number that no public input (query, catalog, epsilon, the bounded statement) holds: a number the empty
+database's error shows too is a limit of kakeibo's or an echo of the query, not anyone's data.
+
+Engines: DuckDB (in-memory databases), PostgreSQL (fresh databases on the test server, loaded with
+:meth:`PostgresBackend.load_table`) and Spark (sessions of the one local ``SparkContext``, from
+``SparkSession.newSession()``, each with its own temporary views loaded by :meth:`SparkBackend.load_table`).
+Spark evaluates a filter over such a local relation while *optimising* the plan, on the driver, where no
+job can be cancelled: a statement the harness's ``timeout`` cannot stop is why the LIKE patterns here stay
+short enough (see ``LONG_NAME``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+import struct
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+import kakeibo
+from kakeibo.accounting import BudgetExceeded, Ledger
+from kakeibo.backends import Backend, DuckDBBackend
+from kakeibo.privacy import ApproxDP
+from kakeibo.sql import Catalog
+
+__all__ = [
+    "ABOVE_HALF",
+    "CATALOG",
+    "CATALOG_TOML",
+    "ENGINES",
+    "TARGET_ID",
+    "WORLDS",
+    "Outcome",
+    "Worlds",
+    "assert_indistinguishable",
+    "base_tables",
+    "compare",
+    "data_dependent_numbers",
+    "duckdb_worlds",
+    "mismatch",
+    "neighbour_outcomes",
+    "outcome",
+    "postgres_worlds",
+    "public_texts",
+    "report",
+    "spark_worlds",
+    "target_tables",
+]
+
+ENGINES = ("duckdb", "postgres", "spark")
+WORLDS = ("base", "target")
+#: a third database with the same tables and no rows: a number an error text shows there too is not taken
+#: from anyone's data (a limit of kakeibo's, an echo of the query), see :func:`mismatch`
+EMPTY = "empty"
+LOADED = (*WORLDS, EMPTY)
+TARGET_ID = 999999
+BASE_USERS = 400
+CATEGORIES = ("a", "b", "c", "d", "e")
+#: the base world's buildings: numeric-looking text, 8 of them (the dropped-group case needs 8)
+BUILDINGS = ("1", "2", "3", "5", "8", "12", "21", "40")
+#: the double just above 0.5 (0.5 + 2**-53)
+ABOVE_HALF = struct.unpack("<d", struct.pack("<q", struct.unpack("<q", struct.pack("<d", 0.5))[0] + 1))[0]
+#: the target's long name: long enough to stand out, short enough that an 11-pair LIKE wildcard pattern
+#: still finishes on Spark's backtracking matcher (issue 15, G2) within a unit test
+LONG_NAME = "T" + "z" * 23
+#: a much longer string, only in the row-level ``people`` table (no fuzzer or wildcard pattern reads it)
+VERY_LONG = "T" + "z" * 4095
+LEDGER_BUDGET = ApproxDP(10**6, Fraction(1, 2))
+DEFAULT_DELTA = "1e-6"
+
+CATALOG_TOML = """
+[tables.visits]
+privacy_unit = "user_id"
+max_partitions = 3
+max_rows_per_partition = 4
+[tables.visits.columns]
+user_id = { type = "int" }
+category = { type = "str", public_values = ["a", "b", "c", "d", "e"] }
+name = { type = "str" }
+building = { type = "str" }
+amount = { type = "float", lower = 0, upper = 100 }
+age = { type = "int", lower = 0, upper = 120, user_constant = true }
+birth_year = { type = "int", user_constant = true }
+x = { type = "float", lower = 0, upper = 1 }
+
+[tables.dim]
+public = true
+[tables.dim.columns]
+category = { type = "str" }
+k = { type = "int" }
+label = { type = "str" }
+weight = { type = "float" }
+
+[tables.people]
+[tables.people.columns]
+age = { type = "int", lower = 0, upper = 120 }
+city = { type = "str" }
+category = { type = "str" }
+income = { type = "float", lower = 0, upper = 1000 }
+"""
+CATALOG = Catalog.from_toml(CATALOG_TOML)
+
+_VISITS_SCHEMA = pa.schema(
+    [
+        ("user_id", pa.int64()),
+        ("category", pa.string()),
+        ("name", pa.string()),
+        ("building", pa.string()),
+        ("amount", pa.float64()),
+        ("age", pa.int64()),
+        ("birth_year", pa.int64()),
+        ("x", pa.float64()),
+    ]
+)
+_PEOPLE_SCHEMA = pa.schema(
+    [("age", pa.int64()), ("city", pa.string()), ("category", pa.string()), ("income", pa.float64())]
+)
+_NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy")
+
+# The target user's rows: (category, name, building, amount, x). Age 121 (beyond the bound) and birth year
+# 2**63 - 1 on every row (both columns are user-constant).
+TARGET_AGE = 121
+TARGET_BIRTH_YEAR = 2**63 - 1
+TARGET_ROWS: tuple[tuple[str | None, str | None, str | None, float | None, float | None], ...] = (
+    ("a", "T\\", "B12", 1e308, 0.5),
+    ("only-target", LONG_NAME, "12", -1e308, ABOVE_HALF),
+    (None, "%", None, math.nan, 5e-324),
+    ("b", "_", "1e999", 5e-324, None),
+    ("c", "Tüñî日本😀", " 7 ", math.inf, 1.0),
+    ("a", None, "", None, 0.0),
+    ("d", "T'; --\"", "-0", -0.0, -0.0),
+    ("e", "T%_\\%", "0x1F", -math.inf, 1e-300),
+)
+
+
+def base_tables() -> dict[str, pa.Table]:
+    """The base world: 400 users with ordinary values (some NULLs), a public ``dim``, 200 ``people`` rows."""
+    rng = np.random.default_rng(20240615)
+    rows: dict[str, list[Any]] = {f.name: [] for f in _VISITS_SCHEMA}
+    for user in range(1, BASE_USERS + 1):
+        age = int(user % 121)  # 0 and 120 (the bounds) included
+        birth_year = 1900 + user % 121
+        for category in rng.choice(CATEGORIES, size=int(rng.integers(1, 4)), replace=False):
+            for _ in range(int(rng.integers(1, 6))):
+                rows["user_id"].append(user)
+                rows["category"].append(str(category))
+                rows["name"].append(None if rng.random() < 0.03 else str(rng.choice(_NAMES)))
+                rows["building"].append(str(rng.choice(BUILDINGS)))
+                rows["amount"].append(None if rng.random() < 0.05 else round(float(rng.gamma(2, 30)), 2))
+                rows["age"].append(age)
+                rows["birth_year"].append(birth_year)
+                rows["x"].append(0.5 if rng.random() < 0.1 else round(float(rng.random()), 3))
+    visits = pa.table(rows, schema=_VISITS_SCHEMA)
+    dim = pa.table(
+        {
+            "category": pa.array(list(CATEGORIES), pa.string()),
+            "k": pa.array(range(1, len(CATEGORIES) + 1), pa.int64()),
+            "label": pa.array([f"label {c}" for c in CATEGORIES], pa.string()),
+            "weight": pa.array([0.5 * (i + 1) for i in range(len(CATEGORIES))], pa.float64()),
+        }
+    )
+    people_rows = [
+        (int(rng.integers(0, 121)), str(rng.choice(_NAMES)), str(rng.choice(CATEGORIES)), float(i % 500))
+        for i in range(200)
+    ]
+    people = pa.table(
+        {name: [r[i] for r in people_rows] for i, name in enumerate(_PEOPLE_SCHEMA.names)},
+        schema=_PEOPLE_SCHEMA,
+    )
+    return {"visits": visits, "dim": dim, "people": people}
+
+
+def target_tables() -> dict[str, pa.Table]:
+    """The target world: the base plus user ``TARGET_ID`` in ``visits`` and one extreme row in ``people``."""
+    base = base_tables()
+    extra = pa.table(
+        {
+            "user_id": [TARGET_ID] * len(TARGET_ROWS),
+            "category": [r[0] for r in TARGET_ROWS],
+            "name": [r[1] for r in TARGET_ROWS],
+            "building": [r[2] for r in TARGET_ROWS],
+            "amount": [r[3] for r in TARGET_ROWS],
+            "age": [TARGET_AGE] * len(TARGET_ROWS),
+            "birth_year": [TARGET_BIRTH_YEAR] * len(TARGET_ROWS),
+            "x": [r[4] for r in TARGET_ROWS],
+        },
+        schema=_VISITS_SCHEMA,
+    )
+    person = pa.table(
+        {"age": [TARGET_AGE], "city": [VERY_LONG], "category": ["only-target"], "income": [1e308]},
+        schema=_PEOPLE_SCHEMA,
+    )
+    return {
+        "visits": pa.concat_tables([base["visits"], extra]),
+        "dim": base["dim"],
+        "people": pa.concat_tables([base["people"], person]),
+    }
+
+
+def world_tables(world: str) -> dict[str, pa.Table]:
+    if world == EMPTY:
+        return {name: table.slice(0, 0) for name, table in base_tables().items()}
+    if world == "base":
+        return base_tables()
+    if world == "target":
+        return target_tables()
+    raise ValueError(f"unknown world {world!r}")
+
+
+# ------------------------------------------------------------------------------------------ engines
+
+
+@dataclass
+class Worlds:
+    """The two neighbouring databases of one engine. ``cleanup`` runs when the engine is no longer needed
+    (it never stops a Spark session it did not start)."""
+
+    engine: str
+    backends: dict[str, Backend]
+    cleanup: Callable[[], None] = lambda: None
+    #: a timeout (seconds) per statement where the engine lets the harness cancel one (Spark)
+    cancel: Callable[[], None] | None = None
+
+    def close(self) -> None:
+        self.cleanup()
+
+
+def _load(backend: Backend, world: str) -> None:
+    for name, table in world_tables(world).items():
+        backend.load_table(name, table)
+
+
+def duckdb_worlds() -> Worlds:
+    """Two in-memory DuckDB databases."""
+    backends: dict[str, Backend] = {}
+    for world in LOADED:
+        backend = DuckDBBackend(":memory:")
+        _load(backend, world)
+        backends[world] = backend
+
+    def cleanup() -> None:
+        for backend in backends.values():
+            backend.close()
+
+    return Worlds("duckdb", backends, cleanup)
+
+
+def postgres_worlds(server_conninfo: str) -> Worlds:
+    """Two fresh databases on the PostgreSQL server of ``server_conninfo`` (the ``postgres_server``
+    fixture), loaded with :meth:`PostgresBackend.load_table`; dropped again by ``cleanup``."""
+    import psycopg
+
+    from kakeibo.backends.postgres import PostgresBackend
+
+    params = dict(part.split("=", 1) for part in server_conninfo.split())
+    admin = " ".join(f"{k}={v}" for k, v in {**params, "dbname": "postgres"}.items())
+    names = {world: f"kakeibo_adv_{world}_{uuid.uuid4().hex[:10]}" for world in LOADED}
+    backends: dict[str, Backend] = {}
+    with psycopg.connect(admin, autocommit=True) as conn:
+        for name in names.values():
+            conn.execute(f"CREATE DATABASE {name}".encode())
+    for world, name in names.items():
+        backend = PostgresBackend(" ".join(f"{k}={v}" for k, v in {**params, "dbname": name}.items()))
+        _load(backend, world)
+        backends[world] = backend
+
+    def cleanup() -> None:
+        for backend in backends.values():
+            backend.close()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            for name in names.values():
+                conn.execute(f"DROP DATABASE IF EXISTS {name}".encode())
+
+    return Worlds("postgres", backends, cleanup)
+
+
+def spark_worlds(spark: Any) -> Worlds:
+    """Two Spark sessions sharing ``spark``'s context (a :class:`SparkBackend` or a ``SparkSession``),
+    each with its own temporary views, loaded with :meth:`SparkBackend.load_table`."""
+    from kakeibo.backends.spark import SparkBackend
+
+    root = spark.session if isinstance(spark, SparkBackend) else spark
+    backends: dict[str, Backend] = {}
+    for world in LOADED:
+        backend = SparkBackend(session=root.newSession())
+        _load(backend, world)
+        backends[world] = backend
+
+    def cancel() -> None:
+        root.sparkContext.cancelAllJobs()
+
+    def cleanup() -> None:  # drops the worlds' views; leaves the shared context running
+        for backend in backends.values():
+            backend.close()
+
+    return Worlds("spark", backends, cleanup, cancel=cancel)
+
+
+# ----------------------------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an analyst observes of one ``session.sql`` call (see the module docstring).
+
+    ``schema`` is the released table's column names and Arrow types (accepted queries only); ``spent`` the
+    ledger's total after the call and ``charges`` its number of entries. ``rows`` and ``seconds`` are
+    recorded but not compared (noisy and timing). ``timed_out`` is set when the harness cancelled a
+    statement that outran ``timeout``.
+    """
+
+    accepted: bool
+    error_class: str | None
+    error_text: str | None
+    spent: str
+    charges: int
+    schema: tuple[tuple[str, str], ...] | None
+    rows: int | None = field(default=None, compare=False)
+    seconds: float = field(default=0.0, compare=False)
+    timed_out: bool = field(default=False, compare=False)
+    #: the error is a refusal the service answers with a 4xx (a ValueError, TypeError or BudgetExceeded),
+    #: not an engine's or an internal error
+    refusal: bool = field(default=False, compare=False)
+
+    def observable(self) -> dict[str, object]:
+        """The fields that must be equal on neighbouring databases."""
+        return {
+            "accepted": self.accepted,
+            "error class": self.error_class,
+            "error text": self.error_text,
+            "spent": self.spent,
+            "charges": self.charges,
+            "schema": self.schema,
+        }
+
+    def short(self, width: int = 300) -> str:
+        if self.accepted:
+            what = f"answered, {self.rows} rows, schema {_schema_text(self.schema)}"
+        else:
+            text = self.error_text or ""
+            text = text if len(text) <= width else text[:width] + f"... [{len(text)} chars]"
+            what = f"{self.error_class}: {text!r}"
+        return f"{what}; spent {self.spent} in {self.charges} charges ({self.seconds:.2f} s)"
+
+
+def _schema_text(schema: tuple[tuple[str, str], ...] | None) -> str:
+    return "(" + ", ".join(f"{n}: {t}" for n, t in schema or ()) + ")"
+
+
+_ledger_counter = itertools.count()
+
+
+def outcome(
+    worlds: Worlds,
+    world: str,
+    query: str,
+    epsilon: object = 1,
+    *,
+    ledger_dir: str | Path | None = None,
+    delta: object = None,
+    rng_seed: int | None = 0,
+    timeout: float | None = None,
+) -> Outcome:
+    """Run ``session.sql(query, epsilon=epsilon)`` on one world with a fresh ledger and record it.
+
+    ``rng_seed=None`` uses the secure default generator; otherwise both worlds draw from
+    ``numpy.random.default_rng(rng_seed)``. ``timeout`` (Spark only) cancels the engine's jobs when the call
+    outruns it; the outcome then has ``timed_out`` set (and the call's own error).
+    """
+    directory = Path(ledger_dir) if ledger_dir is not None else Path(tempfile.mkdtemp(prefix="kakeibo-adv-"))
+    path = directory / f"ledger-{world}-{next(_ledger_counter)}.sqlite"
+    ledger = Ledger(path, budget=LEDGER_BUDGET)
+    session = kakeibo.connect(worlds.backends[world], catalog=CATALOG, ledger=ledger, delta=DEFAULT_DELTA)
+    kwargs: dict[str, Any] = {"epsilon": epsilon}
+    if delta is not None:
+        kwargs["delta"] = delta
+    if rng_seed is not None:
+        kwargs["rng"] = np.random.default_rng(rng_seed)
+    timer = None
+    fired: list[bool] = []
+    if timeout is not None and worlds.cancel is not None:
+        import threading
+
+        def on_timeout() -> None:
+            fired.append(True)
+            assert worlds.cancel is not None
+            worlds.cancel()
+
+        timer = threading.Timer(timeout, on_timeout)
+        timer.start()
+    error_class: str | None = None
+    error_text: str | None = None
+    schema: tuple[tuple[str, str], ...] | None = None
+    rows: int | None = None
+    refusal = False
+    start = time.perf_counter()
+    try:
+        result = session.sql(query, **kwargs)
+    except Exception as exc:  # every failure is an observation
+        seconds = time.perf_counter() - start
+        accepted, error_class, error_text = False, _class_name(exc), str(exc)
+        refusal = isinstance(exc, (ValueError, TypeError, BudgetExceeded))
+    else:
+        seconds = time.perf_counter() - start
+        table = result.to_arrow()
+        accepted = True
+        schema = tuple((f.name, str(f.type)) for f in table.schema)
+        rows = table.num_rows
+    finally:
+        if timer is not None:
+            timer.cancel()
+    try:
+        spent = repr(ledger.spent())
+        charges = len(ledger.entries())
+    finally:
+        ledger.close()  # the backend stays open: the worlds are shared between calls
+    return Outcome(
+        accepted=accepted,
+        error_class=error_class,
+        error_text=error_text,
+        spent=spent,
+        charges=charges,
+        schema=schema,
+        rows=rows,
+        seconds=seconds,
+        timed_out=bool(fired),
+        refusal=refusal,
+    )
+
+
+def _class_name(exc: BaseException) -> str:
+    kind = type(exc)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def neighbour_outcomes(worlds: Worlds, query: str, epsilon: object = 1, **kwargs: Any) -> dict[str, Outcome]:
+    """The outcome of ``query`` on both worlds of one engine."""
+    return {world: outcome(worlds, world, query, epsilon, **kwargs) for world in WORLDS}
+
+
+# ------------------------------------------------------------------------------- the public numbers
+
+#: a number as it stands in a text: digits not glued to a letter, digit or underscore (so the 64 of
+#: INT64 or the 0 of __g0 is part of a name, not a number)
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_])\d+(?![A-Za-z0-9_])")
+#: numbers an engine's message takes from the statement's text, never from the data
+_POSITIONS = re.compile(
+    r"(?i)(?:line|position|pos|col|column|char|character|SQLSTATE:?|SQLSTATE\s*=)\s*\d+"
+    r"|\(\s*line\s*\d+\s*,\s*position\s*\d+\s*\)"
+)
+
+
+def _numbers(text: str) -> set[str]:
+    return set(_NUMBER.findall(text))
+
+
+def _cheap_public_texts(query: str, epsilon: object) -> list[str]:
+    texts = [query, CATALOG_TOML, repr(epsilon), str(epsilon), DEFAULT_DELTA, repr(LEDGER_BUDGET)]
+    for convert in (float, Fraction):
+        try:
+            value = convert(epsilon)  # type: ignore[call-overload, arg-type, unused-ignore]
+        except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+            continue
+        texts += [repr(value), str(value)]
+    return texts
+
+
+@functools.lru_cache(maxsize=256)
+def _statements(query: str, epsilon_key: str, epsilon: object) -> tuple[str, ...]:
+    try:
+        import sqlglot
+
+        from kakeibo.sql import analyze, plan_query
+        from kakeibo.sql.rewrite import bounded_sql
+
+        plan = plan_query(analyze(query, CATALOG), epsilon=epsilon, delta=DEFAULT_DELTA)  # type: ignore[arg-type]
+        statement = bounded_sql(plan)
+        translated = [sqlglot.transpile(statement, read="duckdb", write=d)[0] for d in ("postgres", "spark")]
+        return (statement, *translated, str(plan.privacy_loss))
+    except Exception:
+        return ()
+
+
+def public_texts(query: str, epsilon: object) -> list[str]:
+    """Texts made of public inputs only: the query, the catalog, epsilon, the default delta, the ledger's
+    budget, and -- when the query can be planned -- the bounded statement kakeibo sends to each engine."""
+    return [*_cheap_public_texts(query, epsilon), *_statements(query, repr(epsilon), epsilon)]
+
+
+def data_dependent_numbers(text: str | None, query: str, epsilon: object) -> list[str]:
+    """Numbers in an error ``text`` that no public input holds.
+
+    A number of the text (a run of digits not part of a name such as ``INT64``; positions in the statement
+    such as ``LINE 1`` or ``position 17`` and SQLSTATE codes are skipped) is public when the same number
+    stands in the query, the catalog, epsilon or the bounded statement (:func:`public_texts`). Anything
+    else -- a data value, a count of rows or groups, a noisy value -- is reported. The check is
+    one-sided: a public-looking number may still be the data's, by chance, and digits glued to letters
+    ('B12') are not numbers here (the neighbour comparison sees those)."""
+    if not text:
+        return []
+    found = _numbers(_POSITIONS.sub(" ", text))
+    for item in _cheap_public_texts(query, epsilon):
+        found -= _numbers(item)
+    if found:  # only then plan the query (slow for some hostile queries) for its statement's numbers
+        for item in _statements(query, repr(epsilon), epsilon):
+            found -= _numbers(item)
+    return sorted(found, key=lambda n: (len(n), n))
+
+
+def mismatch(
+    outcomes: Mapping[str, Outcome], query: str, epsilon: object, *, empty: Outcome | None = None
+) -> list[str]:
+    """What differs between the two worlds' outcomes, and which numbers of an error text come from the data
+    (empty when the pair is indistinguishable). A number the ``empty`` world's error text (same query, no
+    rows at all) holds too is not counted as data-dependent."""
+    base, target = outcomes["base"], outcomes["target"]
+    problems = []
+    for key, value in base.observable().items():
+        other = target.observable()[key]
+        if value != other:
+            problems.append(f"{key} differs: base {_show(value)} / target {_show(other)}")
+    null = set(_NUMBER.findall(empty.error_text or "")) if empty is not None else set()
+    for world in WORLDS:
+        result = outcomes[world]
+        leaked = [n for n in data_dependent_numbers(result.error_text, query, epsilon) if n not in null]
+        if leaked:
+            problems.append(f"the {world} world's error text holds data-dependent numbers {leaked[:8]}")
+        if result.timed_out:
+            problems.append(f"the {world} world's call outran the harness timeout ({result.seconds:.1f} s)")
+    return problems
+
+
+def compare(
+    worlds: Worlds, query: str, epsilon: object = 1, **kwargs: Any
+) -> tuple[dict[str, Outcome], list[str]]:
+    """Run ``query`` on both worlds (and, when an error text holds numbers the public inputs do not, on
+    the empty database too) and return the outcomes with :func:`mismatch`'s problems."""
+    outcomes = neighbour_outcomes(worlds, query, epsilon, **kwargs)
+    empty = None
+    if any(data_dependent_numbers(outcomes[w].error_text, query, epsilon) for w in WORLDS):
+        empty = outcome(worlds, EMPTY, query, epsilon, **kwargs)
+        outcomes[EMPTY] = empty
+    return outcomes, mismatch(outcomes, query, epsilon, empty=empty)
+
+
+def _show(value: object, width: int = 400) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[:width] + f"... [{len(text)} chars]"
+
+
+def report(outcomes: Mapping[str, Outcome], problems: list[str], query: str, epsilon: object) -> str:
+    """Both outcomes side by side, with what differs."""
+    lines = [
+        f"query: {_show(query, 600)}  (epsilon={epsilon!r})",
+        *(f"  - {p}" for p in problems),
+        f"  base:   {outcomes['base'].short()}",
+        f"  target: {outcomes['target'].short()}",
+    ]
+    if EMPTY in outcomes:
+        lines.append(f"  empty:  {outcomes[EMPTY].short()}")
+    return "\n".join(lines)
+
+
+def assert_indistinguishable(
+    worlds: Worlds, query: str, epsilon: object = 1, **kwargs: Any
+) -> dict[str, Outcome]:
+    """Fail with both outcomes side by side when the two worlds are distinguishable (see :func:`compare`)."""
+    outcomes, problems = compare(worlds, query, epsilon, **kwargs)
+    if problems:
+        raise AssertionError(report(outcomes, problems, query, epsilon))
+    return outcomes
+
+
+def iter_engine_worlds(engines: tuple[str, ...], **resources: Any) -> Iterator[Worlds]:
+    """Build the worlds of each engine in turn (for scripts); ``postgres`` needs ``postgres_conninfo``,
+    ``spark`` a ``spark`` backend or session."""
+    for engine in engines:
+        if engine == "duckdb":
+            worlds = duckdb_worlds()
+        elif engine == "postgres":
+            worlds = postgres_worlds(resources["postgres_conninfo"])
+        elif engine == "spark":
+            worlds = spark_worlds(resources["spark"])
+        else:
+            raise ValueError(f"unknown engine {engine!r}; the engines are {', '.join(ENGINES)}")
+        try:
+            yield worlds
+        finally:
+            worlds.close()
+
+
+# ------------------------------------------------------------------------------------ the grammar
+
+#: numeric literals at the edges of int64, double and decimal arithmetic, as SQL text
+NUMERIC_LITERALS = (
+    "0",
+    "-0.0",
+    "0.5",
+    repr(ABOVE_HALF),
+    "1",
+    "4",
+    "100",
+    "120",
+    "121",
+    "999999",
+    "1e308",
+    "-1e308",
+    "1.7976931348623157e308",
+    "5e-324",
+    "2e-324",
+    "1e-300",
+    "9007199254740993",  # 2**53 + 1
+    "9223372036854775807",  # 2**63 - 1
+    "9223372036854775808",  # 2**63
+    "-9223372036854775808",
+    "1e19",
+    "0.50000000000000000020",
+    "30.0000000000000010e0",
+    "1980.00000000000000000001",
+    "0.00000000000000000000000000000000001",
+    "121.000000000000000000000000000000001",
+    "1e400",
+)
+#: text literals with quotes, backslashes, LIKE wildcards, non-ASCII and the target's own values
+TEXT_LITERALS = (
+    "",
+    "a",
+    "T",
+    "T\\",
+    "\\",
+    "T'",
+    "'",
+    "%",
+    "_",
+    "B12",
+    "12",
+    "1e999",
+    " 7 ",
+    "only-target",
+    "Tüñî日本😀",
+    LONG_NAME,
+    "T%_\\%",
+)
+#: pieces of LIKE patterns; at most four '%' per pattern keep Spark's backtracking matcher (issue 15, G2)
+#: within a unit test's time on the 24-character names
+LIKE_PIECES = ("T", "z", "a", "\\", "%", "_", "'", "ü", "!", "B1", "%_")
+#: columns of ``visits`` by catalog type (the privacy unit is only ever compared, never aggregated)
+TEXT_COLUMNS = ("category", "name", "building")
+NUMBER_COLUMNS = ("user_id", "amount", "age", "birth_year", "x")
+BOUNDED_COLUMNS = ("amount", "age", "x")
+EPSILONS = (1, 0.5, 2, 1000, 1000, "1e-3")
+
+
+def sql_text(value: str) -> str:
+    """A SQL string literal (quotes doubled; backslashes are plain characters in DuckDB's dialect)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def queries() -> Any:
+    """A ``hypothesis`` strategy of ``(query, epsilon)`` pairs from the grammar the analyser accepts (see
+    :mod:`kakeibo.sql.analyze`), with boundary literals, NULLs and literals of the wrong type mixed in so
+    that refusals are exercised too::
+
+        SELECT <group columns>, <aggregates> FROM visits [JOIN dim ...] [WHERE <boolean combination of
+        comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...] [HAVING <output column op literal>]
+        [ORDER BY <output columns>] [LIMIT n]
+    """
+    from hypothesis import strategies as st
+
+    literal_any = st.one_of(
+        st.sampled_from(NUMERIC_LITERALS),
+        st.sampled_from(TEXT_LITERALS).map(sql_text),
+        st.just("NULL"),
+        st.sampled_from(("TRUE", "FALSE")),
+    )
+
+    @st.composite
+    def operand(draw: Any, prefix: str) -> str:
+        column = draw(st.sampled_from(TEXT_COLUMNS + NUMBER_COLUMNS))
+        qualified = f"{prefix}{column}"
+        if column in TEXT_COLUMNS and draw(st.integers(0, 5)) == 0:
+            return f"{draw(st.sampled_from(('LOWER', 'UPPER')))}({qualified})"
+        return qualified
+
+    def literal_for(draw: Any, column: str) -> str:
+        # mostly a literal of the column's kind, sometimes any literal (coercions must be refused alike)
+        if draw(st.integers(0, 4)) == 0:
+            return str(draw(literal_any))
+        if any(column.endswith(c) or column.endswith(c + ")") for c in TEXT_COLUMNS):
+            return sql_text(draw(st.sampled_from(TEXT_LITERALS)))
+        return str(draw(st.sampled_from(NUMERIC_LITERALS)))
+
+    @st.composite
+    def atom(draw: Any, prefix: str) -> str:
+        column = draw(operand(prefix))
+        kind = draw(st.sampled_from(("cmp", "cmp", "cmp", "between", "in", "like", "null", "target")))
+        if kind == "cmp":
+            op = draw(st.sampled_from(("=", "<>", "<", "<=", ">", ">=", "IS NOT DISTINCT FROM")))
+            return f"{column} {op} {literal_for(draw, column)}"
+        if kind == "between":
+            low, high = literal_for(draw, column), literal_for(draw, column)
+            return f"{column} {draw(st.sampled_from(('', 'NOT ')))}BETWEEN {low} AND {high}"
+        if kind == "in":
+            items = draw(st.lists(st.integers(0, 1000), min_size=1, max_size=4))
+            values = ", ".join(literal_for(draw, column) for _ in items)
+            return f"{column} {draw(st.sampled_from(('', 'NOT ')))}IN ({values})"
+        if kind == "like":
+            pieces = draw(st.lists(st.sampled_from(LIKE_PIECES), min_size=0, max_size=8))
+            pattern = "".join(pieces)
+            while pattern.count("%") > 4:
+                pattern = pattern.replace("%", "", 1)
+            text_column = column if not column.endswith(NUMBER_COLUMNS) else f"{prefix}name"
+            op = draw(st.sampled_from(("LIKE", "NOT LIKE", "ILIKE")))
+            return f"{text_column} {op} {sql_text(pattern)}"
+        if kind == "null":
+            return f"{column} IS {draw(st.sampled_from(('', 'NOT ')))}NULL"
+        return f"{prefix}user_id = {TARGET_ID}"
+
+    @st.composite
+    def predicate(draw: Any, prefix: str, depth: int = 2) -> str:
+        """A comparison, or AND / OR / NOT of smaller predicates (at most ``depth`` levels)."""
+        if depth == 0 or draw(st.integers(0, 2)) == 0:
+            return str(draw(atom(prefix)))
+        kind = draw(st.sampled_from(("AND", "OR", "NOT")))
+        if kind == "NOT":
+            return f"NOT ({draw(predicate(prefix, depth - 1))})"
+        return f"({draw(predicate(prefix, depth - 1))} {kind} {draw(predicate(prefix, depth - 1))})"
+
+    @st.composite
+    def query(draw: Any) -> tuple[str, object]:
+        join = draw(st.sampled_from(("", "", "", "using", "on")))
+        prefix = "visits." if join == "on" else ""
+        group_choices = ["category", "name", "building", "age"] + (["dim.label"] if join else [])
+        groups = draw(st.lists(st.sampled_from(group_choices), max_size=2, unique=True))
+        aggregates = draw(
+            st.lists(
+                st.one_of(
+                    st.just("COUNT(*)"),
+                    st.just("COUNT(DISTINCT user_id)"),
+                    st.sampled_from(TEXT_COLUMNS + BOUNDED_COLUMNS).map(lambda c: f"COUNT({prefix}{c})"),
+                    st.tuples(
+                        st.sampled_from(("SUM", "AVG", "MEDIAN")), st.sampled_from(BOUNDED_COLUMNS)
+                    ).map(lambda t: f"{t[0]}({prefix}{t[1]})"),
+                ),
+                min_size=1,
+                max_size=3,
+            )
+        )
+        aliases = [f"a{i}" for i in range(len(aggregates))]
+        select = [("" if "." in g else prefix) + g for g in groups]
+        select += [f"{agg} AS {alias}" for agg, alias in zip(aggregates, aliases, strict=True)]
+        sql = f"SELECT {', '.join(select)} FROM visits"
+        if join == "using":
+            sql += " JOIN dim USING (category)"
+        elif join == "on":
+            sql += " JOIN dim ON visits.category = dim.category"
+        where = draw(st.integers(0, 5))
+        if where in (1, 2):  # about the target alone: the membership oracles of issue 15
+            sql += f" WHERE {prefix}user_id = {TARGET_ID} AND {draw(predicate(prefix))}"
+        elif where > 2:
+            sql += f" WHERE {draw(predicate(prefix))}"
+        if groups:
+            sql += " GROUP BY " + ", ".join(("" if "." in g else prefix) + g for g in groups)
+        outputs = [g.split(".")[-1] for g in groups] + aliases
+        if draw(st.integers(0, 3)) == 0:
+            column = draw(st.sampled_from(aliases))
+            op = draw(st.sampled_from(("=", "<", ">", ">=", "<>")))
+            sql += f" HAVING {column} {op} {draw(st.sampled_from(NUMERIC_LITERALS))}"
+        if draw(st.integers(0, 3)) == 0:
+            order = draw(st.lists(st.sampled_from(outputs), min_size=1, max_size=2, unique=True))
+            sql += " ORDER BY " + ", ".join(f"{c} {draw(st.sampled_from(('ASC', 'DESC')))}" for c in order)
+        if draw(st.integers(0, 4)) == 0:
+            sql += f" LIMIT {draw(st.sampled_from(('0', '1', '3', '10', '1e3', '9223372036854775807')))}"
+        return sql, draw(st.sampled_from(EPSILONS))
+
+    return query()
