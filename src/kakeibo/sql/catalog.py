@@ -27,6 +27,16 @@ A catalog is a TOML file or the same structure as a Python mapping::
     edges = "friends.csv"             # pairs of user_id values, optional weight (relative to the TOML file)
     tau = 1.0
 
+    [tables.categories]
+    public = true                     # no personal data: may be JOINed to a sensitive table
+    [tables.categories.columns]
+    category = { type = "str", unique = true }  # no value twice: a row-level table may join on it
+    label    = "str"
+
+Column types must be the engine's (``int``: any integer type, ``float``: REAL or DOUBLE, not DECIMAL,
+``str``, ``bool``, ``date``); the session checks them against the engine's schema before the first query
+on a table, since a mismatch makes the engine convert the column row by row.
+
 With a ``correlation`` section, SUM, COUNT and AVG on the table are calibrated against every Bayesian
 adversary of the Gaussian correlation model on that graph; :mod:`kakeibo.sql.correlation` states the exact
 neighbour relation, adversary model and what is refused.
