@@ -33,6 +33,25 @@ def test_laplace_grid_spends_at_most_epsilon(sensitivity: float, epsilon: float,
     assert float(t * step) <= m.scale * (1 + 1e-5) + float(step)
 
 
+@pytest.mark.parametrize("coordinates", [1, 3, 1000])
+def test_laplace_with_declared_coordinates_uses_their_grid(coordinates: int) -> None:
+    """``coordinates=c``: every release, of any size, uses ``grid(c)``, whose rounding slack covers c
+    differing coordinates in exact arithmetic; the values lie on that grid."""
+    m = Laplace(sensitivity=3.7, epsilon=0.5, coordinates=coordinates)
+    k, t = m.grid(coordinates)
+    assert (Fraction(3.7) / Fraction(2) ** k + coordinates) / t <= Fraction(1, 2)
+    out = m.release(np.linspace(0, 1, 5000), rng=np.random.default_rng(4))
+    scaled = np.ldexp(out, -k)
+    assert np.all(scaled == np.rint(scaled))
+    assert m.max_magnitude == math.ldexp(1.0, k + 61)
+
+
+@pytest.mark.parametrize("coordinates", [0, -1, True, 1.5, "2"])
+def test_laplace_refuses_bad_coordinates(coordinates: object) -> None:
+    with pytest.raises(ValueError, match="coordinates must be a positive integer"):
+        Laplace(sensitivity=1, epsilon=1, coordinates=coordinates)  # type: ignore[arg-type]
+
+
 def test_laplace_scale_and_loss() -> None:
     m = Laplace(sensitivity=2, epsilon=0.5)
     assert m.scale == pytest.approx(4 * (1 + 2**-20), rel=1e-15)

@@ -89,6 +89,19 @@ def test_laplace_scalar_release_at_worst_rounding() -> None:
     _check(result, 1.0, tight=True)
 
 
+def test_laplace_with_declared_coordinates_at_worst_rounding() -> None:
+    """Laplace(sensitivity=0.3, epsilon=1, coordinates=1), the SQL layer's form (L0 = 1): its arrays use
+    the one-coordinate grid whatever their size, so each coordinate of a batched release (the audit's
+    arrays of 2**16 copies) is audited on inputs at the worst rounding of that grid; seed 103.
+    Measured: lower bound 0.9905 (claim 1)."""
+    m = Laplace(sensitivity=0.3, epsilon=1, coordinates=1)
+    k, _ = m.grid(1)
+    assert m._grid_for(2**16) == m.grid(1)
+    d, d_prime = _worst_rounding_pair(0.3, k)
+    result = audit(m, d, d_prime, trials=TRIALS, rng=np.random.default_rng(103))
+    _check(result, 1.0, tight=True)
+
+
 def test_geometric() -> None:
     """Geometric(sensitivity=2, epsilon=0.7) on the integers d = 5, d' = 7; seed 103.
     Measured: lower bound 0.6915 (claim 0.7)."""
