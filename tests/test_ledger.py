@@ -208,7 +208,7 @@ def test_constructor_validation(path: Path) -> None:
         Ledger(None, budget=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="path"):
         Ledger(42, budget=1)  # type: ignore[arg-type]
-    with pytest.raises(FileNotFoundError, match="pass budget="):
+    with pytest.raises(FileNotFoundError, match="give a budget to create one"):
         Ledger(path)
     assert not path.exists()  # refused before touching the file system
     with pytest.raises(ValueError, match="non-negative"):

@@ -2,14 +2,41 @@
 
 Two front doors for central DP, both charging a :class:`kakeibo.accounting.Ledger` before returning:
 :func:`private` turns a Python query function into a release, and :func:`connect` opens a DP SQL session.
+Every error kakeibo raises on purpose is a :class:`kakeibo.Error` (:mod:`kakeibo.errors`).
+
+The front doors are imported on first use, so ``import kakeibo.ldp`` (a client that only randomizes its
+reports) loads neither the SQL engines nor the ledger.
 """
 
 from __future__ import annotations
 
-from . import sql
-from .mechanisms.decorator import Release, private
-from .sql.session import connect
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigurationError, Error
+
+if TYPE_CHECKING:
+    from . import sql
+    from .mechanisms.decorator import Release, private
+    from .sql.session import connect
 
 __version__ = "0.1.0"
 
-__all__ = ["Release", "__version__", "connect", "private", "sql"]
+__all__ = ["ConfigurationError", "Error", "Release", "__version__", "connect", "private", "sql"]
+
+_LAZY = {
+    "sql": ("kakeibo.sql", None),
+    "Release": ("kakeibo.mechanisms.decorator", "Release"),
+    "private": ("kakeibo.mechanisms.decorator", "private"),
+    "connect": ("kakeibo.sql.session", "connect"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'kakeibo' has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value

@@ -33,8 +33,6 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from scipy import optimize
-
 __all__ = [
     "ZCDP",
     "ApproxDP",
@@ -321,6 +319,10 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
 
     # The exponent is convex in alpha; its minimiser lies near (epsilon + rho) / (2 rho) + 1.
     upper = max(2.0, (epsilon + rho) / rho + 2)
+    from scipy import (
+        optimize,
+    )  # here, not at the top: scipy.optimize loads scipy.sparse (LDP clients need neither)
+
     res = optimize.minimize_scalar(log_delta, bounds=(1.0 + 1e-9, upper), method="bounded")
     return min(1.0, math.exp(min(float(res.fun), log_delta(upper))))
 

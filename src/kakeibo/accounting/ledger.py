@@ -49,6 +49,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Any
 
+from ..errors import Error
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP
 from .composition import CompositionPolicy, convert, kind_name, kind_zero, loss_leq, resolve_policy
 from .overlap import Box, max_weighted_depth
@@ -71,7 +72,7 @@ _MAX_TEXT = 10_000
 PathLike = str | os.PathLike[str]
 
 
-class BudgetExceeded(Exception):  # noqa: N818 -- the name reads as the event it reports
+class BudgetExceeded(Error):  # noqa: N818 -- the name reads as the event it reports
     """A charge was refused because it would exceed a budget; nothing was written.
 
     ``requested`` is the charge (in the budget's kind), ``remaining`` what was left in ``scope``.
@@ -84,11 +85,11 @@ class BudgetExceeded(Exception):  # noqa: N818 -- the name reads as the event it
         self.scope = scope
 
 
-class DuplicateRequest(ValueError):  # noqa: N818 -- the name reads as the event it reports
+class DuplicateRequest(Error, ValueError):  # noqa: N818 -- the name reads as the event it reports
     """A request id that was already charged, presented where a replay is not allowed."""
 
 
-class LedgerIntegrityError(RuntimeError):
+class LedgerIntegrityError(Error, RuntimeError):
     """The ledger's stored state is inconsistent (tampering or corruption); see :meth:`Ledger.verify`."""
 
 
@@ -154,12 +155,17 @@ class Scope:
 # -- validation ----------------------------------------------------------------------------------
 
 
+_CREATE_HINT = "give a budget to create one (budget= in Python, --budget on the command line)."
+
+
 def _canonical_loss(loss: object, what: str) -> PrivacyLoss:
     """Re-validate a loss (or a plain number, meaning pure epsilon) through its constructor."""
     if isinstance(loss, bool):
         raise TypeError(f"{what} must be a privacy loss or a number, not a bool.")
     if isinstance(loss, (int, float, Fraction)):
         return PureDP(loss)
+    if isinstance(loss, tuple) and len(loss) == 2:  # (epsilon, delta)
+        return ApproxDP(*loss)
     if isinstance(loss, PureDP):
         return PureDP(loss.epsilon)
     if isinstance(loss, ApproxDP):
@@ -171,7 +177,10 @@ def _canonical_loss(loss: object, what: str) -> PrivacyLoss:
             f"the ledger accounts PureDP, ApproxDP and ZCDP losses, not {type(loss).__name__}; "
             "convert it first (for an RDP curve: .to_approx(delta))."
         )
-    raise TypeError(f"{what} must be a PureDP, ApproxDP or ZCDP loss or a number, got {type(loss).__name__}.")
+    raise TypeError(
+        f"{what} must be a PureDP, ApproxDP or ZCDP loss, an (epsilon, delta) pair or a number, got "
+        f"{type(loss).__name__}."
+    )
 
 
 def _text(value: object, name: str, *, required: bool = False) -> str | None:
@@ -395,7 +404,7 @@ class Ledger:
     def __init__(
         self,
         path: PathLike,
-        budget: PrivacyLoss | Number | None = None,
+        budget: PrivacyLoss | Number | tuple[Number, Number] | None = None,
         *,
         composition: str | CompositionPolicy | None = None,
         delta_slack: Number | None = None,
@@ -426,7 +435,7 @@ class Ledger:
             if path_text == ":memory:":
                 raise ValueError("a new in-memory ledger needs a budget.")
             if not postgres and not os.path.exists(path_text):
-                raise FileNotFoundError(f"there is no ledger at {path_text}; pass budget= to create one.")
+                raise FileNotFoundError(f"there is no ledger at {path_text}; {_CREATE_HINT}")
 
         try:
             self._store = open_store(path_text, timeout=float(timeout), owner="ledger")
@@ -459,8 +468,8 @@ class Ledger:
         if not initialised:
             if budget is None:
                 if self._store.kind == "postgres":
-                    raise FileNotFoundError(f"there is no ledger at {self.path}; pass budget= to create one.")
-                raise ValueError(f"{self.path} is not a kakeibo ledger; pass budget= to create one.")
+                    raise FileNotFoundError(f"there is no ledger at {self.path}; {_CREATE_HINT}")
+                raise ValueError(f"{self.path} is not a kakeibo ledger; {_CREATE_HINT}")
             with self._transaction(immediate=True) as conn:
                 if not self._is_initialised(conn):  # another process may have created it meanwhile
                     self._create(conn, budget, policy or resolve_policy("sequential"))
@@ -791,7 +800,11 @@ epsilon=1; only epsilon=1 remains.
                 )
 
     def set_budget(
-        self, budget: PrivacyLoss | Number, *, analyst: str | None = None, dataset: str | None = None
+        self,
+        budget: PrivacyLoss | Number | tuple[Number, Number],
+        *,
+        analyst: str | None = None,
+        dataset: str | None = None,
     ) -> None:
         """Set (or change) the budget of a scope; recorded in the hash-chained budget history.
 
@@ -820,6 +833,11 @@ epsilon=1; only epsilon=1 remains.
                     f"{scope.describe()} cannot be set to {value!s}: {spent!s} has already been spent."
                 )
             self._append_budget(conn, value, scope)
+
+    @property
+    def budget_kind(self) -> type[PrivacyLoss]:
+        """The kind of loss the budgets are kept in (``PureDP``, ``ApproxDP`` or ``ZCDP``)."""
+        return self._kind
 
     def budgets(self) -> dict[Scope, PrivacyLoss]:
         """The budget in force for each scope that has one (the global one is ``Scope()``)."""

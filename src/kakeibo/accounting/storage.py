@@ -31,13 +31,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar, Protocol
 
+from ..errors import Error
+
 __all__ = ["Connection", "Store", "StoreError", "is_postgres_url", "open_store", "redact"]
 
 _PG_URL = re.compile(r"postgres(ql)?://", re.IGNORECASE)
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 
-class StoreError(ValueError):
+class StoreError(Error, ValueError):
     """The location holds no usable database (not a SQLite file, or a PostgreSQL server that refuses us)."""
 
 

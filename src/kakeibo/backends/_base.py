@@ -18,6 +18,8 @@ from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
+from ..errors import Error
+
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "StatementTimeout", "cancel_at_deadline", "check_timeout"]
 
 #: Seconds a statement may run unless the backend is given another ``statement_timeout``.
@@ -28,7 +30,7 @@ DEFAULT_STATEMENT_TIMEOUT = 60.0
 _CANCEL_RETRY_SECONDS = 0.1
 
 
-class StatementTimeout(Exception):  # noqa: N818 - the name says what happened to the statement
+class StatementTimeout(Error):  # noqa: N818 - the name says what happened to the statement
     """A statement ran past its timeout and the engine cancelled it.
 
     The message names the limit only (a public setting), never anything the statement read.

@@ -102,6 +102,7 @@ from scipy.linalg import lapack
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import splu
 
+from ..errors import Error
 from ..mechanisms import Laplace
 from ..mechanisms._base import check_positive
 
@@ -135,7 +136,7 @@ NUMERIC_PRIOR_FLOOR = 2.0**-40
 SMALLEST_SUBNORMAL = 2.0**-1074
 
 
-class CertificationError(ValueError):
+class CertificationError(Error, ValueError):
     """The leakage of a model cannot be certified in floating point (its numbers overflow, or a bound came
     out NaN or contradicted an exact one); no number is returned in its place."""
 

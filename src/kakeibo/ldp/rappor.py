@@ -58,12 +58,14 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtr
+
+if TYPE_CHECKING:  # imported where the server decodes: a client that only randomizes never loads it
+    import scipy.sparse as sp
 
 from ..mechanisms._base import Rng, check_beta
 from ..noise import resolve_source
@@ -422,6 +424,8 @@ class RAPPOR(LocalRandomizer):
         return positions
 
     def _design(self, positions: NDArray[np.int64], sizes: NDArray[np.int64]) -> sp.csr_matrix:
+        import scipy.sparse as sp
+
         """The ``(m k) x (M + 1)`` design matrix of :meth:`decode` (last column: the background)."""
         n_candidates = positions.shape[0]
         share = sizes / sizes.sum()
@@ -451,6 +455,8 @@ def _check_candidates(candidates: Values) -> tuple[tuple[Any, ...], KeyArray]:
 
 
 def _lasso_screen(design: sp.csr_matrix, y: FloatArray, sd: FloatArray) -> BoolArray:
+    import scipy.sparse as sp
+
     """Which candidate columns (all but the last, the background) a non-negative LASSO keeps.
 
     Rows are divided by the standard deviations of ``y`` and columns by their norms, so that under the null
@@ -481,6 +487,8 @@ def _least_squares(
             "the selected candidates' Bloom bits are linearly dependent, so their counts are not "
             "identifiable (use more cohorts or bits, or fewer candidates)."
         )
+    import scipy.sparse as sp
+
     inverse = np.linalg.inv(gram)
     coef = inverse @ (design.T @ y)
     meat = np.asarray((design.T @ sp.diags(variance) @ design).toarray())

@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import Error
+
 __all__ = ["FORMAT_VERSION", "ReportFormatError", "Reports"]
 
 #: Version of the byte layout; bumped whenever it changes incompatibly.
@@ -53,7 +55,7 @@ _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 Param = str | int
 
 
-class ReportFormatError(ValueError):
+class ReportFormatError(Error, ValueError):
     """A report batch that is not well-formed :meth:`Reports.to_bytes` output (raised by
     :meth:`Reports.from_bytes`, with one sentence naming the first defect found)."""
 

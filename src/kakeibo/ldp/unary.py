@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import minimize_scalar
 
 from ..noise._source import RandomSource
 from ..privacy import Number
@@ -181,5 +180,7 @@ def _optimal_threshold(epsilon: float) -> float:
     def variance(theta: float) -> float:
         p, q = _threshold_probabilities(theta, epsilon)
         return q * (1 - q) / (p - q) ** 2
+
+    from scipy.optimize import minimize_scalar  # loads scipy.sparse: only where it is needed
 
     return float(minimize_scalar(variance, bounds=(0.5, 1.0), method="bounded", options={"xatol": 1e-9}).x)

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
+from ..errors import Error
 from .correlation import CorrelationSpec
 
 if sys.version_info >= (3, 11):
@@ -82,7 +83,7 @@ _NUMERIC = ("int", "float")
 _V = TypeVar("_V")
 
 
-class QueryRefused(ValueError):  # noqa: N818 - the name says what happened to the query
+class QueryRefused(Error, ValueError):  # noqa: N818 - the name says what happened to the query
     """A query kakeibo will not answer; ``reason`` says why in one sentence. Raised before any data is read.
 
     >>> str(QueryRefused("SELECT * would reveal individual rows."))

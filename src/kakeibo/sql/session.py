@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,14 +37,16 @@ import sqlglot
 from sqlglot import exp
 
 from ..accounting import DuplicateRequest, Ledger
+from ..accounting.ledger import Scope
 from ..accounting.overlap import Box
 from ..backends import Backend, DuckDBBackend, StatementTimeout
+from ..errors import ConfigurationError, Error
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..mechanisms._base import Rng
 from ..noise import resolve_source
 from ..noise._source import RandomSource
-from ..privacy import Number, PrivacyLoss
-from .analyze import AnalyzedQuery, analyze
+from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from .analyze import AnalyzedQuery, QueryRefused, analyze
 from .catalog import Catalog, TableSpec
 from .plan import NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
 from .rewrite import bounded_sql, group_name
@@ -53,13 +56,13 @@ __all__ = ["CatalogMismatch", "ReleaseFailed", "Result", "Session", "connect", "
 CONFIDENCE = 0.95
 
 
-class CatalogMismatch(ValueError):  # noqa: N818 -- the name reads as the event it reports
+class CatalogMismatch(ConfigurationError):  # noqa: N818 -- the name reads as the event it reports
     """A catalog column whose type differs from the engine's column: the engine would convert it row by row
     when it compares it with a literal of the catalog's type, which can fail on some values only (a free
     membership oracle) or select other rows than the ones kakeibo reasons about."""
 
 
-class ReleaseFailed(RuntimeError):  # noqa: N818 -- the name reads as the event it reports
+class ReleaseFailed(Error, RuntimeError):  # noqa: N818 -- the name reads as the event it reports
     """A release failed after its noise was drawn. Its cost was charged (the draw may depend on the data);
     the message is fixed, so it says nothing of the value. Its request id stays spent: a retry under it (or
     of a statement that timed out, which is charged too) raises this again without a new charge."""
@@ -88,12 +91,23 @@ class Result:
         return self.table
 
     def to_pandas(self) -> Any:
+        if importlib.util.find_spec("pandas") is None:  # pyarrow needs it and says so less clearly
+            raise ImportError("to_pandas() needs pandas: pip install pandas (or use to_arrow()).")
         return self.table.to_pandas()
 
-    def to_polars(self) -> Any:
-        import polars as pl
+    df = to_pandas  # DuckDB's name for it
 
+    def to_polars(self) -> Any:
+        try:
+            import polars as pl
+        except ImportError:
+            raise ImportError("to_polars() needs polars: pip install polars (or use to_arrow()).") from None
         return pl.from_arrow(self.table)
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        """The Arrow PyCapsule stream of the released table, so ``polars.DataFrame(result)``,
+        ``pyarrow.table(result)`` and ``duckdb.sql("FROM result")`` read it directly."""
+        return self.table.__arrow_c_stream__(requested_schema)
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
@@ -114,7 +128,7 @@ class Session:
         ledger: Ledger,
         *,
         analyst: str | None,
-        delta: Number,
+        delta: Number | None = None,
         dataset: str | None = None,
         source: str | None = None,
     ) -> None:
@@ -128,6 +142,7 @@ class Session:
         # catalog (monthly snapshots, regions) never answer with each other's release
         self.source = source if source is not None else f"{backend.dialect}:{id(backend)}"
         self._checked_tables: set[str] = set()
+        self._default_delta: Fraction | None = None
         self._checked_unique: set[tuple[str, str]] = set()
 
     def plan(
@@ -232,6 +247,12 @@ class Session:
 
     def _answer(self, plan: NoisePlan, request_id: str, rng: Rng) -> bytes:
         """Run the engine, draw, and charge with the noisy table stored; return what the ledger holds."""
+        if plan.delta > 0 and self.ledger.budget_kind is PureDP:
+            raise QueryRefused(
+                "this query needs delta > 0 for private partition selection (GROUP BY without public keys), "
+                "but the ledger keeps pure-epsilon budgets; create the ledger with an (epsilon, delta) "
+                "budget such as budget=(1.0, 1e-5), or declare public_values for the GROUP BY columns."
+            )
         dataset, region = self.dataset or plan.query.table.name, self._region(plan)
         # refuse before the engine works for nothing (the charge checks again, atomically)
         self.ledger.check(plan.privacy_loss, analyst=self.analyst, dataset=dataset, region=region)
@@ -335,11 +356,26 @@ class Session:
         return "sql:" + hashlib.sha256(text.encode()).hexdigest()
 
     def _delta(self, delta: Number | None) -> Fraction:
-        return Fraction(str(self.delta if delta is None else delta))
+        """The query's delta: as given, else the session's, else 1/100 of the ledger's global delta budget
+        (so that the first query needing delta leaves room for 99 more), else 1e-6."""
+        chosen = delta if delta is not None else self.delta
+        if chosen is not None:
+            return as_fraction(chosen, "delta")
+        if self._default_delta is None:  # read once: request ids must not move with later budget changes
+            budget = self.ledger.budgets().get(Scope())
+            share = Fraction(budget.delta) / 100 if isinstance(budget, ApproxDP) else Fraction(0)
+            self._default_delta = share if share > 0 else Fraction(1, 10**6)
+        return self._default_delta
 
     def close(self) -> None:
         self.backend.close()
         self.ledger.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _serialise(table: pa.Table, *, seeded: bool) -> bytes:
@@ -602,30 +638,46 @@ def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
     return con.sql(sql).to_arrow_table()
 
 
+def _open_duckdb(path: str, catalog: Catalog) -> DuckDBBackend:
+    """A DuckDB file for a session: read-only (a session only reads, and other processes -- the CLI, another
+    analyst's notebook -- may open the file too), unless the catalog's source files need views created in
+    it; a file that cannot be opened is one sentence, not DuckDB's traceback."""
+    if path != ":memory:" and not os.path.exists(path):
+        raise ConfigurationError(f"there is no DuckDB database at {path}.")
+    read_only = path != ":memory:" and all(t.source is None for t in catalog.tables.values())
+    try:
+        return DuckDBBackend(path, read_only=read_only)
+    except duckdb.Error as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigurationError(f"the DuckDB database {path} could not be opened: {first}") from None
+
+
 def connect(
     database: str | os.PathLike[str] | Backend = ":memory:",
     *,
     catalog: Catalog | str | os.PathLike[str],
     ledger: Ledger | str | os.PathLike[str],
-    budget: PrivacyLoss | Number | None = None,
+    budget: PrivacyLoss | Number | tuple[Number, Number] | None = None,
     analyst: str | None = None,
-    delta: Number = "1e-6",
+    delta: Number | None = None,
     source: str | None = None,
 ) -> Session:
     """Open a DP SQL session.
 
     ``database``: a DuckDB file (or ``":memory:"``), or a :class:`~kakeibo.backends.Backend` (PostgreSQL,
     Spark). ``catalog``: a :class:`Catalog` or a TOML path. ``ledger``: a :class:`Ledger` or a path
-    (created with ``budget`` if new). ``delta`` is the default delta of queries that need private
-    partition selection. ``source`` names the data for the ledger's stored releases (a repeated query on
+    (created with ``budget`` if new: a number is pure epsilon, a pair ``(epsilon, delta)`` pays for private
+    partition selection too). ``delta`` is the default delta of queries that need private partition
+    selection; by default 1/100 of the ledger's global delta budget (``explain`` shows the loss).
+    ``source`` names the data for the ledger's stored releases (a repeated query on
     the same source is answered from the ledger): by default a DuckDB file's absolute path, and for an
     in-memory database or a backend object this session's engine only (name a backend's database, such as
     ``"postgres:db.example/sales"``, to reuse releases across sessions).
     """
+    cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
+    backend = database if isinstance(database, Backend) else _open_duckdb(os.fspath(database), cat)
     if source is None and not isinstance(database, Backend) and os.fspath(database) != ":memory:":
         source = f"duckdb:{os.path.abspath(database)}"
-    backend: Backend = database if isinstance(database, Backend) else DuckDBBackend(database)
-    cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
     if isinstance(backend, DuckDBBackend):
         for table in cat.tables.values():
             if table.source is not None:

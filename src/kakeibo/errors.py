@@ -1,0 +1,36 @@
+"""kakeibo's errors: one tree under :class:`Error`, so that a caller can tell kakeibo's refusals from bugs.
+
+Each error keeps the built-in base it has always had (``ValueError`` for bad input, ``RuntimeError`` for a
+broken state), so ``except ValueError`` still works; ``except kakeibo.Error`` catches every one of them::
+
+    Error
+    |-- QueryRefused (ValueError)            kakeibo.sql: a query kakeibo will not answer
+    |-- ConfigurationError (ValueError)      a catalog, service file or ledger set up wrongly
+    |   `-- CatalogMismatch                  kakeibo.sql: the catalog's types are not the engine's
+    |-- BudgetExceeded                       kakeibo.accounting: the charge would exceed a budget
+    |-- DuplicateRequest (ValueError)        kakeibo.accounting: a request id already charged
+    |-- LedgerIntegrityError (RuntimeError)  kakeibo.accounting: the hash chain does not verify
+    |-- StoreError (ValueError)              kakeibo.accounting: a ledger store cannot be opened or used
+    |-- StatementTimeout                     kakeibo.backends: a statement ran past its limit (charged)
+    |-- ReleaseFailed (RuntimeError)         kakeibo.sql: a release failed after its draw (charged)
+    |-- CertificationError (ValueError)      kakeibo.correlated: leakage cannot be certified
+    `-- ReportFormatError (ValueError)       kakeibo.ldp: a malformed batch of reports
+
+Messages are one sentence an analyst understands and hold no number that depends on the data.
+
+>>> from kakeibo.sql import QueryRefused
+>>> issubclass(QueryRefused, Error) and issubclass(QueryRefused, ValueError)
+True
+"""
+
+from __future__ import annotations
+
+__all__ = ["ConfigurationError", "Error"]
+
+
+class Error(Exception):
+    """The root of every error kakeibo raises on purpose."""
+
+
+class ConfigurationError(Error, ValueError):
+    """A catalog, service configuration or ledger that is set up wrongly (the data owner's to fix)."""

@@ -1,0 +1,71 @@
+"""What importing kakeibo costs, and the error tree (issue 16).
+
+A device that only randomizes its reports imports ``kakeibo.ldp``; it must not load the SQL engines, the
+ledger or scipy's sparse matrices (megabytes and seconds on a phone-class machine). Every error kakeibo
+raises on purpose is a ``kakeibo.Error`` and keeps its built-in base.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import kakeibo
+from kakeibo.accounting import BudgetExceeded, DuplicateRequest, LedgerIntegrityError
+from kakeibo.accounting.storage import StoreError
+from kakeibo.backends import StatementTimeout
+from kakeibo.correlated.gaussian import CertificationError
+from kakeibo.ldp import ReportFormatError
+from kakeibo.sql import QueryRefused
+from kakeibo.sql.session import CatalogMismatch, ReleaseFailed
+
+HEAVY = (
+    "duckdb",
+    "sqlglot",
+    "pyarrow",
+    "scipy.sparse",
+    "psycopg",
+    "pyspark",
+    "kakeibo.accounting",
+    "kakeibo.sql",
+)
+
+
+def test_importing_the_ldp_client_side_loads_no_engine_ledger_or_sparse_matrices() -> None:
+    code = (
+        "import sys, kakeibo.ldp\n"
+        "oracle = kakeibo.ldp.recommend_oracle(domain_size=16, epsilon=1).oracle\n"
+        "oracle.randomize([1, 2, 3]).to_bytes()\n"
+        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert loaded.strip() == ""
+
+
+def test_the_front_doors_load_on_first_use() -> None:
+    assert kakeibo.connect.__module__ == "kakeibo.sql.session"
+    assert kakeibo.private.__module__ == "kakeibo.mechanisms.decorator"
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        kakeibo.nothing  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("error", "builtin"),
+    [
+        (QueryRefused, ValueError),
+        (kakeibo.ConfigurationError, ValueError),
+        (CatalogMismatch, ValueError),
+        (BudgetExceeded, Exception),
+        (DuplicateRequest, ValueError),
+        (LedgerIntegrityError, RuntimeError),
+        (StoreError, ValueError),
+        (StatementTimeout, Exception),
+        (ReleaseFailed, RuntimeError),
+        (CertificationError, ValueError),
+        (ReportFormatError, ValueError),
+    ],
+)
+def test_every_error_is_a_kakeibo_error_and_keeps_its_builtin_base(error: type, builtin: type) -> None:
+    assert issubclass(error, kakeibo.Error) and issubclass(error, builtin)
