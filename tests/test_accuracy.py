@@ -17,7 +17,6 @@ import pytest
 from scipy import stats
 
 from kakeibo.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, analytic_gaussian_sigma
-from kakeibo.mechanisms._base import Mechanism
 from kakeibo.mechanisms.accuracy import (
     AccuracyWarning,
     check_accuracy,
@@ -31,6 +30,7 @@ from kakeibo.mechanisms.accuracy import (
     laplace_error,
     laplace_failure_probability,
 )
+from kakeibo.mechanisms.base import Mechanism
 from kakeibo.mechanisms.exponential import Exponential
 from kakeibo.mechanisms.randomized_response import RandomizedResponse
 

@@ -7,8 +7,10 @@ raises on purpose is a ``kakeibo.Error`` and keeps its built-in base.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +51,19 @@ def test_the_front_doors_load_on_first_use() -> None:
     assert kakeibo.private.__module__ == "kakeibo.mechanisms.decorator"
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         kakeibo.nothing  # noqa: B018
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    """Packages reach each other through public names: ``from ..noise.source import ...``, never
+    ``from ..noise._grid import ...`` (a package's own ``from ._x`` is its business)."""
+    private = re.compile(r"^\s*from \.\.[\w.]*\._\w+ import|^\s*from \.\.[\w.]* import _\w+", re.MULTILINE)
+    source = Path(kakeibo.__file__).parent
+    offenders = [
+        f"{path.relative_to(source)}: {match.group(0).strip()}"
+        for path in sorted(source.rglob("*.py"))
+        for match in private.finditer(path.read_text())
+    ]
+    assert offenders == []
 
 
 @pytest.mark.parametrize(

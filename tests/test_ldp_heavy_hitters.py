@@ -32,7 +32,7 @@ from kakeibo.ldp.heavy_hitters import (
     population_count_variance,
     prefixes,
 )
-from kakeibo.noise._source import RandomSource
+from kakeibo.noise.source import RandomSource
 
 PrefixProtocol = PrefixExtendingMethod | TreeHist
 

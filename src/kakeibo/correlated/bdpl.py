@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..mechanisms import Geometric, Laplace, RandomizedResponse
-from ..mechanisms._base import check_positive
+from ..mechanisms.base import check_positive
 
 __all__ = [
     "MAX_TUPLES",

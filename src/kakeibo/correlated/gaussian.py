@@ -104,7 +104,7 @@ from scipy.sparse.linalg import splu
 
 from ..errors import Error
 from ..mechanisms import Laplace
-from ..mechanisms._base import check_positive
+from ..mechanisms.base import check_positive
 
 __all__ = [
     "CertificationError",

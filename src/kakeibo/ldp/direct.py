@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..mechanisms import RandomizedResponse
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import Number
 from .framework import FloatArray, FrequencyOracle, IntArray, check_payload_range
 from .reports import Param, Reports

@@ -27,9 +27,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
-from ..mechanisms._base import Rng, check_beta
+from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import Number, PureDP, as_fraction
 from .reports import Param, Reports
 

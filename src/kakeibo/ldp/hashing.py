@@ -28,8 +28,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..mechanisms import RandomizedResponse
-from ..noise._exact import uniform_below
-from ..noise._source import RandomSource
+from ..noise.exact import uniform_below
+from ..noise.source import RandomSource
 from ..privacy import Number
 from .direct import value_dtype
 from .framework import FloatArray, FrequencyOracle, IntArray, check_epsilon, check_payload_range

@@ -53,10 +53,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
-from ..mechanisms._base import Rng, check_beta
+from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
-from ..noise._exact import uniform_below
-from ..noise._source import RandomSource
+from ..noise.exact import uniform_below
+from ..noise.source import RandomSource
 from ..privacy import Number
 from ._hash import value_keys
 from .framework import (

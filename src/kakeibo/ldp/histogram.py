@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..noise import discrete_laplace
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import Number
 from .framework import FloatArray, FrequencyOracle, IntArray
 from .reports import Reports

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..mechanisms._base import Rng
+from ..mechanisms.base import Rng
 from ..noise import resolve_source
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import Number
 from .direct import GRR
 from .framework import (

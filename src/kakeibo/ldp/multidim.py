@@ -42,10 +42,10 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..mechanisms._base import Rng
+from ..mechanisms.base import Rng
 from ..noise import resolve_source
-from ..noise._exact import uniform_below
-from ..noise._source import RandomSource
+from ..noise.exact import uniform_below
+from ..noise.source import RandomSource
 from ..privacy import Number
 from .framework import (
     CountEstimate,
@@ -61,7 +61,7 @@ from .numeric import DuchiMechanism, HybridMechanism, NumericRandomizer, Piecewi
 from .reports import Param, Reports
 from .unary import OUE
 
-__all__ = ["MultidimensionalEstimate", "MultidimensionalSampling", "sample_size"]
+__all__ = ["MultidimensionalEstimate", "MultidimensionalSampling", "sample_attributes", "sample_size"]
 
 #: The numeric randomizers a client may use, by name.
 _NUMERIC: dict[str, type[NumericRandomizer]] = {
@@ -129,7 +129,7 @@ def _check_categorical(categorical: Mapping[int, int] | None, dimensions: int) -
     return {int(c): check_domain_size(categorical[c]) for c in sorted(categorical)}
 
 
-def _sample_attributes(n: int, d: int, k: int, source: RandomSource) -> IntArray:
+def sample_attributes(n: int, d: int, k: int, source: RandomSource) -> IntArray:
     """For each of ``n`` clients ``k`` distinct attributes of ``0 .. d - 1``, uniformly, in increasing order.
 
     Floyd's algorithm: for ``top = d - k, ..., d - 1`` draw ``t`` uniform in ``0 .. top`` and take ``t``, or
@@ -250,7 +250,7 @@ class MultidimensionalSampling(LocalRandomizer):
         table = self._check_records(records)
         source = resolve_source(rng)
         n = table.shape[0]
-        attributes = _sample_attributes(n, self._d, self._k, source)
+        attributes = sample_attributes(n, self._d, self._k, source)
         sampled = np.take_along_axis(table, attributes, axis=1)
         numeric = ~self._is_categorical[attributes]
         values = np.zeros((n, self._k), dtype=np.float64)

@@ -29,10 +29,10 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..mechanisms._base import Rng
+from ..mechanisms.base import Rng
 from ..noise import resolve_source
-from ..noise._exact import uniform_below
-from ..noise._source import RandomSource
+from ..noise.exact import uniform_below
+from ..noise.source import RandomSource
 from ..privacy import Number
 from ._coins import (
     bernoulli_words,

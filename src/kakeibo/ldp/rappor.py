@@ -67,10 +67,10 @@ from scipy.special import ndtr
 if TYPE_CHECKING:  # imported where the server decodes: a client that only randomizes never loads it
     import scipy.sparse as sp
 
-from ..mechanisms._base import Rng, check_beta
+from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
-from ..noise._exact import uniform_below
-from ..noise._source import KeyedSource, RandomSource
+from ..noise.exact import uniform_below
+from ..noise.source import KeyedSource, RandomSource
 from ..privacy import Number, PureDP, as_fraction
 from ._coins import bernoulli_words, column_counts, dyadic_at_least, dyadic_at_most, ln_upper
 from ._hash import HashFamily, KeyArray, value_keys

@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..mechanisms._base import Rng, check_beta
+from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
-from ..noise._exact import uniform_below
-from ..noise._source import RandomSource
+from ..noise.exact import uniform_below
+from ..noise.source import RandomSource
 from ..privacy import Number
 from ._coins import bernoulli_words, flip_probability, unpack_bits
 from .direct import value_dtype

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import Number
 from ._coins import (
     bernoulli_words,

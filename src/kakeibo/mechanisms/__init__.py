@@ -8,7 +8,6 @@ PureDP(epsilon=Fraction(1, 1))
 from __future__ import annotations
 
 from . import sensitivity
-from ._base import Mechanism
 from .accuracy import (
     AccuracyWarning,
     check_accuracy,
@@ -22,6 +21,7 @@ from .accuracy import (
     laplace_error,
     laplace_failure_probability,
 )
+from .base import Mechanism
 from .exponential import Exponential
 from .gaussian import DiscreteGaussian, Gaussian, analytic_gaussian_delta, analytic_gaussian_sigma
 from .laplace import Geometric, Laplace

@@ -29,7 +29,7 @@ from typing import Protocol
 from scipy.special import ndtr, ndtri
 
 from ..privacy import Number, as_fraction
-from ._base import check_beta
+from .base import check_beta
 from .gaussian import analytic_gaussian_sigma
 
 __all__ = [

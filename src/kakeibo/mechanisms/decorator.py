@@ -57,7 +57,7 @@ import numpy as np
 
 from ..noise import RandomSource, resolve_source
 from ..privacy import PrivacyLoss
-from ._base import Mechanism, Rng, check_beta
+from .base import Mechanism, Rng, check_beta
 
 if TYPE_CHECKING:
     from ..accounting import Ledger, LedgerEntry

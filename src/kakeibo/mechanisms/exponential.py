@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..noise import _exact as exact
-from ..noise import resolve_source
-from ..noise._source import RandomSource
+from ..noise import exact, resolve_source
+from ..noise.source import RandomSource
 from ..privacy import Number, PureDP, as_fraction
-from ._base import Mechanism, Rng, check_beta, check_positive, check_tolerance
+from .base import Mechanism, Rng, check_beta, check_positive, check_tolerance
 
 __all__ = ["Exponential"]
 

@@ -17,10 +17,9 @@ from typing import Any
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
-from ..noise import _exact as exact
-from ..noise import exact_ratio, granularity_exponent, grid_gaussian, resolve_source
+from ..noise import exact, exact_ratio, granularity_exponent, grid_gaussian, resolve_source
 from ..privacy import ZCDP, ApproxDP, Number, as_fraction
-from ._base import (
+from .base import (
     Mechanism,
     Rng,
     as_output,

@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..noise import _exact as exact
-from ..noise import exact_ratio, granularity_exponent, grid_laplace, resolve_source
+from ..noise import exact, exact_ratio, granularity_exponent, grid_laplace, resolve_source
 from ..privacy import Number, PureDP, as_fraction
-from ._base import (
+from .base import (
     Mechanism,
     Rng,
     as_output,

@@ -34,11 +34,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
-from ..noise import _exact as exact
-from ..noise import resolve_source
-from ..noise._source import RandomSource
+from ..noise import exact, resolve_source
+from ..noise.source import RandomSource
 from ..privacy import Number, PureDP, as_fraction
-from ._base import Mechanism, Rng, as_output, check_beta, check_positive
+from .base import Mechanism, Rng, as_output, check_beta, check_positive
 
 __all__ = ["FrequencyEstimate", "RandomizedResponse"]
 

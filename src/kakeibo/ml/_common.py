@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..noise._source import RandomSource, resolve_source
+from ..noise.source import RandomSource, resolve_source
 
 __all__ = ["FloatMatrix", "check_binary_labels", "check_features", "random_source"]
 

@@ -89,8 +89,8 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
 from ..accounting import Ledger
-from ..mechanisms._base import check_positive
-from ..noise._source import RandomSource
+from ..mechanisms.base import check_positive
+from ..noise.source import RandomSource
 from ..privacy import PureDP
 from ._common import FloatMatrix, RandomState, check_features, random_source
 

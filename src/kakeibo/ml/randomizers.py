@@ -37,7 +37,7 @@ from ..ldp.framework import MAX_EPSILON
 from ..ldp.multidim import MultidimensionalSampling, sample_size
 from ..ldp.numeric import PiecewiseMechanism
 from ..mechanisms import RandomizedResponse
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import PureDP, as_fraction
 from ._common import FloatMatrix, check_features, random_source
 from .weak_anonymization import (

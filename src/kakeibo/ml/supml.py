@@ -57,9 +57,9 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.svm import SVC
 
-from ..ldp.multidim import _sample_attributes, sample_size
+from ..ldp.multidim import sample_attributes, sample_size
 from ..ldp.numeric import PiecewiseMechanism
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import PureDP
 from ._common import FloatMatrix, check_binary_labels, check_features, random_source
 from .randomizers import WALDP, PiecewiseTransformer, RandomizedResponseTransformer
@@ -186,8 +186,8 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             return np.arange(d)
         source = random_source(rng)
         if self.dimension_reduction == "rand":
-            return np.sort(_sample_attributes(1, d, k, source)[0])
-        sampled = _sample_attributes(X.shape[0], d, k, source)
+            return np.sort(sample_attributes(1, d, k, source)[0])
+        sampled = sample_attributes(X.shape[0], d, k, source)
         rows = np.arange(X.shape[0])[:, None]
         if self.dimension_reduction == "wa":
             wa = WeakAnonymizer(

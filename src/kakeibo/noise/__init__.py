@@ -19,9 +19,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..privacy import Number, as_fraction
-from . import _exact
+from . import exact
 from ._grid import granularity_exponent, grid_gaussian, grid_laplace, round_to_grid
-from ._source import GeneratorSource, RandomSource, SecureSource, resolve_source
+from .source import GeneratorSource, RandomSource, SecureSource, resolve_source
 
 __all__ = [
     "GeneratorSource",
@@ -73,7 +73,7 @@ def discrete_laplace(
 ) -> NDArray[np.int64] | int:
     """Exact discrete Laplace: ``P(X = x) ∝ exp(-|x| / scale)`` over the integers (CKS 2020, Alg. 2)."""
     num, den = exact_ratio(scale, "scale")
-    return _shape(_exact.discrete_laplace(num, den, _size(size), resolve_source(rng)), size)
+    return _shape(exact.discrete_laplace(num, den, _size(size), resolve_source(rng)), size)
 
 
 def discrete_gaussian(
@@ -81,7 +81,7 @@ def discrete_gaussian(
 ) -> NDArray[np.int64] | int:
     """Exact discrete Gaussian: ``P(X = x) ∝ exp(-x^2 / (2 sigma2))`` over the integers (CKS 2020, Alg. 3)."""
     num, den = exact_ratio(sigma2, "sigma2")
-    return _shape(_exact.discrete_gaussian(num, den, _size(size), resolve_source(rng)), size)
+    return _shape(exact.discrete_gaussian(num, den, _size(size), resolve_source(rng)), size)
 
 
 def bernoulli_exp(
@@ -103,5 +103,5 @@ def bernoulli_exp(
         draws = np.ones(_size(size), dtype=np.bool_)
     else:
         num, den = exact_ratio(frac, "gamma")
-        draws = _exact.bernoulli_exp(np.full(_size(size), num, dtype=np.int64), den, resolve_source(rng))
+        draws = exact.bernoulli_exp(np.full(_size(size), num, dtype=np.int64), den, resolve_source(rng))
     return bool(draws[0]) if size is None else draws

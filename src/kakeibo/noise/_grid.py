@@ -23,8 +23,8 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from ._exact import discrete_gaussian, discrete_laplace
-from ._source import RandomSource
+from .exact import discrete_gaussian, discrete_laplace
+from .source import RandomSource
 
 __all__ = ["granularity_exponent", "grid_gaussian", "grid_laplace", "round_to_grid"]
 

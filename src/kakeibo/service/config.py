@@ -35,7 +35,7 @@ from typing import Any
 
 from ..accounting.storage import is_postgres_url
 from ..privacy import as_fraction
-from ..sql.catalog import _unknown  # one wording for unknown keys in every TOML file
+from ..sql.catalog import refuse_unknown_keys
 from .registry import check_name
 
 if sys.version_info >= (3, 11):
@@ -95,11 +95,11 @@ class ServiceConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base: Path) -> ServiceConfig:
-        _unknown(data, frozenset({"service", "datasets"}), "the service configuration")
+        refuse_unknown_keys(data, frozenset({"service", "datasets"}), "the service configuration")
         service = data.get("service")
         if not isinstance(service, Mapping):
             raise ValueError("the service configuration needs a [service] section.")
-        _unknown(service, _SERVICE_KEYS, "[service]")
+        refuse_unknown_keys(service, _SERVICE_KEYS, "[service]")
         for key in ("ledger", "registry", "admin_key_hash"):
             if not isinstance(service.get(key), str) or not service[key]:
                 raise ValueError(f"[service] needs {key} (a string).")
@@ -126,7 +126,7 @@ def _dataset(name: str, spec: object, base: Path) -> DatasetConfig:
     check_name(name, "a dataset name")
     if not isinstance(spec, Mapping):
         raise ValueError(f"[datasets.{name}] must be a table of settings.")
-    _unknown(spec, _DATASET_KEYS, f"[datasets.{name}]")
+    refuse_unknown_keys(spec, _DATASET_KEYS, f"[datasets.{name}]")
     if not isinstance(spec.get("catalog"), str) or "budget" not in spec:
         raise ValueError(f"[datasets.{name}] needs catalog (a path) and budget (an epsilon).")
     engine = spec.get("engine", "duckdb")

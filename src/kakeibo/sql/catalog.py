@@ -74,6 +74,7 @@ __all__ = [
     "FrozenMap",
     "QueryRefused",
     "TableSpec",
+    "refuse_unknown_keys",
 ]
 
 ColumnType = Literal["int", "float", "str", "bool", "date"]
@@ -389,7 +390,9 @@ _CORRELATION_KEYS = frozenset({"edges", "tau"})
 _COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant", "unique"})
 
 
-def _unknown(keys: Iterable[str], allowed: frozenset[str], where: str) -> None:
+def refuse_unknown_keys(keys: Iterable[str], allowed: frozenset[str], where: str) -> None:
+    """Refuse keys of a TOML table outside ``allowed``, with one wording in every file kakeibo reads (a typo
+    in a privacy setting must not pass silently)."""
     extra = sorted(set(keys) - allowed)
     if extra:
         raise ValueError(
@@ -402,7 +405,7 @@ def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
         data = {"type": data}
     if not isinstance(data, Mapping):
         raise TypeError(f"column {name!r} of table {table!r} must be a type name or a table of settings.")
-    _unknown(data, _COLUMN_KEYS, f"column {table}.{name}")
+    refuse_unknown_keys(data, _COLUMN_KEYS, f"column {table}.{name}")
     if "type" not in data:
         raise ValueError(f"column {name!r} of table {table!r} has no type.")
     public = data.get("public_values")
@@ -420,7 +423,7 @@ def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
 def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
     if not isinstance(data, Mapping):
         raise TypeError(f"table {name!r} must be a table of settings.")
-    _unknown(data, _TABLE_KEYS, f"table {name}")
+    refuse_unknown_keys(data, _TABLE_KEYS, f"table {name}")
     columns = data.get("columns")
     if not isinstance(columns, Mapping) or not columns:
         raise ValueError(f"table {name!r} needs a [tables.{name}.columns] section with at least one column.")
@@ -448,7 +451,7 @@ def _correlation_from_dict(table: str, data: object, base: Path | None) -> Corre
         return None
     if not isinstance(data, Mapping):
         raise TypeError(f"correlation of table {table!r} must be a table with edges and tau.")
-    _unknown(data, _CORRELATION_KEYS, f"table {table}.correlation")
+    refuse_unknown_keys(data, _CORRELATION_KEYS, f"table {table}.correlation")
     missing = sorted(_CORRELATION_KEYS - set(data))
     if missing:
         raise ValueError(f"correlation of table {table!r} needs {' and '.join(missing)}.")
@@ -499,7 +502,7 @@ class Catalog:
         """
         if not isinstance(data, Mapping):
             raise TypeError("a catalog must be a mapping with a 'tables' entry.")
-        _unknown(data, frozenset({"tables"}), "the catalog")
+        refuse_unknown_keys(data, frozenset({"tables"}), "the catalog")
         tables = data.get("tables")
         if not isinstance(tables, Mapping) or not tables:
             raise ValueError("the catalog declares no tables; add a [tables.NAME] section.")

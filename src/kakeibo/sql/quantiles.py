@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..mechanisms import Exponential
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from .catalog import ColumnSpec
 
 __all__ = ["DEFAULT_BUCKETS", "Buckets", "QuantileEstimate", "make_quantile"]

@@ -42,9 +42,9 @@ from ..accounting.overlap import Box
 from ..backends import Backend, DuckDBBackend, StatementTimeout
 from ..errors import ConfigurationError, Error
 from ..mechanisms import Geometric, Laplace, Mechanism
-from ..mechanisms._base import Rng
+from ..mechanisms.base import Rng
 from ..noise import resolve_source
-from ..noise._source import RandomSource
+from ..noise.source import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .analyze import AnalyzedQuery, QueryRefused, analyze
 from .catalog import Catalog, TableSpec

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ._source import RandomSource
+from .source import RandomSource
 
 __all__ = [
     "bernoulli_exp",
