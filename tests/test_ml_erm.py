@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
 
+from kakeibo import UnaccountedRelease
 from kakeibo.accounting import BudgetExceeded, Ledger
 from kakeibo.audit import audit, threshold
 from kakeibo.ml import erm
@@ -40,12 +42,12 @@ HUGE_EPSILON = 1e12  # noise of norm ~ d / (n Lambda 1e12): far below the solver
 SIGNS = (-1, 1)  # the label set of synthetic(): declared, as fit requires
 
 
-def logistic(*args: Any, classes: Any = SIGNS, **kwargs: Any) -> DPLogisticRegression:
-    return DPLogisticRegression(*args, classes=classes, **kwargs)
+def logistic(*args: Any, classes: Any = SIGNS, ledger: Any = False, **kwargs: Any) -> DPLogisticRegression:
+    return DPLogisticRegression(*args, classes=classes, ledger=ledger, **kwargs)
 
 
-def huber(*args: Any, classes: Any = SIGNS, **kwargs: Any) -> DPHuberSVM:
-    return DPHuberSVM(*args, classes=classes, **kwargs)
+def huber(*args: Any, classes: Any = SIGNS, ledger: Any = False, **kwargs: Any) -> DPHuberSVM:
+    return DPHuberSVM(*args, classes=classes, ledger=ledger, **kwargs)
 
 
 def synthetic(n: int = 200, d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -291,11 +293,18 @@ def test_classes_are_the_declared_pair_never_a_label_from_the_data() -> None:
         assert model.classes_.tolist() == ["negative", "positive"]
 
 
-def test_no_ledger_still_fits_without_charging() -> None:
-    """``ledger=None`` keeps its behaviour: the fit runs and records ``privacy_loss_``, nothing is charged."""
+def test_no_ledger_fits_without_charging_but_never_silently() -> None:
+    """Without a ledger the fit runs and records ``privacy_loss_``; ``ledger=False`` says that is meant, an
+    omitted ledger warns UnaccountedRelease (silence must never mean "not charged")."""
     X, y = synthetic(n=40)
-    model = logistic(0.5, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert logistic(0.5, ledger=False, random_state=0).fit(X, y).privacy_loss_ == PureDP(0.5)
+    with pytest.warns(UnaccountedRelease, match="without charging a ledger; pass ledger="):
+        model = logistic(0.5, ledger=None, random_state=0).fit(X, y)
     assert model.ledger is None and model.privacy_loss_ == PureDP(0.5)
+    with pytest.raises(TypeError, match="False \\(no charge, on purpose\\) or None"):
+        logistic(0.5, ledger="ledger.sqlite", random_state=0).fit(X, y)
 
 
 def test_seeded_fits_reproduce_and_differ_across_seeds() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, Error
+from .errors import ConfigurationError, Error, UnaccountedRelease
 
 if TYPE_CHECKING:
     from . import sql
@@ -22,7 +22,16 @@ if TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigurationError", "Error", "Release", "__version__", "connect", "private", "sql"]
+__all__ = [
+    "ConfigurationError",
+    "Error",
+    "Release",
+    "UnaccountedRelease",
+    "__version__",
+    "connect",
+    "private",
+    "sql",
+]
 
 _LAZY = {
     "sql": ("kakeibo.sql", None),

@@ -25,7 +25,7 @@ True
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "Error"]
+__all__ = ["ConfigurationError", "Error", "UnaccountedRelease"]
 
 
 class Error(Exception):
@@ -34,3 +34,8 @@ class Error(Exception):
 
 class ConfigurationError(Error, ValueError):
     """A catalog, service configuration or ledger that is set up wrongly (the data owner's to fix)."""
+
+
+class UnaccountedRelease(UserWarning):
+    """A release was made without charging any ledger because no ledger was given. Silence must never mean
+    "not charged": pass a ledger to charge it, or ``ledger=False`` to say that it is meant."""

@@ -68,7 +68,7 @@ untouched, so for them the model is exactly linear).
 
 >>> from kakeibo.ml.datasets import load_wdbc
 >>> data = load_wdbc()
->>> model = DPLogisticRegression(epsilon=1.0, norm_bound=5.5, classes=(-1, 1), random_state=0)
+>>> model = DPLogisticRegression(epsilon=1.0, norm_bound=5.5, classes=(-1, 1), ledger=False, random_state=0)
 >>> model = model.fit(data.X, data.y)
 >>> model.privacy_loss_, model.coef_.shape, model.classes_.tolist()
 (PureDP(epsilon=Fraction(1, 1)), (1, 30), [-1, 1])
@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -89,6 +90,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
 from ..accounting import Ledger
+from ..errors import UnaccountedRelease
 from ..mechanisms.base import check_positive
 from ..noise.source import RandomSource
 from ..privacy import PureDP
@@ -374,7 +376,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         method: Method = "objective",
         norm_bound: float = 1.0,
         fit_intercept: bool = True,
-        ledger: Ledger | None = None,
+        ledger: Ledger | Literal[False] | None = None,
         dataset: str | None = None,
         label: str | None = None,
         classes: Any = None,
@@ -409,9 +411,10 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise ValueError(f"method must be 'objective' or 'output', got {self.method!r}.")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise TypeError(f"fit_intercept must be True or False, got {self.fit_intercept!r}.")
-        if self.ledger is not None and not isinstance(self.ledger, Ledger):
+        if self.ledger is not None and self.ledger is not False and not isinstance(self.ledger, Ledger):
             raise TypeError(
-                f"ledger must be a kakeibo.accounting.Ledger or None, got {type(self.ledger).__name__}."
+                f"ledger must be a kakeibo.accounting.Ledger, False (no charge, on purpose) or None, got "
+                f"{type(self.ledger).__name__}."
             )
         for name in ("dataset", "label"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
@@ -426,10 +429,20 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return objective_perturbation_calibration(epsilon, n_samples, regularization, loss.curvature)
 
     def _charge(self) -> None:
-        """Pay ``PureDP(epsilon)`` to the ledger, if any (raises, recording nothing, when refused)."""
-        if self.ledger is not None:
+        """Pay ``PureDP(epsilon)`` to the ledger (raises, recording nothing, when refused).
+
+        ``ledger=False`` charges nothing on purpose; ``None`` charges nothing and warns
+        :class:`~kakeibo.UnaccountedRelease`."""
+        if isinstance(self.ledger, Ledger):
             label = self.label or f"{type(self).__name__}.fit ({self.method} perturbation)"
             self.ledger.charge(PureDP(self.epsilon), label=label, dataset=self.dataset)
+        elif self.ledger is None:
+            warnings.warn(
+                f"{type(self).__name__}.fit released a model without charging a ledger; pass ledger= to "
+                "charge one, or ledger=False if no ledger is meant.",
+                UnaccountedRelease,
+                stacklevel=3,
+            )
 
     def _private_weights(
         self,
@@ -498,8 +511,9 @@ class DPLogisticRegression(_DPLinearClassifier):
     ``method``: ``"objective"`` (Algorithm 2, the default; ``c = 1/4``) or ``"output"`` (Algorithm 1).
     ``norm_bound``: the row norm treated as 1 (longer rows are shrunk). ``fit_intercept``: append a
     constant feature (the intercept is regularised). ``ledger`` / ``dataset`` / ``label``: where and under
-    which names ``fit`` pays ``PureDP(epsilon)``. ``classes``: the two labels, declared (required; the
-    larger one is the positive class; any other label in ``y`` counts as the negative one, see the module
+    which names ``fit`` pays ``PureDP(epsilon)`` (``ledger=False``: nowhere, on purpose; omitted: nowhere,
+    with an :class:`~kakeibo.UnaccountedRelease` warning). ``classes``: the two labels, declared (required;
+    the larger one is the positive class; any other label in ``y`` counts as the negative one, see the module
     docstring). ``random_state``: int (reproducible; tests only), numpy Generator or None (the OS CSPRNG).
 
     Fitted: ``classes_`` (the declared pair, sorted), ``coef_`` (1, n_features), ``intercept_`` (1,),
@@ -507,7 +521,8 @@ class DPLogisticRegression(_DPLinearClassifier):
 
     >>> import numpy as np
     >>> X = np.array([[1.0, 0.0], [0.8, 0.1], [-1.0, 0.2], [-0.7, -0.1]])
-    >>> model = DPLogisticRegression(epsilon=1e9, regularization=0.1, classes=("a", "b"), random_state=0)
+    >>> model = DPLogisticRegression(epsilon=1e9, regularization=0.1, classes=("a", "b"), ledger=False,
+    ...                              random_state=0)
     >>> model = model.fit(X, ["a", "a", "b", "b"])
     >>> model.predict(X).tolist(), model.predict_proba(X).shape
     (['a', 'a', 'b', 'b'], (4, 2))
@@ -529,7 +544,8 @@ class DPHuberSVM(_DPLinearClassifier):
 
     >>> import numpy as np
     >>> X = np.array([[1.0, 0.0], [0.8, 0.1], [-1.0, 0.2], [-0.7, -0.1]])
-    >>> DPHuberSVM(epsilon=1e9, classes=(0, 1), random_state=0).fit(X, [1, 1, 0, 0]).predict(X).tolist()
+    >>> svm = DPHuberSVM(epsilon=1e9, classes=(0, 1), ledger=False, random_state=0)
+    >>> svm.fit(X, [1, 1, 0, 0]).predict(X).tolist()
     [1, 1, 0, 0]
     """
 
@@ -542,7 +558,7 @@ class DPHuberSVM(_DPLinearClassifier):
         method: Method = "objective",
         norm_bound: float = 1.0,
         fit_intercept: bool = True,
-        ledger: Ledger | None = None,
+        ledger: Ledger | Literal[False] | None = None,
         dataset: str | None = None,
         label: str | None = None,
         classes: Any = None,
