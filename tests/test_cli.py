@@ -8,11 +8,21 @@ import sys
 from fractions import Fraction
 from pathlib import Path
 
+import duckdb
+import pyarrow as pa
 import pytest
 
 import kakeibo
-from kakeibo.accounting import Box, Ledger
+from kakeibo.accounting import Box, BudgetExceeded, Ledger, Scope
+from kakeibo.accounting.ledger import DuplicateRequest, LedgerIntegrityError
+from kakeibo.accounting.storage import StoreError
+from kakeibo.backends import StatementTimeout
+from kakeibo.cli import _failure
+from kakeibo.errors import ConfigurationError
 from kakeibo.privacy import ApproxDP, PureDP
+from kakeibo.sql import QueryRefused
+from kakeibo.sql.session import CatalogMismatch, ReleaseFailed
+from test_sql_cli import CATALOG as SQL_CATALOG
 
 SCRIPT = Path(sys.executable).with_name("kakeibo")
 
@@ -108,3 +118,85 @@ def test_verify_fails_on_a_ledger_too_damaged_to_open(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stdout.startswith("FAILED: cannot open") and "damaged ledger header" in result.stdout
     assert run("ledger", "show", str(path)).returncode == 2
+
+
+# ------------------------------------------------------------- one map from kakeibo's errors to exit statuses
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "message"),
+    [
+        (
+            QueryRefused("SELECT * returns individual rows."),
+            1,
+            "query refused: SELECT * returns individual rows.",
+        ),
+        (
+            BudgetExceeded("over budget.", requested=PureDP(1), remaining=PureDP(0), scope=Scope()),
+            1,
+            "over budget.",
+        ),
+        (DuplicateRequest("request id r-1 was already charged."), 1, "request id r-1 was already charged."),
+        (
+            StatementTimeout(2.0),
+            1,
+            "the statement ran longer than its 2 s limit and was cancelled. Its cost was charged.",
+        ),
+        (ReleaseFailed(), 1, str(ReleaseFailed())),
+        (ConfigurationError("the catalog says int."), 2, "the catalog says int."),
+        (
+            CatalogMismatch("column visits.amount is DOUBLE in the engine."),
+            2,
+            "column visits.amount is DOUBLE",
+        ),
+        (LedgerIntegrityError("entry 2 does not match its hash."), 2, "entry 2 does not match its hash."),
+        (StoreError("not a SQLite file."), 2, "not a SQLite file."),
+        (
+            duckdb.ConversionException("Could not convert string 'zz-secret' to INT32"),
+            2,
+            "(ConversionException)",
+        ),
+        (pa.ArrowInvalid("value 123456789 out of range"), 2, "(ArrowInvalid)"),
+        (RecursionError("maximum recursion depth exceeded"), 2, "nested too deeply"),
+        (FileNotFoundError("no such file: x.toml"), 2, "no such file: x.toml"),
+        (ValueError("beta must lie strictly between 0 and 1."), 2, "beta must lie strictly"),
+        (TypeError("accuracy must be a pair."), 2, "accuracy must be a pair."),
+        (ImportError("to_pandas() needs pandas: pip install pandas."), 2, "pip install pandas"),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else None,
+)
+def test_one_map_from_errors_to_exit_statuses(error: BaseException, status: int, message: str) -> None:
+    """The tree is read before the built-in bases (a ConfigurationError is a ValueError, a CatalogMismatch a
+    ConfigurationError), and an engine's message is never printed: it may quote a data value."""
+    failure = _failure(error)
+    assert failure is not None and failure[0] == status and message in failure[1]
+    assert "zz-secret" not in failure[1] and "123456789" not in failure[1]
+
+
+def test_a_bug_keeps_its_traceback() -> None:
+    assert _failure(KeyError("a bug")) is None and _failure(RuntimeError("a bug")) is None
+
+
+def test_the_cli_answers_the_tree_in_one_line(tmp_path: Path) -> None:
+    """Through the real command: a refused query exits 1, a query over budget 1, a catalog whose types are
+    not the engine's 2 (a ConfigurationError), each with one line on stderr and no traceback."""
+    database, catalog, ledger = tmp_path / "v.duckdb", tmp_path / "catalog.toml", tmp_path / "ledger.sqlite"
+    with duckdb.connect(str(database)) as con:
+        con.execute(
+            "CREATE TABLE visits AS SELECT i % 50 AS user_id, CASE WHEN i % 3 = 0 THEN 'rent' "
+            "ELSE 'food' END AS category, (i % 97)::DOUBLE AS amount FROM range(300) t(i)"
+        )
+    catalog.write_text(SQL_CATALOG)
+    Ledger(ledger, budget=1).close()
+    common = ["--database", str(database), "--catalog", str(catalog), "--ledger", str(ledger)]
+    count = "SELECT COUNT(*) AS n FROM visits"
+    refused = run("sql", *common, "--epsilon", "0.5", "SELECT * FROM visits")
+    over = run("sql", *common, "--epsilon", "2", count)
+    catalog.write_text(SQL_CATALOG.replace('amount = { type = "float"', 'amount = { type = "int"'))
+    mismatch = run("sql", *common, "--epsilon", "0.5", "SELECT SUM(amount) AS s FROM visits")
+    for result, status, said in [(refused, 1, "query refused"), (over, 1, "exceed"), (mismatch, 2, "amount")]:
+        assert result.returncode == status, result.stderr
+        assert result.stderr.startswith("kakeibo: ") and said in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    with Ledger(ledger) as opened:
+        assert opened.entries() == []

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +16,16 @@ import pyarrow as pa
 import pytest
 from fastapi.testclient import TestClient
 
-from kakeibo.accounting import Ledger
-from kakeibo.privacy import ApproxDP
-from kakeibo.service import ServiceConfig, create_app, hash_key, new_key
+from kakeibo.accounting import BudgetExceeded, Ledger, Scope
+from kakeibo.accounting.ledger import DuplicateRequest, LedgerIntegrityError
+from kakeibo.accounting.storage import StoreError
+from kakeibo.backends import StatementTimeout
+from kakeibo.errors import ConfigurationError
+from kakeibo.privacy import ApproxDP, PureDP
+from kakeibo.service import AnalystRegistry, ServiceConfig, create_app, hash_key, new_key
+from kakeibo.service.http_errors import ENGINE_FAILED, LEDGER_UNAVAILABLE, MISCONFIGURED
+from kakeibo.sql import QueryRefused
+from kakeibo.sql.session import CatalogMismatch, ReleaseFailed, Session
 from test_sql_cli import CATALOG  # the visits catalog of the CLI tests: the same table is served here
 
 SECRET_CATEGORY = "zz-private-category-value"
@@ -234,3 +244,139 @@ def test_hash_key_cli_and_bad_configurations(tmp_path: Path, capsys: pytest.Capt
         with pytest.raises(ValueError, match=match):
             ServiceConfig.from_toml(config)
     assert main(["serve", "--config", str(tmp_path / "missing.toml")]) == 2
+
+
+# ------------------------------------------------------ a request is checked whole before anything is written
+
+
+def post_json(client: TestClient, path: str, body: object, key: str) -> Any:
+    """POST ``body`` as Python's json writes it: NaN and Infinity included (httpx would refuse to)."""
+    headers = {**bearer(key), "content-type": "application/json"}
+    return client.post(path, content=json.dumps(body).encode(), headers=headers)
+
+
+def written(tmp_path: Path) -> tuple[object, ...]:
+    """What admin requests write: grants (from the registry's file) and budgets (from the ledger's)."""
+    registry = AnalystRegistry(tmp_path / "analysts.sqlite")
+    try:
+        grants = {str(a["name"]): registry.datasets(str(a["name"])) for a in registry.analysts()}
+    finally:
+        registry.close()
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        return grants, ledger.budgets(), [e.seq for e in ledger.entries()]
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan], ids=["Infinity", "-Infinity", "NaN"])
+def test_non_finite_numbers_are_refused_before_anything_is_written(
+    service: tuple[TestClient, str], tmp_path: Path, value: float
+) -> None:
+    """``"budget": Infinity`` once wrote bob's grant and then failed with a plain 500 before his budget, so
+    bob could query with no cap of his own. Every number of every request is now finite or refused with 422
+    before anything is read or written; bob stays without access, and no budget or charge changes."""
+    client, admin_key = service
+    alice = make_analyst(client, admin_key, "alice")
+    bob = make_analyst(client, admin_key, "bob", budget=None)
+    before = written(tmp_path)
+    count = {"dataset": "shop", "sql": "SELECT COUNT(*) AS n FROM visits"}
+    for path, key, body in [
+        ("/v1/admin/grants", admin_key, {"analyst": "bob", "dataset": "shop", "budget": value}),
+        ("/v1/admin/grants", admin_key, {"analyst": "bob", "dataset": "shop", "budget": 1, "delta": value}),
+        ("/v1/admin/budgets", admin_key, {"dataset": "shop", "analyst": "alice", "budget": value}),
+        ("/v1/admin/budgets", admin_key, {"dataset": "shop", "budget": value}),
+        ("/v1/admin/budgets", admin_key, {"dataset": "shop", "budget": 2, "delta": value}),
+        ("/v1/query", alice, {**count, "epsilon": value}),
+        ("/v1/query", alice, {**count, "epsilon": 0.1, "delta": value}),
+        ("/v1/query", alice, {**count, "accuracy": [value, 0.05]}),
+        ("/v1/query", alice, {**count, "accuracy": [10, value]}),
+        ("/v1/explain", alice, {**count, "epsilon": value}),
+        ("/v1/explain", alice, {**count, "epsilon": 0.1, "delta": value}),
+    ]:
+        answer = post_json(client, path, body, key)
+        assert answer.status_code == 422, (path, body, answer.text)
+        [problem] = answer.json()["detail"]
+        assert problem["type"] == "finite_number", answer.text
+        assert written(tmp_path) == before, (path, body)
+    assert ask(client, bob, sql="SELECT COUNT(*) AS n FROM visits", epsilon=500).status_code == 403
+
+
+def test_a_grant_whose_budget_is_refused_leaves_no_grant(
+    service: tuple[TestClient, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The budget is written before the grant, so a grant never exists without its cap: when the budget
+    write fails -- refused (below what was spent, 400) or broken (500) -- no grant is left behind."""
+    client, admin_key = service
+    bob = make_analyst(client, admin_key, "bob", budget=0.5)
+    assert ask(client, bob, sql="SELECT COUNT(*) AS n FROM visits", epsilon=0.5).status_code == 200
+    assert client.delete("/v1/admin/grants/bob/shop", headers=bearer(admin_key)).status_code == 200
+    before = written(tmp_path)
+    below = {"analyst": "bob", "dataset": "shop", "budget": 0.25}
+    refused = client.post("/v1/admin/grants", json=below, headers=bearer(admin_key))
+    assert refused.status_code == 400 and "already been spent" in refused.json()["detail"], refused.text
+    assert written(tmp_path) == before
+    monkeypatch.setattr(Ledger, "set_budget", lambda *_, **__: 1 / 0)  # the ledger's write breaks
+    broken = client.post("/v1/admin/grants", json={**below, "budget": 1}, headers=bearer(admin_key))
+    assert broken.status_code == 500 and broken.json() == {"detail": "internal error."}
+    assert written(tmp_path) == before
+    assert ask(client, bob, sql="SELECT COUNT(*) AS n FROM visits", epsilon=0.1).status_code == 403
+
+
+# ----------------------------------------------------------------- one map from kakeibo's errors to statuses
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "detail"),
+    [
+        (QueryRefused("SELECT * returns individual rows."), 400, "SELECT * returns individual rows."),
+        (
+            BudgetExceeded("over budget.", requested=PureDP(1), remaining=PureDP(0), scope=Scope()),
+            409,
+            "budget exhausted: over budget.",
+        ),
+        (DuplicateRequest("request id r-1 was already charged."), 409, "request id r-1 was already charged."),
+        (
+            StatementTimeout(2.0),
+            503,
+            "the statement ran longer than its 2 s limit and was cancelled. Its cost was charged.",
+        ),
+        (ReleaseFailed(), 500, str(ReleaseFailed())),
+        (ConfigurationError("/srv/secret/catalog.toml is wrong."), 500, MISCONFIGURED),
+        (CatalogMismatch("column visits.amount is DOUBLE in the engine."), 500, MISCONFIGURED),
+        (LedgerIntegrityError("entry 2 does not match its hash."), 503, LEDGER_UNAVAILABLE),
+        (StoreError("postgresql://kakeibo:***@db/kakeibo is unreachable."), 503, LEDGER_UNAVAILABLE),
+        (duckdb.ConversionException("Could not convert string 'zz-secret' to INT32"), 400, ENGINE_FAILED),
+        (pa.ArrowInvalid("value 123456789 does not fit"), 400, ENGINE_FAILED),  # a ValueError: not its text
+        (RecursionError(), 400, "the query is nested too deeply to check; nothing was charged."),
+        (ValueError("epsilon must lie in [2**-40, 2**40]."), 400, "epsilon must lie in [2**-40, 2**40]."),
+        (TypeError("accuracy must be a pair."), 400, "accuracy must be a pair."),
+        (KeyError("a bug"), 500, "internal error."),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else None,
+)
+def test_one_map_from_errors_to_statuses(
+    service: tuple[TestClient, str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    error: Exception,
+    status: int,
+    detail: str,
+) -> None:
+    """Whatever the session raises answers as :mod:`kakeibo.service.http_errors` says: the tree first (a
+    ConfigurationError is a ValueError, yet 500 with a fixed sentence and its message only in the log), the
+    engine's errors never with their message."""
+    client, admin_key = service
+    alice = make_analyst(client, admin_key, "alice")
+
+    def fail(*_: object, **__: object) -> None:
+        raise error
+
+    monkeypatch.setattr(Session, "sql", fail)
+    monkeypatch.setattr(Session, "explain", fail)
+    for path in ("/v1/query", "/v1/explain"):
+        with caplog.at_level(logging.ERROR, logger="kakeibo.service"):
+            answer = client.post(
+                path, json={"dataset": "shop", "sql": "SELECT 1", "epsilon": 1}, headers=bearer(alice)
+            )
+        assert (answer.status_code, answer.json()) == (status, {"detail": detail}), answer.text
+        assert "zz-secret" not in answer.text and "123456789" not in answer.text
+    if isinstance(error, ConfigurationError):
+        assert str(error) in caplog.text  # the administrator is told

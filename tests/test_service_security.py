@@ -3,7 +3,8 @@ table-driven. Each attack must get its expected status, cost nothing (ledger ent
 budgets and grants unchanged; the ledger still verifies) and leak nothing (no data value of any table of
 the DuckDB files -- the catalog's and the hidden ``secrets`` -- no name the catalog does not declare, no
 engine message, stack trace or server path). Multi-step attacks (revocation, request ids, rate limits,
-chunked bodies) follow the table as scenarios with the same checks.
+chunked bodies) follow the table as scenarios with the same checks. Last, every status the corpus saw on
+an operation must be one the service's OpenAPI document lists for it, and a 405 must allow what is served.
 
 The service runs in-process (FastAPI's TestClient) on a two-dataset configuration: alice and carol may
 query ``shop``, bob ``clinic``; the chunked-body cases use one real server (uvicorn), since the test
@@ -20,12 +21,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import httpx
 import numpy as np
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from starlette.types import Message, Scope
 
@@ -211,6 +213,19 @@ def assert_silent(
         assert credential not in text and credential.split("_", 2)[2] not in text
 
 
+#: (method, path, status) of every answer any world of this corpus gave (for the OpenAPI check at the end)
+OBSERVED: set[tuple[str, str, int]] = set()
+
+
+def observe(client: httpx.Client) -> None:
+    """Record every answer ``client`` receives in :data:`OBSERVED`."""
+
+    def record(response: httpx.Response) -> None:
+        OBSERVED.add((response.request.method, response.request.url.path, response.status_code))
+
+    client.event_hooks = {**client.event_hooks, "response": [*client.event_hooks["response"], record]}
+
+
 @contextmanager
 def open_world(root: Path, *, per_minute: int) -> Iterator[World]:
     """Two datasets (``shop`` and ``clinic``, each with a hidden ``secrets`` table) served in-process, with
@@ -230,6 +245,7 @@ def open_world(root: Path, *, per_minute: int) -> Iterator[World]:
         [(present, absent)] = con.execute("SELECT MIN(user_id), MAX(user_id) + 1 FROM visits").fetchall()
     service = ServiceConfig.from_toml(two)
     with TestClient(create_app(service)) as client:
+        observe(client)
         keys: dict[str, str] = {}
         for name, (dataset, budget) in GRANTS.items():
             keys[name] = make_analyst(client, admin, name, budget=None)
@@ -315,6 +331,16 @@ def accuracy(alpha: object, *beta: object) -> dict[str, Any]:
     return {"dataset": "shop", "sql": COUNT, "accuracy": [alpha, *beta]}
 
 
+def grant_body(**fields: Any) -> dict[str, Any]:
+    """A grant of shop to bob (who may query clinic only), with ``fields`` changed."""
+    return {"analyst": "bob", "dataset": "shop", "budget": 1.0, **fields}
+
+
+def admin_write(name: str, endpoint: str, body: object, reason: str = "") -> Attack:
+    """An admin request the schema refuses (422): nothing may be written."""
+    return Attack(name, 422, body, auth="admin", path=f"/v1/admin/{endpoint}", reason=reason or FINITE)
+
+
 ROWS = "individual rows"
 UNIT = "privacy unit"
 SUBQUERY = "subqueries are not supported"
@@ -328,6 +354,7 @@ UNPARSED = "could not be parsed"
 NOT_GRANTED = "no access to that dataset"
 BAD_KEY = "missing, invalid or revoked API key"
 TOO_LARGE = "request body too large"
+FINITE = "finite number"
 BUDGET = "budget exhausted"
 DEEP = "SELECT COUNT(*) FROM visits WHERE "
 
@@ -490,21 +517,81 @@ ATTACKS = [
     Attack("epsilon-zero", 422, ask(COUNT, epsilon=0)),  # infinite noise scale, or a division by zero
     Attack("epsilon-nan", 422, ask(COUNT, epsilon=math.nan)),  # every budget comparison with NaN is false
     Attack("epsilon-minus-infinity", 422, ask(COUNT, epsilon=-math.inf)),
-    Attack("epsilon-infinity", 400, ask(COUNT, epsilon=math.inf), reason="finite"),  # no noise at all
+    Attack("epsilon-infinity", 422, ask(COUNT, epsilon=math.inf), reason=FINITE),  # no noise at all
+    Attack(
+        "epsilon-overflowing-literal",
+        422,
+        b'{"dataset": "shop", "sql": "%s", "epsilon": 1e400}' % COUNT.encode(),
+    ),
     Attack("epsilon-tiny", 400, ask(COUNT, epsilon=1e-300), reason="epsilon must lie between"),
     Attack("epsilon-denormal", 400, ask(COUNT, epsilon=1e-320), reason="epsilon must lie between"),
+    # the smallest double: formatting its refusal once overflowed (a 500)
+    Attack("epsilon-smallest-double", 400, ask(COUNT, epsilon=5e-324), reason="epsilon must lie between"),
+    Attack(
+        "explain-epsilon-smallest-double",
+        400,
+        ask(COUNT, epsilon=5e-324),
+        path="/v1/explain",
+        reason="epsilon must lie between",
+    ),
+    Attack("explain-epsilon-infinity", 422, ask(COUNT, epsilon=math.inf), path="/v1/explain", reason=FINITE),
+    Attack("explain-epsilon-nan", 422, ask(COUNT, epsilon=math.nan), path="/v1/explain", reason=FINITE),
+    Attack("explain-delta-infinity", 422, ask(COUNT, delta=math.inf), path="/v1/explain", reason=FINITE),
+    Attack("explain-delta-nan", 422, ask(COUNT, delta=math.nan), path="/v1/explain", reason=FINITE),
+    Attack("delta-infinity", 422, ask(COUNT, delta=math.inf), reason=FINITE),
+    Attack("delta-minus-infinity", 422, ask(COUNT, delta=-math.inf), reason=FINITE),
     Attack("delta-nan", 422, ask(COUNT, delta=math.nan)),
     Attack("delta-one", 422, ask(COUNT, delta=1)),  # delta 1 allows publishing everything
     Attack("delta-negative", 422, ask(COUNT, delta=-0.1)),
     Attack("request-id-as-number", 422, ask(COUNT, request_id=7)),
     Attack("accuracy-one-number", 422, accuracy(10)),
     Attack("accuracy-as-strings", 422, accuracy("10", "0.05")),
-    Attack("accuracy-nan", 400, accuracy(math.nan, 0.05), reason="alpha"),  # an epsilon derived from NaN
-    Attack("accuracy-negative", 400, accuracy(-1, 0.05), reason="alpha"),
-    Attack("accuracy-beta-zero", 400, accuracy(10, 0), reason="beta"),  # certainty needs infinite epsilon
-    Attack("accuracy-beta-above-one", 400, accuracy(10, 2), reason="beta"),
-    Attack("epsilon-and-accuracy", 400, ask(COUNT, accuracy=[10, 0.05]), reason="exactly one"),  # which one?
-    Attack("neither-epsilon-nor-accuracy", 400, {"dataset": "shop", "sql": COUNT}, reason="exactly one"),
+    # the schema's rules (alpha > 0, 0 < beta < 1, one of epsilon and accuracy): 422, as the document says
+    Attack("accuracy-nan", 422, accuracy(math.nan, 0.05), reason=FINITE),  # an epsilon derived from NaN
+    Attack("accuracy-infinity", 422, accuracy(math.inf, 0.05), reason=FINITE),
+    Attack("accuracy-beta-nan", 422, accuracy(10, math.nan), reason=FINITE),
+    Attack("accuracy-negative", 422, accuracy(-1, 0.05), reason="greater than 0"),
+    Attack("accuracy-beta-zero", 422, accuracy(10, 0), reason="greater than 0"),  # needs infinite epsilon
+    Attack("accuracy-beta-above-one", 422, accuracy(10, 2), reason="less than 1"),
+    Attack("epsilon-and-accuracy", 422, ask(COUNT, accuracy=[10, 0.05]), reason="exactly one"),  # which one?
+    Attack("neither-epsilon-nor-accuracy", 422, {"dataset": "shop", "sql": COUNT}, reason="exactly one"),
+    Attack("epsilon-null-and-no-accuracy", 422, ask(COUNT, epsilon=None), reason="exactly one"),
+    Attack(
+        "explain-epsilon-and-accuracy",
+        422,
+        ask(COUNT, accuracy=[10, 0.05]),
+        path="/v1/explain",
+        reason="at most one",
+    ),
+    # -- admin requests are checked whole before anything is written: a grant with an infinite budget once
+    #    wrote the grant, then failed (a plain 500) before its budget, leaving the analyst with no cap
+    admin_write("grant-budget-infinity", "grants", grant_body(budget=math.inf)),
+    admin_write("grant-budget-minus-infinity", "grants", grant_body(budget=-math.inf)),
+    admin_write("grant-budget-nan", "grants", grant_body(budget=math.nan)),
+    admin_write("grant-delta-infinity", "grants", grant_body(delta=math.inf)),
+    admin_write("grant-delta-nan", "grants", grant_body(delta=math.nan)),
+    admin_write("budget-infinity", "budgets", {"dataset": "shop", "analyst": "alice", "budget": math.inf}),
+    admin_write("budget-nan", "budgets", {"dataset": "shop", "analyst": "alice", "budget": math.nan}),
+    admin_write("budget-delta-infinity", "budgets", {"dataset": "shop", "budget": 9, "delta": math.inf}),
+    admin_write("dataset-budget-infinity", "budgets", {"dataset": "shop", "budget": math.inf}),
+    admin_write("dataset-budget-minus-infinity", "budgets", {"dataset": "clinic", "budget": -math.inf}),
+    admin_write("grant-analyst-name-digit-first", "grants", grant_body(analyst="1bob"), "pattern"),
+    admin_write("grant-dataset-path", "grants", grant_body(dataset="../clinic"), "pattern"),
+    admin_write("analyst-name-path", "analysts", {"name": "../eve"}, "pattern"),
+    admin_write("analyst-name-empty", "analysts", {"name": ""}, "at least 1"),
+    Attack(
+        "grant-unknown-dataset", 404, grant_body(dataset="nowhere"), auth="admin", path="/v1/admin/grants"
+    ),
+    Attack("grant-unknown-analyst", 404, grant_body(analyst="nobody"), auth="admin", path="/v1/admin/grants"),
+    Attack(
+        "budget-unknown-dataset",
+        404,
+        {"dataset": "nowhere", "budget": 1},
+        auth="admin",
+        path="/v1/admin/budgets",
+    ),
+    Attack("revoke-bad-name", 422, None, auth="admin", path="/v1/admin/analysts/1x/revoke", reason="pattern"),
+    Attack("revoke-unknown", 404, None, auth="admin", path="/v1/admin/analysts/nobody/revoke"),
     # -- more than the budget: 409 saying so, and nothing spent
     Attack("epsilon-above-budget", 409, ask(COUNT, epsilon=1000), reason=BUDGET),  # an almost exact answer
     Attack("epsilon-1e308", 400, ask(COUNT, epsilon=1e308), reason="epsilon must lie between"),
@@ -543,7 +630,9 @@ def test_attack(world: World, attack: Attack) -> None:
     assert before["verified"]
     world.assert_silent(response, sent_text(attack))
     if attack.reason:
-        assert attack.reason in response.json()["detail"], response.text
+        detail = response.json()["detail"]
+        said = detail if isinstance(detail, str) else " ".join(problem["msg"] for problem in detail)
+        assert attack.reason in said, response.text
     if attack.same_as is not None:
         twin = world.send(BY_NAME[attack.same_as])
         assert (response.status_code, response.content, response.headers) == (
@@ -800,6 +889,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     server = start_server(config, port)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            observe(client)
             created = client.post("/v1/admin/analysts", json={"name": "alice"}, headers=bearer(admin))
             created.raise_for_status()
             key = str(created.json()["key"])
@@ -880,3 +970,60 @@ def test_an_engine_failure_does_not_tell_whether_a_row_matches(world: World, gat
     assert [a.status_code for a in answers] == [400, 400], [a.text for a in answers]
     assert all(PARTIAL in a.json()["detail"] for a in answers)
     assert world.state() == before
+
+
+# ---------------------------------------------------------------------------------------------- the document
+
+
+def serves(template: str, path: str) -> bool:
+    """Whether the OpenAPI path ``template`` (``/a/{name}/b``) matches ``path``."""
+    return re.fullmatch(re.sub(r"\{[^/]+\}", "[^/]+", template.replace(".", r"\.")), path) is not None
+
+
+def operation_of(document: dict[str, Any], method: str, path: str) -> str | None:
+    """The path template of ``document`` that serves ``method`` on ``path``, if any."""
+    for template, operations in document["paths"].items():
+        if method.lower() in operations and serves(template, path):
+            return str(template)
+    return None
+
+
+def test_the_document_lists_every_status_the_corpus_saw(world: World) -> None:
+    """Every status the corpus observed on an operation (this test sends the attack table once more; the
+    scenarios before it add theirs) is one the OpenAPI document lists for that operation, so a client
+    generated from the document knows every answer it can get; what no operation serves is 404 or 405."""
+    for attack in ATTACKS:
+        world.send(attack)
+    document = cast(FastAPI, world.client.app).openapi()
+    seen: dict[tuple[str, str], set[int]] = {}
+    for method, path, status in OBSERVED:
+        template = operation_of(document, method, path)
+        if template is None:
+            assert status in (404, 405), (method, path, status)
+            continue
+        seen.setdefault((method, template), set()).add(status)
+    undocumented = {
+        operation: sorted(
+            statuses - {int(s) for s in document["paths"][operation[1]][operation[0].lower()]["responses"]}
+        )
+        for operation, statuses in seen.items()
+    }
+    assert not any(undocumented.values()), undocumented
+    statuses = set().union(*seen.values())
+    assert statuses >= {200, 400, 401, 403, 404, 409, 413, 422}, statuses  # the check above checked something
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/query", "/v1/budget", "/v1/admin/analysts", "/v1/admin/grants/a/b", "/dashboard"]
+)
+def test_a_405_allows_what_the_path_serves(world: World, path: str) -> None:
+    """OPTIONS (which the service does not serve) and any other method a path does not serve get 405 with an
+    ``Allow`` that names every method served there: on /v1/admin/analysts that is GET and POST, though
+    Starlette names only the first route's."""
+    document = cast(FastAPI, world.client.app).openapi()
+    template = next((t for t in document["paths"] if serves(t, path)), None)
+    served = {"GET"} if template is None else {m.upper() for m in document["paths"][template]}  # the page
+    for method in ("OPTIONS", "PUT", "PATCH", *({"GET", "POST", "DELETE"} - served)):
+        response = world.client.request(method, path, headers={"Authorization": world.credentials["admin"]})
+        assert response.status_code == 405, (method, response.text)
+        assert set(response.headers["allow"].split(", ")) == served, (method, response.headers["allow"])

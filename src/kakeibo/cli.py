@@ -17,7 +17,11 @@
 * ``kakeibo hash-key [--new]`` -- the salted hash of a key read from stdin, for ``admin_key_hash`` (with
   ``--new``: make a fresh key, print it and its hash).
 
-Exit status 2 means the command could not run (no such ledger, bad arguments).
+Exit status 1 means the answer is no: a query refused (over budget, a repeated request id, or a rule it
+breaks), a statement past its time limit or a release that failed after its draw (both charged), a ledger
+that fails verification. Exit status 2 means the command could not run: bad arguments, no such ledger or
+database, a misconfigured catalog or ledger, an engine error. :func:`_failure` is the one map from
+kakeibo's error tree (:mod:`kakeibo.errors`) to these statuses, with a one-line message and no traceback.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from typing import TextIO
 
 from . import __version__
 from .accounting import BudgetExceeded, Ledger, LedgerEntry, Scope
+from .accounting.ledger import DuplicateRequest
+from .errors import Error
 
 __all__ = ["main"]
 
@@ -119,11 +125,7 @@ def _serve(args: argparse.Namespace) -> int:
         message = "kakeibo: the service needs FastAPI and uvicorn: pip install 'kakeibo[service]'"
         print(message, file=sys.stderr)
         return 2
-    try:
-        config = ServiceConfig.from_toml(args.config)
-    except (OSError, ValueError) as exc:
-        print(f"kakeibo: {exc}", file=sys.stderr)
-        return 2
+    config = ServiceConfig.from_toml(args.config)
     uvicorn.run(create_app(config), host=args.host, port=args.port)
     return 0
 
@@ -144,37 +146,53 @@ def _hash_key(args: argparse.Namespace) -> int:
 
 
 def _sql(args: argparse.Namespace) -> int:
-    from .sql import QueryRefused, connect
+    from .sql import connect
 
     ledger = getattr(args, "ledger", None) or ":memory:"
     budget = getattr(args, "budget", None) or (args.epsilon or 1 if ledger == ":memory:" else None)
     spend = {"epsilon": args.epsilon, "accuracy": None if args.accuracy is None else tuple(args.accuracy)}
-    try:
-        session = connect(args.database, catalog=args.catalog, ledger=ledger, budget=budget)
-    except (FileNotFoundError, ValueError, TypeError) as exc:
-        print(f"kakeibo: {exc}", file=sys.stderr)
-        return 2
-    try:
+    with connect(args.database, catalog=args.catalog, ledger=ledger, budget=budget) as session:
         if args.command == "explain":
             print(session.explain(args.query, delta=args.delta, **spend))
             return 0
         result = session.sql(args.query, delta=args.delta, **spend).to_pandas()
-    except QueryRefused as exc:
-        print(f"kakeibo: query refused: {exc}", file=sys.stderr)
-        return 1
-    except BudgetExceeded as exc:
-        print(f"kakeibo: {exc}", file=sys.stderr)
-        return 1
-    except ValueError as exc:
-        print(f"kakeibo: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        session.close()
     if args.format == "json":
         print(result.to_json(orient="records"))
     else:
         print(result.to_string(index=False))
     return 0
+
+
+def _failure(error: BaseException) -> tuple[int, str] | None:
+    """The exit status and the one-line message for ``error``, or ``None`` for a bug (raised again, with its
+    traceback). The tree is read first (see the module docstring); an engine's own message is never
+    printed, since it may quote a data value."""
+    if isinstance(error, Error):
+        from .backends import StatementTimeout  # loaded by now if a query ran
+        from .sql import QueryRefused
+        from .sql.session import ReleaseFailed
+
+        if isinstance(error, QueryRefused):
+            return 1, f"query refused: {error}"
+        if isinstance(error, (BudgetExceeded, DuplicateRequest, ReleaseFailed)):
+            return 1, str(error)
+        if isinstance(error, StatementTimeout):
+            return 1, f"{error} Its cost was charged."
+        return 2, str(error)  # ConfigurationError, StoreError, LedgerIntegrityError and the rest
+    engine = tuple(
+        getattr(sys.modules[name], kind)
+        for name, kind in (("duckdb", "Error"), ("pyarrow", "ArrowException"))
+        if name in sys.modules  # loaded by whatever raised; never imported here
+    )
+    if isinstance(error, engine):
+        return 2, f"the engine could not run this ({type(error).__name__}); nothing was charged."
+    if isinstance(error, RecursionError):
+        return 2, "the query is nested too deeply to check; nothing was charged."
+    if isinstance(error, (OSError, ValueError, TypeError)):  # files, and parameter checks below kakeibo's
+        return 2, str(error)
+    if isinstance(error, ImportError):  # an optional dependency (pandas for the table): the message names it
+        return 2, str(error)
+    return None
 
 
 def _table(rows: Sequence[Sequence[str]], out: TextIO) -> None:
@@ -241,6 +259,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
+    try:
+        return _command(parser, args)
+    except Exception as error:
+        failure = _failure(error)
+        if failure is None:
+            raise
+        status, message = failure
+        print(f"kakeibo: {message}", file=sys.stderr)
+        return status
+
+
+def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command in ("sql", "explain"):
         return _sql(args)
     if args.command == "serve":

@@ -26,72 +26,153 @@ Endpoints (``/docs`` and ``/openapi.json`` describe them):
   ``GET /v1/admin/analysts``.
 
 Safety: a refused query costs nothing and its message is the analyser's reason (which names columns,
-never values); a malformed request gets 422 naming the field, never echoing what was sent; unexpected
-errors answer a bare 500; bodies above ``max_body_bytes`` get 413 (chunked ones are counted while read);
-more than ``requests_per_minute`` per key get 429, and so does an address after ``failed_auth_per_minute``
-bad keys (:mod:`.auth`). ``tests/test_service_security.py`` is the attack corpus.
+never values); a malformed request gets 422 naming the field, never echoing what was sent; bodies above
+``max_body_bytes`` get 413 (chunked ones are counted while read); more than ``requests_per_minute`` per key
+get 429, and so does an address after ``failed_auth_per_minute`` bad keys (:mod:`.auth`). Every other
+error is answered as :mod:`.http_errors` maps kakeibo's error tree (409 for a budget, 503 for a statement
+past its time limit, a fixed 500 sentence for a misconfigured dataset, a bare 500 for anything unexpected).
+``tests/test_service_security.py`` is the attack corpus.
+
+The OpenAPI document is the contract: it lists every status each operation answers (with its body), and
+the request models carry the rules the handlers rely on -- names start with a letter, numbers are strict
+and finite (``NaN`` and ``Infinity``, which Python's ``json`` sends, are refused with 422 before anything
+is read or written), ``0 < beta < 1``, exactly one of ``epsilon`` and ``accuracy`` -- so that a client
+generated from it and the server agree (``tests/test_service_openapi.py``, ``tests/test_service_fuzz.py``).
+A method a path does not serve (``OPTIONS`` included) gets 405 with an ``Allow`` naming every method that
+path serves.
 """
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Any
 
 import duckdb
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Depends, FastAPI, HTTPException, Path, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field, StrictFloat
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
-from ..accounting import BudgetExceeded, Ledger
+from ..accounting import Ledger
 from ..accounting.composition import loss_leq
 from ..accounting.ledger import Scope
 from ..accounting.storage import redact
-from ..backends import Backend, DuckDBBackend, StatementTimeout
+from ..backends import Backend, DuckDBBackend
+from ..errors import ConfigurationError
 from ..privacy import ApproxDP
-from ..sql import Catalog, QueryRefused
-from ..sql.session import ReleaseFailed, Session
+from ..sql import Catalog
+from ..sql.session import Session
 from .auth import ADMIN, Gate, RateLimiter
 from .config import DatasetConfig, ServiceConfig
 from .dashboard import dashboard_router, loss_json
-from .registry import AnalystRegistry, check_name
+from .http_errors import INTERNAL, mapped, responses
+from .registry import NAME_PATTERN, AnalystRegistry
 
 __all__ = ["create_app"]
 
 log = logging.getLogger("kakeibo.service")
 _NOT_GRANTED = "this key has no access to that dataset."
+_BELOW_SPENT = (
+    "Refused: the budget is below what the scope has spent, or the ledger cannot keep it; nothing written."
+)
 _BAD_KEY = "missing, invalid or revoked API key."
 
 
-class QueryRequest(BaseModel):
+class _Request(BaseModel):
+    """A request body. Numbers are strict (a JSON string or boolean is not read as a number: ``"epsilon":
+    true`` must not spend 1) and finite: Python's ``json`` writes ``NaN``, ``Infinity`` and ``-Infinity``,
+    and its parser reads them (as it reads ``1e400`` as infinity), so they are refused here, with 422, on
+    every number of every request, before anything is read or written."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+
+#: A name made by the administrator (analysts, datasets); see :func:`.registry.check_name`.
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=NAME_PATTERN)]
+Epsilon = Annotated[float, Field(gt=0, strict=True)]
+Delta = Annotated[float, Field(ge=0, lt=1, strict=True)]
+Alpha = Annotated[float, Field(gt=0, strict=True, description="the error bound of each COUNT and SUM")]
+Beta = Annotated[float, Field(gt=0, lt=1, strict=True, description="the probability of a larger error")]
+Budget = Annotated[float, Field(gt=0, strict=True, description="an epsilon budget")]
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+_EITHER = [("epsilon", "number", "accuracy"), ("accuracy", "array", "epsilon")]
+
+
+class _Question(_Request):
+    # no name pattern here: a dataset name that could never exist gets the 403 of one the caller may not query
     dataset: str = Field(max_length=64)
     sql: str = Field(max_length=20_000)
-    # strict: a JSON string or boolean is refused, not read as a number (`"epsilon": true` must not spend 1)
-    epsilon: float | None = Field(default=None, gt=0, strict=True)
-    accuracy: tuple[StrictFloat, StrictFloat] | None = None
-    delta: float | None = Field(default=None, ge=0, lt=1, strict=True)
-    request_id: str | None = Field(default=None, max_length=128)
+    epsilon: Epsilon | None = Field(
+        default=None, description="the privacy loss to spend; the planner takes 2**-40 to 2**40 (else 400)"
+    )
+    accuracy: tuple[Alpha, Beta] | None = Field(
+        default=None, description="[alpha, beta]: each COUNT and SUM within alpha with probability 1 - beta"
+    )
+    delta: Delta | None = Field(default=None, description="for private partition selection")
 
 
-class NewAnalyst(BaseModel):
-    name: str = Field(max_length=64)
+class QueryRequest(_Question):
+    """A query, at ``epsilon`` or at the least epsilon that meets ``accuracy`` (exactly one of them)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={  # the validator's rule, for clients generated from the document
+            "oneOf": [
+                {"required": [given], "properties": {given: {"type": kind}, other: {"type": "null"}}}
+                for given, kind, other in _EITHER
+            ]
+        }
+    )
+
+    request_id: str | None = Field(default=None, max_length=128, description="an idempotency key")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "QueryRequest":
+        if (self.epsilon is None) == (self.accuracy is None):
+            raise ValueError("give exactly one of epsilon and accuracy.")
+        return self
 
 
-class GrantRequest(BaseModel):
-    analyst: str = Field(max_length=64)
-    dataset: str = Field(max_length=64)
-    budget: float = Field(gt=0, strict=True)
-    delta: float | None = Field(default=None, ge=0, lt=1, strict=True)  # default: the dataset's delta_budget
+class ExplainRequest(_Question):
+    """A query to explain, at ``epsilon`` or ``accuracy`` (at most one of them; epsilon 1 without either)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={  # the validator's rule, for clients generated from the document
+            "not": {
+                "required": ["epsilon", "accuracy"],
+                "properties": {"epsilon": {"type": "number"}, "accuracy": {"type": "array"}},
+            }
+        }
+    )
+
+    @model_validator(mode="after")
+    def _at_most_one(self) -> "ExplainRequest":
+        if self.epsilon is not None and self.accuracy is not None:
+            raise ValueError("give at most one of epsilon and accuracy.")
+        return self
 
 
-class BudgetRequest(BaseModel):
-    dataset: str = Field(max_length=64)
-    analyst: str | None = Field(default=None, max_length=64)
-    budget: float = Field(gt=0, strict=True)
-    delta: float | None = Field(default=None, ge=0, lt=1, strict=True)  # default: the dataset's delta_budget
+class NewAnalyst(_Request):
+    name: Name
+
+
+class GrantRequest(_Request):
+    analyst: Name
+    dataset: Name
+    budget: Budget
+    delta: Delta | None = Field(default=None, description="default: the dataset's delta_budget")
+
+
+class BudgetRequest(_Request):
+    dataset: Name
+    analyst: Name | None = None
+    budget: Budget
+    delta: Delta | None = Field(default=None, description="default: the dataset's delta_budget")
 
 
 @dataclass
@@ -113,7 +194,7 @@ def _open_backend(spec: DatasetConfig, catalog: Catalog) -> tuple[Backend, tuple
         from ..backends.postgres import PostgresBackend
 
         if sources:
-            raise ValueError(
+            raise ConfigurationError(
                 f"dataset {spec.name} is read from PostgreSQL, so its catalog cannot name source files."
             )
         return PostgresBackend(spec.database), (psycopg.Error,)
@@ -149,7 +230,7 @@ def _open_ledger(config: ServiceConfig) -> Ledger:
     current = ledger.budgets()[Scope()]
     if not isinstance(current, ApproxDP):
         ledger.close()
-        raise ValueError(
+        raise ConfigurationError(
             f"the ledger at {ledger.path} keeps {type(current).__name__} budgets, but the service keeps "
             "(epsilon, delta) budgets; start the service on a new ledger."
         )
@@ -205,6 +286,33 @@ def create_app(config: ServiceConfig) -> FastAPI:
         problems = [{"type": e["type"], "loc": list(e["loc"]), "msg": e["msg"]} for e in error.errors()]
         return JSONResponse({"detail": problems}, status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_exception(request: Request, error: StarletteHTTPException) -> Response:
+        """FastAPI's answer, with a 405's ``Allow`` naming the methods of *every* route on the path:
+        Starlette names only those of the first route that matched it (``POST`` alone on
+        ``/v1/admin/analysts``, which serves ``GET`` too)."""
+        if error.status_code == 405:
+            error = StarletteHTTPException(405, error.detail, headers={"Allow": ", ".join(allowed(request))})
+        return await http_exception_handler(request, error)
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, error: Exception) -> JSONResponse:
+        """A bare JSON 500 for whatever escaped a handler (Starlette's own answer is plain text; the server
+        logs the error, which Starlette raises again once this answer is sent)."""
+        return JSONResponse({"detail": INTERNAL}, status_code=500)
+
+    def allowed(request: Request) -> list[str]:
+        """The methods some route serves on ``request``'s path (asked of each route as a request with that
+        method, since FastAPI keeps an included router's routes behind one route object)."""
+        return [
+            method
+            for method in _METHODS
+            if any(
+                route.matches({**request.scope, "method": method})[0] is Match.FULL
+                for route in app.router.routes
+            )
+        ]
+
     def caller(
         request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
     ) -> str | None:
@@ -228,9 +336,15 @@ def create_app(config: ServiceConfig) -> FastAPI:
             raise HTTPException(403, _NOT_GRANTED)
         return datasets[dataset]
 
-    def limit(epsilon: float, delta: float | None, dataset: str) -> ApproxDP:
+    def known(dataset: str) -> _Dataset:
+        if dataset not in datasets:
+            raise HTTPException(404, "no such dataset.")
+        return datasets[dataset]
+
+    def limit(epsilon: float, delta: float | None, dataset: _Dataset) -> ApproxDP:
         """A budget from an admin request; its delta defaults to the dataset's configured delta_budget."""
-        return ApproxDP(epsilon, datasets[dataset].config.delta_budget if delta is None else delta)
+        with mapped():
+            return ApproxDP(epsilon, dataset.config.delta_budget if delta is None else delta)
 
     def session(name: str, dataset: _Dataset) -> Session:
         return Session(
@@ -243,10 +357,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
             source=f"{dataset.config.engine}:{redact(dataset.config.database)}",
         )
 
-    @app.post("/v1/query")
+    # what each kind of route can answer besides 200 (the body limit and the key check come first)
+    keyed = (401, 413, 429)
+    admin_writes = responses(*keyed, 400, 404, 422, s400=_BELOW_SPENT)
+
+    @app.post("/v1/query", responses=responses(*keyed, 400, 403, 409, 422, 500, 503))
     def query(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
-        with _errors(dataset.engine_errors):
+        with mapped(dataset.engine_errors):
             result = session(name, dataset).sql(
                 body.sql,
                 epsilon=body.epsilon,
@@ -265,16 +383,16 @@ def create_app(config: ServiceConfig) -> FastAPI:
             "confidence": 0.95,
         }
 
-    @app.post("/v1/explain")
-    def explain(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
+    @app.post("/v1/explain", responses=responses(*keyed, 400, 403, 422))
+    def explain(body: ExplainRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
-        with _errors(dataset.engine_errors):
+        with mapped(dataset.engine_errors):
             text = session(name, dataset).explain(
                 body.sql, epsilon=body.epsilon, accuracy=body.accuracy, delta=body.delta
             )
         return {"plan": text}
 
-    @app.get("/v1/budget")
+    @app.get("/v1/budget", responses=responses(*keyed))
     def budget(name: Annotated[str, Depends(analyst)]) -> list[dict[str, Any]]:
         return [
             {
@@ -287,7 +405,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
             if ds in datasets
         ]
 
-    @app.get("/v1/history")
+    @app.get("/v1/history", responses=responses(*keyed))
     def history(name: Annotated[str, Depends(analyst)]) -> list[dict[str, Any]]:
         return [
             {
@@ -300,86 +418,78 @@ def create_app(config: ServiceConfig) -> FastAPI:
             for e in ledger.entries(analyst=name)
         ]
 
-    @app.get("/v1/ledger/verify")
+    @app.get("/v1/ledger/verify", responses=responses(*keyed))
     def verify(name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         result = ledger.verify()  # no entry count: it would tell how busy the other analysts are
         return {"ok": result.ok, "problems": len(result.problems)}
 
-    @app.post("/v1/admin/analysts", dependencies=[Depends(admin)])
+    @app.post(
+        "/v1/admin/analysts",
+        dependencies=[Depends(admin)],
+        responses=responses(*keyed, 400, 422, s400="An analyst of that name already exists."),
+    )
     def create_analyst(body: NewAnalyst) -> dict[str, str]:
-        with _errors():
+        with mapped():
             key = registry.create(body.name)
         return {"name": body.name, "key": key}
 
-    @app.get("/v1/admin/analysts", dependencies=[Depends(admin)])
+    @app.get("/v1/admin/analysts", dependencies=[Depends(admin)], responses=responses(*keyed))
     def list_analysts() -> list[dict[str, Any]]:
         return [{**a, "datasets": registry.datasets(str(a["name"]))} for a in registry.analysts()]
 
-    @app.post("/v1/admin/analysts/{analyst_name}/revoke", dependencies=[Depends(admin)])
-    def revoke(analyst_name: str) -> dict[str, str]:
+    @app.post(
+        "/v1/admin/analysts/{analyst_name}/revoke",
+        dependencies=[Depends(admin)],
+        responses=responses(*keyed, 404, 422),
+    )
+    def revoke(analyst_name: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64)]) -> dict[str, str]:
         try:
             registry.revoke(analyst_name)
         except KeyError:
             raise HTTPException(404, "no such analyst.") from None
         return {"revoked": analyst_name}
 
-    @app.post("/v1/admin/grants", dependencies=[Depends(admin)])
+    @app.post("/v1/admin/grants", dependencies=[Depends(admin)], responses=admin_writes)
     def grant(body: GrantRequest) -> dict[str, Any]:
-        if body.dataset not in datasets:
-            raise HTTPException(404, "no such dataset.")
-        try:
-            registry.grant(check_name(body.analyst, "an analyst name"), body.dataset)
-        except KeyError:
-            raise HTTPException(404, "no such analyst.") from None
-        budget = limit(body.budget, body.delta, body.dataset)
-        with _errors():
-            ledger.set_budget(budget, analyst=body.analyst, dataset=body.dataset)
-        return {"analyst": body.analyst, "dataset": body.dataset, **loss_json(budget)}
+        """Let an analyst query a dataset, up to their own budget on it. The request is checked whole
+        before anything is written; then the budget is written, and the grant only after it, so that no
+        grant ever exists without its budget (a failed budget write leaves no grant; a process stopped in
+        between leaves a budget that grants nothing)."""
+        dataset = known(body.dataset)
+        cap = limit(body.budget, body.delta, dataset)
+        if not registry.exists(body.analyst):
+            raise HTTPException(404, "no such analyst.")
+        with mapped():
+            # refused (400, nothing written) if below what the analyst has already spent on the dataset
+            ledger.set_budget(cap, analyst=body.analyst, dataset=body.dataset)
+            try:
+                registry.grant(body.analyst, body.dataset)
+            except KeyError:  # cannot happen today (analysts are never deleted), but never answer 200 then
+                raise HTTPException(404, "no such analyst.") from None
+        return {"analyst": body.analyst, "dataset": body.dataset, **loss_json(cap)}
 
-    @app.delete("/v1/admin/grants/{analyst_name}/{dataset}", dependencies=[Depends(admin)])
-    def revoke_grant(analyst_name: str, dataset: str) -> dict[str, str]:
+    @app.delete(
+        "/v1/admin/grants/{analyst_name}/{dataset}",
+        dependencies=[Depends(admin)],
+        responses=responses(*keyed, 422),
+    )
+    def revoke_grant(
+        analyst_name: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64)],
+        dataset: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64)],
+    ) -> dict[str, str]:
         registry.revoke_grant(analyst_name, dataset)
         return {"analyst": analyst_name, "dataset": dataset, "granted": "no"}
 
-    @app.post("/v1/admin/budgets", dependencies=[Depends(admin)])
+    @app.post("/v1/admin/budgets", dependencies=[Depends(admin)], responses=admin_writes)
     def set_budget(body: BudgetRequest) -> dict[str, Any]:
-        if body.dataset not in datasets:
-            raise HTTPException(404, "no such dataset.")
-        budget = limit(body.budget, body.delta, body.dataset)
-        with _errors():
-            ledger.set_budget(budget, analyst=body.analyst, dataset=body.dataset)
-        return {"dataset": body.dataset, "analyst": body.analyst, **loss_json(budget)}
+        dataset = known(body.dataset)
+        cap = limit(body.budget, body.delta, dataset)
+        with mapped():
+            ledger.set_budget(cap, analyst=body.analyst, dataset=body.dataset)
+        return {"dataset": body.dataset, "analyst": body.analyst, **loss_json(cap)}
 
-    app.include_router(dashboard_router(ledger, registry, list(datasets), caller=caller, analyst=analyst))
+    app.include_router(
+        dashboard_router(ledger, registry, list(datasets), caller=caller, analyst=analyst),
+        responses=responses(*keyed),
+    )
     return app
-
-
-@contextlib.contextmanager
-def _errors(engine: tuple[type[Exception], ...] = ()) -> Iterator[None]:
-    """Map kakeibo's exceptions to HTTP answers that carry the reason but never data: 400 for a refused
-    query or bad parameters and for ``engine`` errors (without the engine's message), 409 for an exhausted
-    budget, a bare 500 for anything else (logged)."""
-    try:
-        yield
-    except HTTPException:
-        raise
-    except BudgetExceeded as error:
-        raise HTTPException(409, f"budget exhausted: {error}") from None
-    except StatementTimeout as error:  # charged: how long a statement runs depends on the data
-        raise HTTPException(503, f"{error} Its cost was charged.") from None
-    except ReleaseFailed as error:  # charged; a fixed sentence
-        raise HTTPException(500, str(error)) from None
-    except RecursionError:  # the SQL parser recurses: a deeply nested query exhausts the stack
-        raise HTTPException(400, "the query is nested too deeply to check; nothing was charged.") from None
-    except (QueryRefused, ValueError, TypeError) as error:
-        raise HTTPException(400, str(error)) from None
-    except engine as error:  # the engine's message stays in the server log
-        # the engine's message may quote a data value: only its kind at WARNING, the text at DEBUG
-        log.warning("the engine refused a statement (%s)", type(error).__name__)
-        log.debug("the engine's message: %s", error)
-        raise HTTPException(
-            400, "the engine could not run this query (check literal types); nothing was charged."
-        ) from None
-    except Exception:
-        log.exception("unexpected error while answering a request")
-        raise HTTPException(500, "internal error.") from None

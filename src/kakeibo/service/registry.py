@@ -23,10 +23,13 @@ import time
 
 from ..accounting.storage import open_store
 
-__all__ = ["AnalystRegistry", "hash_key", "new_key", "verify_key"]
+__all__ = ["NAME_PATTERN", "AnalystRegistry", "hash_key", "new_key", "verify_key"]
 
 _KEY = re.compile(r"kak_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+#: Analyst and dataset names: 1-64 letters, digits, ``_ . -``, starting with a letter (a JSON-schema pattern
+#: too: the service's request models carry it, so a generated client knows the rule).
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$"
+_NAME = re.compile(NAME_PATTERN)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS analysts (
     name TEXT PRIMARY KEY, key_id TEXT UNIQUE NOT NULL, salt {blob} NOT NULL, digest {blob} NOT NULL,
@@ -134,6 +137,11 @@ class AnalystRegistry:
         """Whether this process has verified ``key`` before (a memory lookup; says nothing of revocation)."""
         with self._lock:
             return fingerprint(key) in self._verified
+
+    def exists(self, name: str) -> bool:
+        """Whether analyst ``name`` was ever created (revoked or not)."""
+        with self._store.transaction(write=False) as con:
+            return con.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)).fetchone() is not None
 
     def revoke(self, name: str) -> None:
         """Revoke analyst ``name``'s key (their ledger history stays)."""
