@@ -299,6 +299,26 @@ def test_non_finite_numbers_are_refused_before_anything_is_written(
     assert ask(client, bob, sql="SELECT COUNT(*) AS n FROM visits", epsilon=500).status_code == 403
 
 
+def test_an_unknown_field_is_refused_not_ignored(service: tuple[TestClient, str], tmp_path: Path) -> None:
+    """``"detla": 1e-3`` used to be dropped silently, and the query ran at the default delta. A field the
+    request model does not know is 422, named, and nothing is read, charged or written."""
+    client, admin_key = service
+    alice = make_analyst(client, admin_key, "alice")
+    before = written(tmp_path)
+    count = {"dataset": "shop", "sql": "SELECT COUNT(*) AS n FROM visits", "epsilon": 0.1}
+    for path, key, body in [
+        ("/v1/query", alice, {**count, "detla": 1e-3}),
+        ("/v1/explain", alice, {**count, "requestid": "r-1"}),
+        ("/v1/admin/grants", admin_key, {"analyst": "alice", "dataset": "shop", "budget": 1, "buget": 9}),
+        ("/v1/admin/analysts", admin_key, {"name": "carol", "role": "admin"}),
+    ]:
+        answer = post_json(client, path, body, key)
+        assert answer.status_code == 422, (path, body, answer.text)
+        [problem] = answer.json()["detail"]
+        assert problem["type"] == "extra_forbidden" and problem["loc"][-1] in body, answer.text
+        assert written(tmp_path) == before, (path, body)
+
+
 def test_a_grant_whose_budget_is_refused_leaves_no_grant(
     service: tuple[TestClient, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

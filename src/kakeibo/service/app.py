@@ -88,9 +88,10 @@ class _Request(BaseModel):
     """A request body. Numbers are strict (a JSON string or boolean is not read as a number: ``"epsilon":
     true`` must not spend 1) and finite: Python's ``json`` writes ``NaN``, ``Infinity`` and ``-Infinity``,
     and its parser reads them (as it reads ``1e400`` as infinity), so they are refused here, with 422, on
-    every number of every request, before anything is read or written."""
+    every number of every request, before anything is read or written. A field the model does not know is
+    refused too: a typo such as ``"detla"`` must not fall back to the default without a word."""
 
-    model_config = ConfigDict(allow_inf_nan=False)
+    model_config = ConfigDict(allow_inf_nan=False, extra="forbid")
 
 
 #: A name made by the administrator (analysts, datasets); see :func:`.registry.check_name`.
