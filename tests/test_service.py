@@ -319,6 +319,15 @@ def test_an_unknown_field_is_refused_not_ignored(service: tuple[TestClient, str]
         assert written(tmp_path) == before, (path, body)
 
 
+def test_an_analyst_name_taken_is_a_conflict(service: tuple[TestClient, str], tmp_path: Path) -> None:
+    client, admin_key = service
+    make_analyst(client, admin_key, "alice")
+    before = written(tmp_path)
+    answer = post_json(client, "/v1/admin/analysts", {"name": "alice"}, admin_key)
+    assert answer.status_code == 409 and answer.json() == {"detail": "analyst 'alice' already exists."}
+    assert written(tmp_path) == before
+
+
 def test_a_grant_whose_budget_is_refused_leaves_no_grant(
     service: tuple[TestClient, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -30,7 +30,7 @@ EXPECTED = {  # what each operation answers besides 200, by design
     ("get", "/v1/ledger/verify"): KEYED,
     ("get", "/v1/dashboard"): KEYED,
     ("get", "/v1/admin/analysts"): KEYED,
-    ("post", "/v1/admin/analysts"): KEYED | {400, 422},
+    ("post", "/v1/admin/analysts"): KEYED | {400, 409, 422},
     ("post", "/v1/admin/analysts/{analyst_name}/revoke"): KEYED | {404, 422},
     ("post", "/v1/admin/grants"): KEYED | {400, 404, 422},
     ("delete", "/v1/admin/grants/{analyst_name}/{dataset}"): KEYED | {422},

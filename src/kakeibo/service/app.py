@@ -427,7 +427,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.post(
         "/v1/admin/analysts",
         dependencies=[Depends(admin)],
-        responses=responses(*keyed, 400, 422, s400="An analyst of that name already exists."),
+        responses=responses(*keyed, 400, 409, 422, s409="An analyst of that name already exists."),
     )
     def create_analyst(body: NewAnalyst) -> dict[str, str]:
         with mapped():

@@ -6,7 +6,7 @@ error                                          status  detail
 =============================================  ======  ===================================================
 ``QueryRefused``                               400     its sentence (it names columns, never values)
 ``BudgetExceeded``                             409     ``budget exhausted: `` and its sentence
-``DuplicateRequest``                           409     its sentence
+``DuplicateRequest``, ``AnalystExists``        409     its sentence
 ``StatementTimeout``                           503     its sentence and "Its cost was charged."
 ``ReleaseFailed``                              500     its fixed sentence (its cost was charged)
 ``ConfigurationError`` (``CatalogMismatch``)   500     :data:`MISCONFIGURED` (the real message is logged)
@@ -41,6 +41,7 @@ from ..accounting.storage import StoreError
 from ..backends import StatementTimeout
 from ..errors import ConfigurationError, Error
 from ..sql.session import ReleaseFailed
+from .registry import AnalystExists
 
 __all__ = [
     "ENGINE_FAILED",
@@ -127,7 +128,7 @@ def http_error(error: BaseException, engine: tuple[type[BaseException], ...] = (
     if isinstance(error, Error):
         if isinstance(error, BudgetExceeded):
             return HTTPException(409, f"budget exhausted: {error}")
-        if isinstance(error, DuplicateRequest):
+        if isinstance(error, (DuplicateRequest, AnalystExists)):
             return HTTPException(409, str(error))
         if isinstance(error, StatementTimeout):  # charged: how long a statement runs depends on the data
             return HTTPException(503, f"{error} Its cost was charged.")

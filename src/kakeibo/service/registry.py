@@ -22,8 +22,14 @@ import threading
 import time
 
 from ..accounting.storage import open_store
+from ..errors import Error
 
-__all__ = ["NAME_PATTERN", "AnalystRegistry", "hash_key", "new_key", "verify_key"]
+__all__ = ["NAME_PATTERN", "AnalystExists", "AnalystRegistry", "hash_key", "new_key", "verify_key"]
+
+
+class AnalystExists(Error, ValueError):  # noqa: N818 -- the name reads as the event it reports
+    """An analyst of that name is registered already (the service answers 409)."""
+
 
 _KEY = re.compile(r"kak_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
 #: Analyst and dataset names: 1-64 letters, digits, ``_ . -``, starting with a letter (a JSON-schema pattern
@@ -100,7 +106,7 @@ class AnalystRegistry:
         salt = os.urandom(16)
         with self._store.transaction(write=True) as con:
             if con.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)).fetchone():
-                raise ValueError(f"analyst {name!r} already exists.")
+                raise AnalystExists(f"analyst {name!r} already exists.")
             con.execute(
                 "INSERT INTO analysts VALUES (?, ?, ?, ?, ?, NULL)",
                 (name, key_id, salt, _digest(secret, salt), time.time()),
