@@ -50,6 +50,24 @@ __all__ = [
 Number = int | float | Fraction | str
 
 
+#: The longest number kakeibo reads from text, and the largest exponent: ``Fraction("1e10000000")`` would
+#: expand ten million digits first, seconds of work an analyst could ask for repeatedly.
+MAX_NUMBER_CHARS = 100
+MAX_EXPONENT = 1000
+
+
+def is_short_number(text: str) -> bool:
+    """Whether ``text`` is short enough to be read as an exact number (checked before any arithmetic).
+
+    >>> is_short_number("2.5e-3"), is_short_number("1e10000000"), is_short_number("1" * 101)
+    (True, False, False)
+    """
+    exponent = re.search(r"[eE]\s*([+-]?[0-9]+)", text)
+    return len(text) <= MAX_NUMBER_CHARS and (
+        exponent is None or abs(int(exponent.group(1)[:8])) <= MAX_EXPONENT
+    )
+
+
 def as_fraction(value: Number, name: str) -> Fraction:
     """Convert ``value`` to an exact :class:`Fraction`, refusing NaN and infinities.
 
@@ -67,10 +85,11 @@ def as_fraction(value: Number, name: str) -> Fraction:
         if not math.isfinite(as_float):
             raise ValueError(f"{name} must be finite, got {value}.")
         return Fraction(repr(as_float))
-    if isinstance(value, str):  # read only short numbers: Fraction("1e10000000") takes seconds
-        exponent = re.search(r"[eE]\s*([+-]?[0-9]+)", value)
-        if len(value) > 100 or (exponent is not None and abs(int(exponent.group(1)[:8])) > 1000):
-            raise ValueError(f"{name} must be a number of at most 100 characters, exponent within 1000.")
+    if isinstance(value, str) and not is_short_number(value):
+        raise ValueError(
+            f"{name} must be a number of at most {MAX_NUMBER_CHARS} characters, exponent within "
+            f"{MAX_EXPONENT}."
+        )
     try:
         return Fraction(value)
     except (TypeError, ValueError, ZeroDivisionError) as exc:

@@ -29,8 +29,8 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   alike and no row can make it fail. Spark matches LIKE as a backtracking regular expression (``%`` is
   ``.*``): ``A%B``, ``%A%`` and ``A%B%`` match in time linear in the text (times the pattern), while
   ``%A%B`` tries every split of the text, quadratic, and more ``%`` raise the power;
-* numeric literals are read only when short (:data:`MAX_LITERAL_CHARS` characters, exponents within
-  :data:`MAX_EXPONENT`), before any arithmetic: ``1e10000000`` would take seconds to expand.
+* numeric literals are read only when short (:func:`kakeibo.privacy.is_short_number`, the rule epsilon
+  follows too), before any arithmetic: ``1e10000000`` would take seconds to expand.
 """
 
 from __future__ import annotations
@@ -44,21 +44,18 @@ from typing import cast
 
 from sqlglot import exp
 
+from ..privacy import MAX_EXPONENT, MAX_NUMBER_CHARS, is_short_number
 from .catalog import QueryRefused
 
 __all__ = [
-    "MAX_EXPONENT",
     "MAX_LIKE_CHARS",
     "MAX_LIKE_PERCENT",
-    "MAX_LITERAL_CHARS",
     "TotalPredicate",
     "is_text",
     "numeric_literal",
     "strip",
 ]
 
-MAX_LITERAL_CHARS = 100
-MAX_EXPONENT = 1000
 MAX_LIKE_CHARS = 256
 MAX_LIKE_PERCENT = 2
 LIKE_ESCAPE = "!"
@@ -97,8 +94,7 @@ def is_iso_date(text: str) -> bool:
 def numeric_literal(node: exp.Expr) -> Fraction | None:
     """The exact value of a numeric literal (possibly negated or parenthesised), else ``None``.
 
-    Refuses a literal longer than :data:`MAX_LITERAL_CHARS` characters or with an exponent beyond
-    :data:`MAX_EXPONENT` before expanding it.
+    Refuses a literal that is not :func:`~kakeibo.privacy.is_short_number` before expanding it.
 
     >>> from sqlglot import parse_one
     >>> numeric_literal(parse_one("-(2.5e1)")), numeric_literal(parse_one("'a'"))
@@ -119,11 +115,10 @@ def numeric_literal(node: exp.Expr) -> Fraction | None:
     match = _NUMBER.fullmatch(text)
     if match is None or not any(ch.isdigit() for ch in match["digits"]):
         return None
-    exponent = match["exponent"]
-    if len(text) > MAX_LITERAL_CHARS or (exponent is not None and abs(int(exponent[:8])) > MAX_EXPONENT):
+    if not is_short_number(text):
         raise QueryRefused(
             f"the number {text[:40]}{'...' if len(text) > 40 else ''} is out of range: numbers may have at "
-            f"most {MAX_LITERAL_CHARS} characters and exponents within +-{MAX_EXPONENT}."
+            f"most {MAX_NUMBER_CHARS} characters and exponents within +-{MAX_EXPONENT}."
         )
     return sign * Fraction(text)
 
