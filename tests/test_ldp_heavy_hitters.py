@@ -100,8 +100,8 @@ def test_treehist_has_one_group_per_level_and_a_final_group() -> None:
 
 def test_pem_prunes_to_the_largest_and_treehist_to_the_significant() -> None:
     counts = np.array([5.0, 50.0, 20.0, 40.0, 30.0, 10.0])
-    estimate = CountEstimate(counts=counts, variance=np.ones(6), n=100)
     pem = PEM(epsilon=1, bits=8, k=2, keep=3)
+    estimate = CountEstimate(counts=counts, variance=np.ones(6), n=100, privacy_loss=pem.privacy_loss)
     assert pem._prune(estimate, 1.0).tolist() == [1, 3, 4]
     tree = TreeHist(epsilon=1, bits=8, k=1, cap=2)
     sd = 15.0 / tree.threshold_z  # the threshold is 15: nodes 1, 3, 4 and 2 pass, the cap keeps two
@@ -541,3 +541,13 @@ def test_bad_report_batches_are_refused() -> None:
         pem.identify([batches[0], ldp.Reports("PEM", batches[1].params, bad_values)])
     with pytest.raises(ValueError, match=r"candidates must be indices in 0\.\.255"):
         pem.estimate_candidates(batches, [256])
+
+
+def test_heavy_hitters_and_candidate_counts_carry_the_per_client_loss() -> None:
+    """One report per client through its group's oracle: the protocol's loss, which is every oracle's
+    (issue 16)."""
+    for proto in (PEM(epsilon=2, bits=8, k=2), TreeHist(epsilon=2, bits=5, k=2)):
+        batches = proto.randomize(np.repeat([3, 17, 30], [400, 300, 50]), rng=np.random.default_rng(6))
+        found, counted = proto.identify(batches), proto.estimate_candidates(batches, [3, 30])
+        assert {oracle.privacy_loss for oracle in proto.oracles} == {proto.privacy_loss}
+        assert found.privacy_loss == counted.privacy_loss == proto.privacy_loss

@@ -392,11 +392,14 @@ def test_svsm_finds_the_planted_pairs_among_the_top_itemsets(planted_population:
 def test_candidate_itemsets_follow_the_guessed_frequencies() -> None:
     """Guesses ``0.9 c_i / c_max``: items with counts 100, 80, 50, 10 give 0.9, 0.72, 0.45, 0.09, so the
     best pairs and triples by product are (0,1) .648, (0,2) .405, (1,2) .324, (0,1,2) .29 (then (0,3))."""
-    zero = ldp.CountEstimate(np.zeros(4), np.zeros(4), 1000)
-    estimate = ldp.CountEstimate(np.array([100.0, 80.0, 50.0, 10.0]), np.zeros(4), 1000)
-    choice = LengthChoice(length=1, update_factor=1.0, update_variance=0.0, size_shares=np.ones(1))
-    items = FrequentItems(np.array([7, 3, 5, 9]), estimate, np.array([7, 3, 5, 9]), zero, choice)
     svsm = SVSM(epsilon=1, domain_size=10, k=3)
+    loss = svsm.privacy_loss
+    zero = ldp.CountEstimate(np.zeros(4), np.zeros(4), 1000, loss)
+    estimate = ldp.CountEstimate(np.array([100.0, 80.0, 50.0, 10.0]), np.zeros(4), 1000, loss)
+    choice = LengthChoice(
+        length=1, update_factor=1.0, update_variance=0.0, size_shares=np.ones(1), privacy_loss=loss
+    )
+    items = FrequentItems(np.array([7, 3, 5, 9]), estimate, np.array([7, 3, 5, 9]), zero, choice)
     assert svsm.candidate_itemsets(items)[:4] == ((3, 7), (5, 7), (3, 5), (3, 5, 7))
     assert len(svsm.candidate_itemsets(items)) == 6
 
@@ -514,3 +517,30 @@ def test_bad_calls_are_refused() -> None:
         svsm.report_sizes([[0, 1]], [(0,), (1, 2)])
     with pytest.raises(ValueError, match="at least two distinct items"):
         svsm.report_sizes([[0, 1]], [(0, 1), (1, 0)])
+
+
+def test_psfo_estimates_carry_the_set_level_loss_not_the_amplified_one() -> None:
+    """PSFO's reports cost ``PureDP(epsilon)`` per user, though the inner GRR runs at the larger amplified
+    ``eps'`` (issue 16)."""
+    sets = weighted_sets(np.full(300, 2), 12, 1.0, seed=9)
+    for oracle in ("GRR", "OLH"):
+        psfo = PaddingSamplingOracle(epsilon=1.5, domain_size=12, length=3, oracle=oracle)
+        reports = psfo.randomize(sets, rng=np.random.default_rng(10))
+        for estimate in (psfo.estimate(reports), psfo.estimate_candidates(reports, [4, 0])):
+            assert estimate.privacy_loss == psfo.privacy_loss
+        assert (psfo.oracle.privacy_loss == psfo.privacy_loss) == (oracle == "OLH")
+
+
+def test_mined_items_and_itemsets_carry_the_per_user_loss() -> None:
+    """SVIM and SVSM: each user reports once, in one group, so every estimate (and the length choice) carries
+    the protocol's loss, which is each group's randomizer's (issue 16)."""
+    gen = np.random.default_rng(12)
+    sets = [gen.choice(6, size=gen.integers(1, 4), replace=False) for _ in range(4000)]
+    svsm = SVSM(epsilon=4, domain_size=6, k=3)
+    found = svsm.run(sets, rng=gen)
+    svim = svsm.svim
+    assert svim.discovery.privacy_loss == svim.privacy_loss == svsm.privacy_loss
+    for result in (found, found.items):
+        assert result.privacy_loss == svsm.privacy_loss
+        assert result.estimate.privacy_loss == result.candidate_estimate.privacy_loss == svsm.privacy_loss
+        assert result.length_choice.privacy_loss == svsm.privacy_loss

@@ -389,3 +389,17 @@ def test_malformed_payloads_are_refused() -> None:
     plain = numbers_only.randomize(np.zeros((4, 3)), rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="carry no 'bits'"):
         numbers_only.estimate_means(tampered(plain, "bits", np.zeros((4, 2), dtype=np.uint8)))
+
+
+def test_estimate_carries_the_per_client_loss_of_the_whole_record() -> None:
+    """The record's loss is the per-client total: ``k`` sampled attributes, each randomized at ``eps / k``
+    (issue 16); the categorical counts carry it too."""
+    protocol = MultidimensionalSampling(epsilon=6, dimensions=4, categorical={3: 5})
+    records = np.column_stack([np.zeros((40, 3)), np.arange(40) % 5])
+    estimate = protocol.estimate_means(protocol.randomize(records, rng=np.random.default_rng(7)))
+    per_attribute = protocol._numeric.privacy_loss
+    assert per_attribute == protocol._oracles[3].privacy_loss
+    assert protocol.k > 1 and estimate.privacy_loss == per_attribute * protocol.k == protocol.privacy_loss
+    assert estimate.categories[3].privacy_loss == protocol.privacy_loss
+    low, high = estimate.confidence_intervals()
+    assert np.all(low <= estimate.means) and np.all(estimate.means <= high)

@@ -105,3 +105,13 @@ def test_numeric_randomizers_refuse_values_outside_the_unit_interval() -> None:
             pm.randomize(np.array(bad))
     with pytest.raises(ValueError, match="epsilon"):
         ldp.PiecewiseMechanism(epsilon=-1)
+
+
+@pytest.mark.parametrize("cls", [ldp.DuchiMechanism, ldp.PiecewiseMechanism, ldp.HybridMechanism])
+def test_mean_estimate_carries_the_randomizers_per_report_loss(
+    cls: type[ldp.DuchiMechanism] | type[ldp.PiecewiseMechanism] | type[ldp.HybridMechanism],
+) -> None:
+    """The server's estimate states the loss each client's report was randomized with (issue 16)."""
+    mech = cls(epsilon=1.5)
+    reports = mech.randomize(np.linspace(-1, 1, 50), rng=np.random.default_rng(3))
+    assert mech.estimate_mean(reports).privacy_loss == mech.privacy_loss

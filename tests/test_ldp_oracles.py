@@ -338,3 +338,12 @@ def test_post_processing_lowers_the_error_on_a_skewed_population() -> None:
         "clip": ((ldp.postprocess.clip_and_normalize(raw, 20_000) - true) ** 2).mean(),
     }
     assert mse["norm_sub"] < 0.5 * mse["raw"] and mse["clip"] < mse["raw"], mse
+
+
+@pytest.mark.parametrize("cls", ORACLES, ids=lambda c: c.__name__)
+def test_estimates_carry_the_oracles_per_report_loss(cls: type[FrequencyOracle]) -> None:
+    """Every server estimate states the loss each client's report was randomized with (issue 16)."""
+    oracle = cls(epsilon=Fraction(3, 2), domain_size=8)
+    reports = oracle.randomize(np.arange(200) % 8, rng=np.random.default_rng(0))
+    for estimate in (oracle.estimate_with_variance(reports), oracle.estimate_candidates(reports, [5, 1])):
+        assert estimate.privacy_loss == oracle.privacy_loss

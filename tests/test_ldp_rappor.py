@@ -515,3 +515,16 @@ def test_least_squares_refuses_a_rank_deficient_design() -> None:
     columns = np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0], [1.0, 1.0, 2.0], [0.0, 0.0, 0.0]])
     with pytest.raises(ValueError, match="linearly dependent"):
         _least_squares(sp.csr_matrix(columns), np.ones(4), np.ones(4))
+
+
+def test_bit_estimates_and_decoding_carry_the_per_report_loss() -> None:
+    """One report's loss, ``epsilon_one``, not the longitudinal ``epsilon_infinity`` (issue 16)."""
+    rappor = RAPPOR(k=32, h=2, m=4)
+    values = np.repeat(["a", "b", "c"], [300, 200, 100])
+    reports = rappor.randomize(values, rng=np.random.default_rng(11))
+    bits, decoded = rappor.estimate_bits(reports), rappor.decode(reports, ["a", "b", "c", "d"])
+    assert bits.privacy_loss == decoded.privacy_loss == rappor.privacy_loss
+    assert float(rappor.privacy_loss.epsilon) == rappor.epsilon_one
+    assert decoded.privacy_loss != rappor.longitudinal_loss
+    low, high = decoded.confidence_interval()
+    assert low.shape == high.shape == (4,)

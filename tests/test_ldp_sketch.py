@@ -439,3 +439,12 @@ def test_bad_values_candidates_and_domains_are_refused(cls: type[Sketch]) -> Non
         mech.estimate_domain(reports, 2.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at most 2\\*\\*26 values"):
         mech.estimate_domain(reports, 2**27)
+
+
+@pytest.mark.parametrize("cls", SKETCHES, ids=lambda c: c.__name__)
+def test_estimates_carry_the_sketchs_per_report_loss(cls: type[Sketch]) -> None:
+    """Both server paths state the loss each client's report was randomized with (issue 16)."""
+    mech = cls(epsilon=2, hashes=4, buckets=16, seed=3)
+    reports = mech.randomize(np.arange(300) % 7, rng=np.random.default_rng(2))
+    for estimate in (mech.estimate_domain(reports, 7), mech.estimate_candidates(reports, ["a", 3])):
+        assert estimate.privacy_loss == mech.privacy_loss

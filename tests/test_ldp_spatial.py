@@ -367,3 +367,16 @@ def test_bad_psda_inputs_are_refused() -> None:
         psda.randomize([0, 1])
     with pytest.raises(ValueError, match="one report batch per cluster"):
         psda.estimate([])
+
+
+def test_counts_carry_the_per_report_loss_and_a_sum_the_largest() -> None:
+    """A cluster's counts carry its PCEP's loss; PSDA's sum of clusters the largest of them, which bounds
+    every user's report (issue 16)."""
+    psda = PSDA(TREE, [1] * 300 + [2] * 300, [1] * 300 + [2] * 300, merge=False)
+    assert len({pcep.privacy_loss for pcep in psda.clusters}) == 2
+    locations = np.concatenate([TREE.leaves(1)[:1].repeat(300), TREE.leaves(2)[:1].repeat(300)])
+    batches = psda.randomize(locations, rng=np.random.default_rng(21))
+    for pcep, batch in zip(psda.clusters, batches, strict=True):
+        assert pcep.estimate_locations(batch).privacy_loss == pcep.privacy_loss
+    largest = max(psda.clusters, key=lambda pcep: pcep.epsilon).privacy_loss
+    assert psda.estimate(batches).privacy_loss == largest

@@ -328,3 +328,12 @@ def test_bad_estimator_arguments() -> None:
     for f in (-0.1, 1.1, math.nan):
         with pytest.raises(ValueError, match="frequency"):
             rr.estimator_variance(n=10, frequency=f)
+
+
+@pytest.mark.parametrize(
+    "rr", [RandomizedResponse(epsilon=0.75, categories=5), RandomizedResponse.two_coin()], ids=repr
+)
+def test_frequency_estimate_carries_the_per_report_loss(rr: RandomizedResponse) -> None:
+    """The estimate states the loss each client's report was randomized with (issue 16)."""
+    reports = rr.release(np.arange(40) % rr.categories, rng=np.random.default_rng(4))
+    assert rr.estimate(reports).privacy_loss == rr.privacy_loss

@@ -30,7 +30,7 @@ from scipy.special import ndtri
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.source import RandomSource
-from ..privacy import Number, PureDP, as_fraction
+from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
 from .reports import Param, Reports
 
 __all__ = ["CountEstimate", "FrequencyOracle", "LocalRandomizer", "check_domain_values", "check_integer"]
@@ -45,11 +45,13 @@ MAX_EPSILON = 64
 @dataclass(frozen=True, eq=False)
 class CountEstimate:
     """Estimated number of clients holding each value, with the estimator's variance (Wang et al. Eq. (2)
-    with the estimate, clipped to ``[0, n]``, plugged in for the true count)."""
+    with the estimate, clipped to ``[0, n]``, plugged in for the true count), from ``n`` reports;
+    ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge)."""
 
     counts: FloatArray
     variance: FloatArray
     n: int
+    privacy_loss: PrivacyLoss
 
     def __post_init__(self) -> None:
         for a in (self.counts, self.variance):
@@ -260,7 +262,8 @@ class FrequencyOracle(LocalRandomizer, ABC):
         )
 
     def _with_variance(self, counts: FloatArray, n: int) -> CountEstimate:
-        return CountEstimate(counts=counts, variance=self.count_variance(n, np.clip(counts, 0, n)), n=n)
+        variance = self.count_variance(n, np.clip(counts, 0, n))
+        return CountEstimate(counts=counts, variance=variance, n=n, privacy_loss=self.privacy_loss)
 
     def count_variance(self, n: int, counts: ArrayLike) -> FloatArray:
         """Exact variance of the estimated count of a value held by ``counts`` of ``n`` clients."""

@@ -92,7 +92,8 @@ _MAX_REPORT_BITS = 1 << 12
 @dataclass(frozen=True, eq=False)
 class HeavyHitters(CountEstimate):
     """The heavy hitters found: ``values`` (keys, largest estimated count first) with their estimated
-    numbers of holders among all ``n`` clients (``counts``) and the variances of those estimates."""
+    numbers of holders among all ``n`` clients (``counts``) and the variances of those estimates;
+    ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge)."""
 
     values: IntArray
 
@@ -253,7 +254,11 @@ class _PrefixProtocol(LocalRandomizer, ABC):
         final = self._estimate(groups, self.groups - 1, candidates, n)
         top = _largest(final.counts, self._k)
         return HeavyHitters(
-            counts=final.counts[top], variance=final.variance[top], n=n, values=candidates[top]
+            counts=final.counts[top],
+            variance=final.variance[top],
+            n=n,
+            privacy_loss=final.privacy_loss,
+            values=candidates[top],
         )
 
     def estimate_candidates(self, batches: Sequence[Reports], candidates: ArrayLike) -> CountEstimate:
@@ -280,7 +285,7 @@ class _PrefixProtocol(LocalRandomizer, ABC):
         scale = n / batch.n
         counts = oracle.estimate_candidates(inner, candidates).counts * scale
         variance = population_count_variance(oracle, n, batch.n, np.clip(counts, 0, n))
-        return CountEstimate(counts=counts, variance=variance, n=n)
+        return CountEstimate(counts=counts, variance=variance, n=n, privacy_loss=self.privacy_loss)
 
     def _collect(self, batches: Sequence[Reports]) -> list[Reports]:
         """The batches of each group joined into one, every batch's parameters and payload checked first."""

@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.source import RandomSource
-from ..privacy import Number
+from ..privacy import Number, PrivacyLoss
 from .direct import GRR
 from .framework import (
     CountEstimate,
@@ -66,13 +66,15 @@ class LengthChoice:
       (user, candidate) pairs that survive truncation to ``l``;
     * ``update_variance``: the delta-method variance of ``u``, ``Var(A - u B) / B^2`` for the numerator
       ``A`` and denominator ``B``, each a sum of independent per-report terms (estimated by ``n`` times the
-      reports' sample variance).
+      reports' sample variance);
+    * ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge).
     """
 
     length: int
     update_factor: float
     update_variance: float
     size_shares: FloatArray
+    privacy_loss: PrivacyLoss
 
 
 def _length_choice(oracle: FrequencyOracle, reports: Reports, percentile: float) -> LengthChoice:
@@ -84,11 +86,23 @@ def _length_choice(oracle: FrequencyOracle, reports: Reports, percentile: float)
     shares.setflags(write=False)
     holding = np.clip(counts[1:], 0, None)
     if not holding.sum() > 0:
-        return LengthChoice(length=1, update_factor=1.0, update_variance=0.0, size_shares=shares)
+        return LengthChoice(
+            length=1,
+            update_factor=1.0,
+            update_variance=0.0,
+            size_shares=shares,
+            privacy_loss=oracle.privacy_loss,
+        )
     covered = np.cumsum(holding) / holding.sum()
     length = min(int(np.searchsorted(covered, percentile)) + 1, holding.size)
     factor, variance = _update_factor(oracle, reports, counts, length)
-    return LengthChoice(length=length, update_factor=factor, update_variance=variance, size_shares=shares)
+    return LengthChoice(
+        length=length,
+        update_factor=factor,
+        update_variance=variance,
+        size_shares=shares,
+        privacy_loss=oracle.privacy_loss,
+    )
 
 
 def _update_factor(
@@ -154,7 +168,7 @@ class _CandidateRounds:
         u, u_var = choice.update_factor, choice.update_variance
         held = np.clip(group.counts, 0, group.n)
         variance = u**2 * group.variance + (held**2 + group.variance) * u_var
-        return CountEstimate(group.counts * u, variance, group.n)
+        return CountEstimate(group.counts * u, variance, group.n, group.privacy_loss)
 
 
 def _to_population(group: CountEstimate, n_total: int) -> CountEstimate:
@@ -165,7 +179,8 @@ def _to_population(group: CountEstimate, n_total: int) -> CountEstimate:
     share = np.clip(group.counts / n_g, 0, 1)
     sampling = n_g * share * (1 - share) * (n_total - n_g) / max(n_total - 1, 1)
     scale = n_total / n_g
-    return CountEstimate(group.counts * scale, (group.variance + sampling) * scale**2, n_total)
+    variance = (group.variance + sampling) * scale**2
+    return CountEstimate(group.counts * scale, variance, n_total, group.privacy_loss)
 
 
 def _check_split(split: Sequence[float]) -> tuple[float, float, float]:
@@ -216,7 +231,7 @@ def _ranked(estimate: CountEstimate, how_many: int) -> IntArray:
 
 
 def _take(estimate: CountEstimate, index: IntArray) -> CountEstimate:
-    return CountEstimate(estimate.counts[index], estimate.variance[index], estimate.n)
+    return CountEstimate(estimate.counts[index], estimate.variance[index], estimate.n, estimate.privacy_loss)
 
 
 # -- SVIM ----------------------------------------------------------------------------------------------------
@@ -225,13 +240,18 @@ class FrequentItems:
     """SVIM's answer: the top-k ``items`` (most frequent first) and their estimated numbers of holders among
     all ``n`` users (``estimate``: counts, variances, intervals). Also the step-1 ``candidates`` (largest
     step-1 estimate first) with the step-4 estimates of all of them (``candidate_estimate``, same order) and
-    step 2's :class:`LengthChoice`."""
+    step 2's :class:`LengthChoice`. ``privacy_loss``: the loss of each client's report (local DP; the
+    client's ledger holds the charge), the estimate's."""
 
     items: IntArray
     estimate: CountEstimate
     candidates: IntArray
     candidate_estimate: CountEstimate
     length_choice: LengthChoice
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        return self.estimate.privacy_loss
 
 
 def _item_key(candidates: IntArray) -> str:
@@ -406,7 +426,8 @@ class FrequentItemsets:
     """SVSM's answer: the top-k ``itemsets`` (each a sorted tuple of items; single items included), most
     frequent first, with the estimated number of users holding each among all ``n`` users. Also the
     candidate itemsets of two or more items with their estimates (``candidate_estimate``, same order) and
-    the itemset round's :class:`LengthChoice`, and the item miner's answer ``items``."""
+    the itemset round's :class:`LengthChoice`, and the item miner's answer ``items``. ``privacy_loss``: the
+    loss of each client's report (local DP; the client's ledger holds the charge), the estimate's."""
 
     itemsets: tuple[tuple[int, ...], ...]
     estimate: CountEstimate
@@ -414,6 +435,10 @@ class FrequentItemsets:
     candidate_estimate: CountEstimate
     length_choice: LengthChoice
     items: FrequentItems
+
+    @property
+    def privacy_loss(self) -> PrivacyLoss:
+        return self.estimate.privacy_loss
 
 
 def _guessed_itemsets(items: FrequentItems, how_many: int) -> tuple[tuple[int, ...], ...]:
@@ -591,6 +616,7 @@ class SVSM(_MiningProtocol):
             np.concatenate([items.estimate.counts, sets_estimate.counts]),
             np.concatenate([items.estimate.variance, sets_estimate.variance]),
             n_users,
+            self.privacy_loss,
         )
         labels = [(int(i),) for i in items.items] + list(itemsets)
         top = _ranked(every, self._k)

@@ -46,7 +46,7 @@ from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
-from ..privacy import Number
+from ..privacy import Number, PrivacyLoss
 from .framework import (
     CountEstimate,
     FloatArray,
@@ -92,19 +92,23 @@ class MultidimensionalEstimate:
     ``[-1, 1]``) and ``variances`` a bound on each mean's variance: every client's report variance taken at
     its worst-case value (the values are unknown to the server). ``categories`` maps each categorical
     attribute to its estimated counts with their variances (the estimate, clipped to ``[0, n]``, plugged in
-    for the true counts).
+    for the true counts). ``privacy_loss``: the loss of each client's report (local DP; the client's ledger
+    holds the charge): the whole record's ``PureDP(epsilon)``, the per-client total of its ``k`` sampled
+    attributes at ``eps / k`` each (:class:`MultidimensionalSampling`), also in each of ``categories``.
     """
 
     columns: tuple[int, ...]
     means: FloatArray
     variances: FloatArray
     n: int
+    privacy_loss: PrivacyLoss
     categories: Mapping[int, CountEstimate]
 
     def confidence_intervals(self, alpha: float = 0.05) -> tuple[FloatArray, FloatArray]:
         """Per-column normal interval ``means +- z_(1-alpha/2) sqrt(variances)``: each mean is an average of
         ``n`` independent bounded terms, as a count is, so the interval is :class:`CountEstimate`'s."""
-        return CountEstimate(self.means, self.variances, self.n).confidence_interval(alpha)
+        estimate = CountEstimate(self.means, self.variances, self.n, self.privacy_loss)
+        return estimate.confidence_interval(alpha)
 
 
 def _check_mechanism(mechanism: str) -> type[NumericRandomizer]:
@@ -307,7 +311,14 @@ class MultidimensionalSampling(LocalRandomizer):
         categories = {c: self._category_counts(reports, attributes, c) for c in self._categorical}
         for a in (means, variances):
             a.setflags(write=False)
-        return MultidimensionalEstimate(self._columns, means, variances, n, categories)
+        return MultidimensionalEstimate(
+            columns=self._columns,
+            means=means,
+            variances=variances,
+            n=n,
+            privacy_loss=self.privacy_loss,
+            categories=categories,
+        )
 
     @property
     def _scale(self) -> float:
@@ -348,7 +359,7 @@ class MultidimensionalSampling(LocalRandomizer):
         packed = np.ascontiguousarray(blocks[rows, slots, : -(-oracle.domain_size // 8)])
         counts = self._scale * oracle.estimate(Reports(oracle.protocol, oracle.params, {"bits": packed}))
         variance = self.count_variance(column, reports.n, np.clip(counts, 0, reports.n))
-        return CountEstimate(counts=counts, variance=variance, n=reports.n)
+        return CountEstimate(counts=counts, variance=variance, n=reports.n, privacy_loss=self.privacy_loss)
 
     # -- variances -----------------------------------------------------------------------------------------
     def report_variance(self, x: ArrayLike) -> FloatArray:

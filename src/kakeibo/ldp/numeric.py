@@ -33,7 +33,7 @@ from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
-from ..privacy import Number
+from ..privacy import Number, PrivacyLoss
 from ._coins import (
     bernoulli_words,
     dyadic_at_most,
@@ -52,12 +52,14 @@ _CELLS = 1 << 16
 
 @dataclass(frozen=True)
 class MeanEstimate:
-    """The mean of the reports with a bound on its variance: every client's report variance taken at the
-    randomizer's worst-case input (the values themselves are unknown to the server)."""
+    """The mean of the ``n`` reports with a bound on its variance: every client's report variance taken at
+    the randomizer's worst-case input (the values themselves are unknown to the server); ``privacy_loss``:
+    the loss of each client's report (local DP; the client's ledger holds the charge)."""
 
     mean: float
     variance: float
     n: int
+    privacy_loss: PrivacyLoss
 
     def confidence_interval(self, z: float = 1.96) -> tuple[float, float]:
         half = z * math.sqrt(self.variance)
@@ -155,7 +157,9 @@ class NumericRandomizer(LocalRandomizer):
             raise ValueError("reports must be a non-empty 1-d array.")
         y = self.check_reports(y)
         worst = float(np.max(self.variance(np.array([-1.0, 0.0, 1.0]))))
-        return MeanEstimate(mean=float(y.mean()), variance=worst / y.size, n=int(y.size))
+        return MeanEstimate(
+            mean=float(y.mean()), variance=worst / y.size, n=int(y.size), privacy_loss=self.privacy_loss
+        )
 
 
 class DuchiMechanism(NumericRandomizer):

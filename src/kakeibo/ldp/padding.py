@@ -347,7 +347,8 @@ class PaddingSamplingOracle(LocalRandomizer):
         return Reports(self._oracle.protocol, self._oracle.params, reports.arrays)
 
     def estimate(self, reports: Reports) -> CountEstimate:
-        """Estimated number of users holding each item ``0 .. d-1``, with variances (see the class)."""
+        """Estimated number of users holding each item ``0 .. d-1``, with variances (see the class) and this
+        oracle's ``PureDP(epsilon)`` per report (not the inner GRR's amplified ``eps'``)."""
         counts = self._oracle.estimate(self._inner_reports(reports))[: self._d]
         return self._scaled(counts, reports.n)
 
@@ -374,4 +375,4 @@ class PaddingSamplingOracle(LocalRandomizer):
     def _scaled(self, inner_counts: FloatArray, n: int) -> CountEstimate:
         counts = np.asarray(inner_counts * self._l, dtype=np.float64)
         variance = self.count_variance(n, np.clip(counts, 0, n))
-        return CountEstimate(counts, variance, n)
+        return CountEstimate(counts=counts, variance=variance, n=n, privacy_loss=self.privacy_loss)

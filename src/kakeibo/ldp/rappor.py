@@ -71,7 +71,7 @@ from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import KeyedSource, RandomSource
-from ..privacy import Number, PureDP, as_fraction
+from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
 from ._coins import bernoulli_words, column_counts, dyadic_at_least, dyadic_at_most, ln_upper
 from ._hash import HashFamily, KeyArray, value_keys
 from .framework import (
@@ -363,7 +363,8 @@ class RAPPOR(LocalRandomizer):
         spread = self.q_star - self.p_star
         estimate = (counts - self.p_star * sizes[:, None]) / spread
         variance = self.bit_count_variance(sizes, np.clip(estimate, 0, sizes[:, None]))
-        return CountEstimate(counts=estimate, variance=variance, n=int(sizes.sum()))
+        n = int(sizes.sum())
+        return CountEstimate(counts=estimate, variance=variance, n=n, privacy_loss=self.privacy_loss)
 
     def decode(self, reports: Reports, candidates: Values, alpha: float = 0.05) -> RapporDecoding:
         """Estimated number of clients holding each candidate, with standard errors and detection flags.
@@ -406,7 +407,7 @@ class RAPPOR(LocalRandomizer):
         columns = np.append(np.flatnonzero(selected), keys.size)
         coef, covariance = _least_squares(design[:, columns], y, variance)
         other = _background_count(design, y, variance)
-        return _decoding(wanted, selected, coef, covariance, other, level, int(sizes.sum()))
+        return _decoding(wanted, selected, coef, covariance, other, level, bits)
 
     def _candidate_positions(self, keys: KeyArray, candidates: tuple[Any, ...]) -> NDArray[np.int64]:
         """Bloom positions of each candidate in each cohort, shape ``(M, m, h)``; refuses candidates that no
@@ -514,9 +515,10 @@ def _decoding(
     covariance: FloatArray,
     other: tuple[float, float],
     alpha: float,
-    n: int,
+    bits: CountEstimate,
 ) -> RapporDecoding:
-    """Spread the fit over all candidates (0 for the unselected) and run the Bonferroni test."""
+    """Spread the fit over all candidates (0 for the unselected) and run the Bonferroni test; ``bits`` (the
+    bit estimates decoded) gives the number of reports and their loss."""
     size = len(candidates)
     errors = np.sqrt(np.diag(covariance))
     counts, std_errors = np.zeros(size), np.full(size, np.nan)
@@ -536,7 +538,8 @@ def _decoding(
         alpha=alpha,
         other_count=other[0],
         other_std_error=other[1],
-        n=n,
+        n=bits.n,
+        privacy_loss=bits.privacy_loss,
     )
 
 
@@ -552,7 +555,9 @@ class RapporDecoding:
     * ``other_count`` (``other_std_error``): estimated number of clients whose value is none of the
       candidates (the background coefficient of the fit on all candidates, which assumes those values hash
       like random ones; NaN when that fit is not feasible, see :meth:`RAPPOR.decode`);
-    * ``n``: the number of reports.
+    * ``n``: the number of reports; ``privacy_loss``: the loss of each client's report (local DP; the
+      client's ledger holds the charge), ``PureDP(epsilon_one)`` (:attr:`RAPPOR.privacy_loss`; all reports of
+      one value together: :attr:`RAPPOR.longitudinal_loss`).
     """
 
     candidates: tuple[Any, ...]
@@ -565,6 +570,7 @@ class RapporDecoding:
     other_count: float
     other_std_error: float
     n: int
+    privacy_loss: PrivacyLoss
 
     @property
     def threshold(self) -> float:
@@ -579,7 +585,8 @@ class RapporDecoding:
 
     def confidence_interval(self, alpha: float = 0.05) -> tuple[FloatArray, FloatArray]:
         """Normal ``1 - alpha`` interval of each selected candidate's count (NaN for the dropped ones)."""
-        return CountEstimate(self.counts, self.std_errors**2, self.n).confidence_interval(alpha)
+        estimate = CountEstimate(self.counts, self.std_errors**2, self.n, self.privacy_loss)
+        return estimate.confidence_interval(alpha)
 
 
 # -- a deployed client ---------------------------------------------------------------------------------------

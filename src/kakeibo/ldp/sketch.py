@@ -219,7 +219,7 @@ class _MeanSketch(LocalRandomizer, ABC):
             sums[start : start + step] = matrix[np.arange(k), rows].sum(axis=1) / k
         counts = self._debias(sums, n)
         variance = self._plugin_variance(np.clip(counts, 0, n), n)
-        return CountEstimate(counts=counts, variance=variance, n=n)
+        return CountEstimate(counts=counts, variance=variance, n=n, privacy_loss=self.privacy_loss)
 
     def _debias(self, collided: FloatArray, n: int) -> FloatArray:
         """``m/(m-1) (collided - n/m)``: the frequency estimate from ``S(d)`` (or its expectation)."""

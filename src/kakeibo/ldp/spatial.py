@@ -44,7 +44,7 @@ from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
-from ..privacy import Number
+from ..privacy import Number, PrivacyLoss, PureDP
 from ._coins import bernoulli_words, flip_probability, unpack_bits
 from .direct import value_dtype
 from .framework import (
@@ -259,6 +259,9 @@ class SpatialCounts(CountEstimate):
     in; exactly 0 where no user reported, e.g. outside a cluster's region), and ``bound`` a *simultaneous*
     error bound: with probability at least ``1 - beta``, ``|counts[l] - true[l]| <= bound[l]`` for every
     location ``l`` at once (Hoeffding's inequality and a union bound, see :meth:`PCEP.error_bound`).
+    ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge),
+    over the locations of its safe region; for a sum of clusters (:meth:`combine`, :meth:`PSDA.estimate`)
+    the largest of their losses, which no user's report exceeds.
     """
 
     bound: FloatArray
@@ -284,7 +287,25 @@ class SpatialCounts(CountEstimate):
         arrays = [np.sum([getattr(p, k) for p in parts], axis=0) for k in ("counts", "variance", "bound")]
         for a in arrays:
             a.setflags(write=False)
-        return cls(arrays[0], arrays[1], sum(p.n for p in parts), arrays[2], sum(p.beta for p in parts))
+        return cls(
+            counts=arrays[0],
+            variance=arrays[1],
+            n=sum(p.n for p in parts),
+            privacy_loss=_largest_loss([p.privacy_loss for p in parts]),
+            bound=arrays[2],
+            beta=sum(p.beta for p in parts),
+        )
+
+
+def _largest_loss(losses: Sequence[PrivacyLoss]) -> PrivacyLoss:
+    """The loss no report of these estimates exceeds: the common one, or the largest pure-DP epsilon."""
+    distinct = set(losses)
+    if len(distinct) == 1:
+        return distinct.pop()
+    pure = [loss for loss in distinct if isinstance(loss, PureDP)]
+    if len(pure) < len(distinct):
+        raise ValueError("combine needs estimates whose privacy losses are all pure DP or all equal.")
+    return PureDP(max(loss.epsilon for loss in pure))
 
 
 def _check_region_size(hierarchy: LocationHierarchy, nodes: tuple[int, ...]) -> BoolArray:
@@ -476,7 +497,14 @@ class PCEP(FrequencyOracle):
         bound[self._locations] = self.error_bound(reports.n, beta)
         for a in (counts, variance, bound):
             a.setflags(write=False)
-        return SpatialCounts(counts, variance, reports.n, bound, beta)
+        return SpatialCounts(
+            counts=counts,
+            variance=variance,
+            n=reports.n,
+            privacy_loss=self.privacy_loss,
+            bound=bound,
+            beta=beta,
+        )
 
 
 # --- PSDA: clustering and aggregation ------------------------------------------------------------------

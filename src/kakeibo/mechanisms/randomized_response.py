@@ -36,7 +36,7 @@ from scipy.special import ndtri
 
 from ..noise import exact, resolve_source
 from ..noise.source import RandomSource
-from ..privacy import Number, PureDP, as_fraction
+from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
 from .base import Mechanism, Rng, as_output, check_beta, check_positive
 
 __all__ = ["FrequencyEstimate", "RandomizedResponse"]
@@ -58,11 +58,14 @@ class FrequencyEstimate:
     observed share ``n_i / n`` with the unbiased factor ``1 / (n - 1)``. That formula is exact when the
     clients are a random sample of a population with shares ``f``; for a fixed set of clients the variance
     is smaller by ``f_i (1 - f_i) / n``, so the figure is conservative either way.
+
+    ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge).
     """
 
     frequencies: FloatArray
     variance: FloatArray
     n: int
+    privacy_loss: PrivacyLoss
 
     def confidence_interval(self, alpha: float = 0.05) -> tuple[FloatArray, FloatArray]:
         """Per-category normal-approximation interval ``frequencies +- z_(1-alpha/2) sqrt(variance)``
@@ -221,7 +224,7 @@ class RandomizedResponse(Mechanism):
         variance = observed * (1 - observed) / ((n - 1) * spread**2)
         frequencies.setflags(write=False)
         variance.setflags(write=False)
-        return FrequencyEstimate(frequencies=frequencies, variance=variance, n=n)
+        return FrequencyEstimate(frequencies=frequencies, variance=variance, n=n, privacy_loss=self._loss)
 
     def estimator_variance(self, *, n: int, frequency: float, fixed_clients: bool = False) -> float:
         """Exact variance of one category's estimate from ``n`` reports when its true share is ``frequency``.
