@@ -47,8 +47,8 @@ def observe(call: Callable[[], Release]) -> tuple[Any, ...]:
         r.privacy_loss,
         r.confidence,
         r.error_bound,
-        r.entry.loss,
-        r.entry.label,
+        r.ledger_entry.loss,
+        r.ledger_entry.label,
         len(caught),
     )
 

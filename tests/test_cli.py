@@ -18,10 +18,10 @@ from kakeibo.accounting.ledger import DuplicateRequest, LedgerIntegrityError
 from kakeibo.accounting.storage import StoreError
 from kakeibo.backends import StatementTimeout
 from kakeibo.cli import _failure
-from kakeibo.errors import ConfigurationError
+from kakeibo.errors import ConfigurationError, ReleaseFailed
 from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.sql import QueryRefused
-from kakeibo.sql.session import CatalogMismatch, ReleaseFailed
+from kakeibo.sql.session import CatalogMismatch
 from test_sql_cli import CATALOG as SQL_CATALOG
 
 SCRIPT = Path(sys.executable).with_name("kakeibo")

@@ -41,7 +41,7 @@ def test_release_is_charged_and_carries_its_error_bound(ledger: Ledger) -> None:
     assert low == r.value - r.error_bound and high == r.value + r.error_bound
     assert ledger.remaining() == ApproxDP(0.75, 1e-6)
     [entry] = ledger.entries()
-    assert entry == r.entry and entry.label.endswith("count") and entry.analyst == "ana"
+    assert entry == r.ledger_entry and entry.label.endswith("count") and entry.analyst == "ana"
     assert not count([1], request_id=None).seeded  # rng=None: the secure source
 
 
@@ -118,7 +118,7 @@ def test_request_id_is_charged_once_and_never_redrawn(ledger: Ledger) -> None:
     with pytest.raises(DuplicateRequest):
         total([1.0, 2.0], request_id="req-1")
     assert [e.request_id for e in ledger.entries()] == ["req-1"]
-    assert first.entry.seq == 1
+    assert first.ledger_entry.seq == 1
     counted([1.0], request_id="req-2")
     with pytest.raises(DuplicateRequest):  # refused before the query runs
         counted([1.0], request_id="req-2")
@@ -145,7 +145,7 @@ CHILD = textwrap.dedent(
 
     while True:
         r = answer(1.0)
-        print(r.entry.seq, r.value, flush=True)
+        print(r.ledger_entry.seq, r.value, flush=True)
     """
 )
 

@@ -19,9 +19,10 @@ from kakeibo.accounting import BudgetExceeded, DuplicateRequest, LedgerIntegrity
 from kakeibo.accounting.storage import StoreError
 from kakeibo.backends import StatementTimeout
 from kakeibo.correlated.gaussian import CertificationError
+from kakeibo.errors import ReleaseFailed
 from kakeibo.ldp import ReportFormatError
 from kakeibo.sql import QueryRefused
-from kakeibo.sql.session import CatalogMismatch, ReleaseFailed
+from kakeibo.sql.session import CatalogMismatch
 
 HEAVY = (
     "duckdb",
@@ -46,9 +47,49 @@ def test_importing_the_ldp_client_side_loads_no_engine_ledger_or_sparse_matrices
     assert loaded.strip() == ""
 
 
+#: Another thread loads sqlglot's DuckDB dialect while this one transpiles; registering the dialect's tries is
+#: slowed down, which widens the window in which sqlglot has registered the class but not yet attached its
+#: generator (the query service's first concurrent requests hit it: RANDOM() sent to DuckDB as RAND()).
+DIALECT_RACE = """
+import sys, threading, time
+if sys.argv[1] == "after-kakeibo":
+    import kakeibo.sql
+import sqlglot
+import sqlglot.dialects.dialect as dialect_module
+slowed = []
+original = dialect_module.new_trie
+def slow_trie(*args, **kwargs):
+    slowed.append(1)
+    time.sleep(0.2)
+    return original(*args, **kwargs)
+dialect_module.new_trie = slow_trie
+def load():
+    import sqlglot.dialects.duckdb
+loader = threading.Thread(target=load)
+loader.start()
+time.sleep(0.05)
+print(sqlglot.transpile("SELECT random()", read="duckdb", write="duckdb")[0], len(slowed) > 0)
+loader.join()
+"""
+
+
+def test_sql_dialects_are_loaded_whole_before_any_thread_uses_them() -> None:
+    """Without kakeibo the harness reaches the window (and, with sqlglot 30, prints ``SELECT RAND()``);
+    after ``import kakeibo.sql`` every dialect kakeibo uses is already whole, so the race cannot happen."""
+
+    def run(mode: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", DIALECT_RACE, mode], check=True, capture_output=True, text=True
+        )
+        return done.stdout.strip()
+
+    assert run("plain").endswith(" True")  # the harness did widen sqlglot's loading window
+    assert run("after-kakeibo") == "SELECT RANDOM() False"
+
+
 def test_the_front_doors_load_on_first_use() -> None:
     assert kakeibo.connect.__module__ == "kakeibo.sql.session"
-    assert kakeibo.private.__module__ == "kakeibo.mechanisms.decorator"
+    assert kakeibo.private.__module__ == "kakeibo.decorator"
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         kakeibo.nothing  # noqa: B018
 

@@ -503,7 +503,7 @@ def test_stored_releases_survive_reopening_and_replays_keep_the_first(tmp_path: 
         again = ledger.charge(0.25, label="q", request_id="r1", release=b"second answer")
         assert again.seq == 1 and ledger.spent() == PureDP("0.25")
     with Ledger(path) as ledger:
-        assert ledger.release("r1") == b"first answer" and ledger.release("r2") is None
+        assert ledger.stored_release("r1") == b"first answer" and ledger.stored_release("r2") is None
         assert ledger.verify().ok
 
 
@@ -511,7 +511,7 @@ def test_a_refused_charge_stores_no_release(tmp_path: Path) -> None:
     with Ledger(tmp_path / "l.sqlite", budget=1) as ledger:
         with pytest.raises(BudgetExceeded):
             ledger.charge(2, label="too much", request_id="r1", release=b"never released")
-        assert ledger.release("r1") is None
+        assert ledger.stored_release("r1") is None
         with pytest.raises(ValueError, match="needs a request_id"):
             ledger.charge(0.1, label="q", release=b"payload")
         assert ledger.entries() == []
@@ -525,7 +525,7 @@ def test_an_altered_release_is_refused_and_found_by_verify(tmp_path: Path) -> No
         raw.execute("UPDATE releases SET payload = ? WHERE request_id = 'r1'", (b"count: 99",))
     with Ledger(path) as ledger:
         with pytest.raises(ValueError, match="was altered"):
-            ledger.release("r1")
+            ledger.stored_release("r1")
         assert not ledger.verify().ok and "was altered" in ledger.verify().problems[0]
 
 
@@ -536,7 +536,7 @@ def test_a_ledger_written_before_stored_releases_still_opens(tmp_path: Path) -> 
         raw.execute("DROP TABLE releases")
     with Ledger(path) as ledger:
         ledger.charge(0.5, label="q", request_id="r1", release=b"x")
-        assert ledger.release("r1") == b"x" and ledger.verify().ok
+        assert ledger.stored_release("r1") == b"x" and ledger.verify().ok
 
 
 def test_check_looks_ahead_like_charge_and_writes_nothing(path: Path) -> None:

@@ -41,7 +41,7 @@ def test_charges_budgets_releases_and_verification(postgres_database: str) -> No
     ledger.charge(Fraction(1, 4), label="q2", analyst="alice", dataset="shop")
     with pytest.raises(BudgetExceeded, match="analyst 'alice' on dataset 'shop'"):
         ledger.charge(Fraction(1, 100), label="q3", analyst="alice", dataset="shop")
-    assert ledger.release("r1") == b"a" and ledger.release("missing") is None
+    assert ledger.stored_release("r1") == b"a" and ledger.stored_release("missing") is None
     assert ledger.remaining(analyst="alice", dataset="shop") == PureDP(0)
     ledger.close()
 

@@ -26,6 +26,7 @@ from sklearn.preprocessing import MinMaxScaler
 from kakeibo import UnaccountedRelease
 from kakeibo.accounting import BudgetExceeded, Ledger
 from kakeibo.audit import audit, threshold
+from kakeibo.errors import ReleaseFailed
 from kakeibo.ml import erm
 from kakeibo.ml.erm import (
     DPHuberSVM,
@@ -314,13 +315,18 @@ def test_seeded_fits_reproduce_and_differ_across_seeds() -> None:
     assert not np.array_equal(first, logistic(1.0, random_state=4).fit(X, y).coef_)
 
 
-def test_a_failed_optimisation_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_optimisation_is_charged_and_says_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether the solver converges depends on the data (and its message quotes a gradient): the failure
+    is charged and raised as the fixed ``ReleaseFailed`` sentence, and nothing is fitted."""
     monkeypatch.setattr(erm, "_MAX_ITERATIONS", 1)
     monkeypatch.setattr(erm, "_NEWTON_STEPS", 0)
     X, y = synthetic()
-    model = logistic(1.0, regularization=1e-4, random_state=0)
-    with pytest.raises(RuntimeError, match="did not reach the minimiser"):
+    ledger = Ledger(":memory:", budget=2)
+    model = logistic(1.0, regularization=1e-4, random_state=0, ledger=ledger)
+    with pytest.raises(ReleaseFailed) as info:
         model.fit(X, y)
+    assert "gradient" not in str(info.value) and info.value.__cause__ is None
+    assert ledger.spent() == PureDP(1)
     with pytest.raises(NotFittedError):
         model.predict(X)
 
@@ -335,7 +341,7 @@ def test_each_fit_charges_epsilon_once() -> None:
     model.fit(X, y)
     (entry,) = ledger.entries()
     assert (entry.loss, entry.label, entry.dataset) == (PureDP(0.25), "svm", "synthetic")
-    assert model.privacy_loss_ == PureDP(0.25)
+    assert model.privacy_loss_ == PureDP(0.25) and model.ledger_entry_ == entry
     logistic(0.5, ledger=ledger, method="output", random_state=0).fit(X, y)
     assert len(ledger.entries()) == 2 and ledger.spent() == PureDP(0.75)
     assert "DPLogisticRegression" in ledger.entries()[1].label
@@ -343,7 +349,8 @@ def test_each_fit_charges_epsilon_once() -> None:
 
 def test_privacy_loss_is_set_without_a_ledger() -> None:
     X, y = synthetic()
-    assert logistic(0.7, random_state=0).fit(X, y).privacy_loss_ == PureDP(0.7)
+    model = logistic(0.7, random_state=0).fit(X, y)
+    assert model.privacy_loss_ == PureDP(0.7) and model.ledger_entry_ is None
 
 
 def test_a_refused_charge_leaves_the_estimator_unfitted_and_draws_nothing() -> None:

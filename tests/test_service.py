@@ -20,12 +20,12 @@ from kakeibo.accounting import BudgetExceeded, Ledger, Scope
 from kakeibo.accounting.ledger import DuplicateRequest, LedgerIntegrityError
 from kakeibo.accounting.storage import StoreError
 from kakeibo.backends import StatementTimeout
-from kakeibo.errors import ConfigurationError
+from kakeibo.errors import ConfigurationError, ReleaseFailed
 from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.service import AnalystRegistry, ServiceConfig, create_app, hash_key, new_key
 from kakeibo.service.http_errors import ENGINE_FAILED, LEDGER_UNAVAILABLE, MISCONFIGURED
 from kakeibo.sql import QueryRefused
-from kakeibo.sql.session import CatalogMismatch, ReleaseFailed, Session
+from kakeibo.sql.session import CatalogMismatch, Session
 from test_sql_cli import CATALOG  # the visits catalog of the CLI tests: the same table is served here
 
 SECRET_CATEGORY = "zz-private-category-value"

@@ -34,9 +34,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kakeibo.accounting import Ledger
+from kakeibo.errors import ReleaseFailed
 from kakeibo.service import ServiceConfig, create_app
 from kakeibo.service.http_errors import MISCONFIGURED
-from kakeibo.sql.session import ReleaseFailed
 from test_service import SECRET_CATEGORY, bearer, make_analyst, write_service
 
 schemathesis = pytest.importorskip("schemathesis", reason="the fuzzer needs schemathesis (the dev extra)")

@@ -17,7 +17,7 @@ from .errors import ConfigurationError, Error, UnaccountedRelease
 
 if TYPE_CHECKING:
     from . import sql
-    from .mechanisms.decorator import Release, private
+    from .decorator import Release, private
     from .sql.session import connect
 
 __version__ = "0.1.0"
@@ -35,8 +35,8 @@ __all__ = [
 
 _LAZY = {
     "sql": ("kakeibo.sql", None),
-    "Release": ("kakeibo.mechanisms.decorator", "Release"),
-    "private": ("kakeibo.mechanisms.decorator", "private"),
+    "Release": ("kakeibo.decorator", "Release"),
+    "private": ("kakeibo.decorator", "private"),
     "connect": ("kakeibo.sql.session", "connect"),
 }
 

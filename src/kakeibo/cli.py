@@ -34,7 +34,7 @@ from typing import TextIO
 from . import __version__
 from .accounting import BudgetExceeded, Ledger, LedgerEntry, Scope
 from .accounting.ledger import DuplicateRequest
-from .errors import Error
+from .errors import Error, ReleaseFailed, StatementTimeout
 
 __all__ = ["main"]
 
@@ -168,9 +168,7 @@ def _failure(error: BaseException) -> tuple[int, str] | None:
     traceback). The tree is read first (see the module docstring); an engine's own message is never
     printed, since it may quote a data value."""
     if isinstance(error, Error):
-        from .backends import StatementTimeout  # loaded by now if a query ran
         from .sql import QueryRefused
-        from .sql.session import ReleaseFailed
 
         if isinstance(error, QueryRefused):
             return 1, f"query refused: {error}"

@@ -11,8 +11,9 @@ broken state), so ``except ValueError`` still works; ``except kakeibo.Error`` ca
     |-- DuplicateRequest (ValueError)        kakeibo.accounting: a request id already charged
     |-- LedgerIntegrityError (RuntimeError)  kakeibo.accounting: the hash chain does not verify
     |-- StoreError (ValueError)              kakeibo.accounting: a ledger store cannot be opened or used
-    |-- StatementTimeout                     kakeibo.backends: a statement ran past its limit (charged)
-    |-- ReleaseFailed (RuntimeError)         kakeibo.sql: a release failed after its draw (charged)
+    |-- ReleaseFailed (RuntimeError)         kakeibo.release: a release failed after its draw (charged)
+    |-- StatementTimeout                     kakeibo.backends: a statement ran past its limit (charged
+    |                                        when it ran inside a release's draw)
     |-- CertificationError (ValueError)      kakeibo.correlated: leakage cannot be certified
     `-- ReportFormatError (ValueError)       kakeibo.ldp: a malformed batch of reports
 
@@ -25,7 +26,7 @@ True
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "Error", "UnaccountedRelease"]
+__all__ = ["ConfigurationError", "Error", "ReleaseFailed", "StatementTimeout", "UnaccountedRelease"]
 
 
 class Error(Exception):
@@ -34,6 +35,31 @@ class Error(Exception):
 
 class ConfigurationError(Error, ValueError):
     """A catalog, service configuration or ledger that is set up wrongly (the data owner's to fix)."""
+
+
+class ReleaseFailed(Error, RuntimeError):  # noqa: N818 -- the name reads as the event it reports
+    """A release failed after its noise was drawn. Its cost was charged (the draw may depend on the data);
+    the message is fixed, so it says nothing of the value. Its request id stays spent: a retry under it
+    raises this again without a new charge (:mod:`kakeibo.release`)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the release failed after its noise was drawn; its cost was charged (ask again with a new "
+            "request_id or epsilon for a new release)."
+        )
+
+
+class StatementTimeout(Error):  # noqa: N818 - the name says what happened to the statement
+    """A statement ran past its timeout and the engine cancelled it.
+
+    The message names the limit only (a public setting), never anything the statement read. Inside a
+    release's draw it is charged like an answer (how long a statement runs depends on the data) and keeps
+    this message (:mod:`kakeibo.release`).
+    """
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"the statement ran longer than its {timeout:g} s limit and was cancelled.")
+        self.timeout = timeout
 
 
 class UnaccountedRelease(UserWarning):

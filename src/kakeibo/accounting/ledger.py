@@ -4,7 +4,9 @@ Every central-DP release in kakeibo is paid for here first (see ``DESIGN.md``: o
 is a SQLite database so that several processes -- notebook kernels, web workers, batch jobs -- can share
 one budget without a server, or a PostgreSQL database (a ``postgresql://`` URL as ``path``) so that
 processes on several machines -- query-service replicas -- can (:mod:`.storage` gives both the same
-transaction contract):
+transaction contract). The rows it stores, exact and hash-chained, are defined in :mod:`.records`; the
+running sums it checks budgets against in :mod:`.tally`; :meth:`Ledger.verify` re-checks everything with
+:mod:`.verify`.
 
 * **One transaction per charge.** :meth:`Ledger.charge` opens a write transaction (SQLite's ``BEGIN
   IMMEDIATE``; PostgreSQL's advisory write lock), checks the request id, recomputes what has been spent
@@ -12,16 +14,6 @@ transaction contract):
   if any applicable budget would be exceeded, and otherwise appends the entry and commits. Two processes
   can therefore never both spend the last epsilon. Readers are never blocked (SQLite's WAL journal;
   PostgreSQL's snapshots), and a killed process is harmless: a charge is either committed or absent.
-* **Exact amounts.** Losses are stored as ``"num/den"`` text with a kind tag and added as Fractions, so
-  100 charges of ``Fraction(1, 100)`` spend exactly 1. (A *float* 0.01 is slightly more than 1/100 and
-  is charged as the exact binary value it denotes: 100 of them do not fit in 1, which is the sound way
-  round.)
-* **Tamper evidence.** Each entry stores ``sha256(previous hash || canonical serialisation of the
-  entry)``; budget changes form a second chain; both start from the hash of the ledger header (id,
-  composition policy, budget kind). A meta table keeps each chain's head hash and length, updated in the
-  same transaction, so :meth:`Ledger.verify` detects an edited, deleted (including the last), reordered
-  or inserted row, and an edited budget or header. The chain is unkeyed: someone able to rewrite the
-  whole file can recompute it, so publish :attr:`Ledger.head_hash` somewhere they cannot write.
 * **Scopes.** Besides the global budget, budgets can be set per analyst, per dataset, and per (analyst,
   dataset); a charge must fit in every budget whose scope covers it. A charge with ``dataset=None``
   might have read any dataset, so it counts against every dataset budget; a charge with
@@ -40,20 +32,39 @@ import hashlib
 import json
 import math
 import os
-import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from fractions import Fraction
 from typing import Any
 
 from ..errors import Error
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP
-from .composition import CompositionPolicy, convert, kind_name, kind_zero, loss_leq, resolve_policy
-from .overlap import Box, max_weighted_depth
+from .composition import CompositionPolicy, convert, kind_name, loss_leq, resolve_policy
+from .overlap import Box
+from .records import (
+    BUDGET_COLUMNS,
+    ENTRY_COLUMNS,
+    FORMAT,
+    RELEASES_TABLE,
+    SCHEMA,
+    LedgerEntry,
+    Scope,
+    budget_record,
+    canonical_json,
+    canonical_loss,
+    chain_hash,
+    checked_region,
+    checked_text,
+    entry_from_row,
+    entry_record,
+    genesis_hash,
+    loss_columns,
+    loss_from_columns,
+)
 from .storage import Connection, StoreError, is_postgres_url, open_store, redact
+from .tally import Item, Tally
+from .verify import Verification, verify_ledger
 
 __all__ = [
     "BudgetExceeded",
@@ -64,10 +75,7 @@ __all__ = [
     "Verification",
 ]
 
-_FORMAT = "kakeibo-ledger/1"
 _KINDS: dict[str, type[PrivacyLoss]] = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP}
-_FRACTION_TEXT = re.compile(r"^(0|[1-9][0-9]*)/([1-9][0-9]*)$")
-_MAX_TEXT = 10_000
 
 PathLike = str | os.PathLike[str]
 
@@ -88,299 +96,20 @@ class BudgetExceeded(Error):  # noqa: N818 -- the name reads as the event it rep
 class DuplicateRequest(Error, ValueError):  # noqa: N818 -- the name reads as the event it reports
     """A request id that was already charged, presented where a replay is not allowed."""
 
+    @classmethod
+    def of(cls, entry: LedgerEntry) -> DuplicateRequest:
+        """The refusal of a second release under ``entry``'s request id."""
+        return cls(
+            f"request_id {entry.request_id!r} was already charged (entry {entry.seq}); a second release "
+            "under it would cost privacy without being charged."
+        )
+
 
 class LedgerIntegrityError(Error, RuntimeError):
     """The ledger's stored state is inconsistent (tampering or corruption); see :meth:`Ledger.verify`."""
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One committed charge. ``hash`` chains it to every entry before it.
-
-    ``loss`` is the loss as charged (before any conversion to the budget's kind); ``region`` is the box
-    it was declared over, if any.
-    """
-
-    seq: int
-    loss: PrivacyLoss
-    label: str
-    analyst: str | None
-    dataset: str | None
-    request_id: str | None
-    created_at: datetime
-    hash: str
-    region: Box | None = None
-
-
-@dataclass(frozen=True)
-class Verification:
-    """The outcome of :meth:`Ledger.verify`: truthy exactly when no problem was found."""
-
-    ok: bool
-    problems: tuple[str, ...]
-    entries: int
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which charges a budget limits: ``None`` means any analyst / any dataset.
-
-    A charge counts against a scope when its analyst matches (or the scope has none) and its dataset
-    matches (or the scope has none, or the charge names no dataset, since it may have read any).
-    """
-
-    analyst: str | None = None
-    dataset: str | None = None
-
-    def covers(self, analyst: str | None, dataset: str | None) -> bool:
-        """Whether a charge by ``analyst`` on ``dataset`` counts against this scope."""
-        return (self.analyst is None or analyst == self.analyst) and (
-            self.dataset is None or dataset is None or dataset == self.dataset
-        )
-
-    def parts(self, template: str = "{kind} {name!r}") -> list[str]:
-        """The scope's named parts rendered with ``template`` (``kind`` is "analyst" or "dataset")."""
-        named = (("analyst", self.analyst), ("dataset", self.dataset))
-        return [template.format(kind=kind, name=name) for kind, name in named if name is not None]
-
-    def describe(self) -> str:
-        """E.g. ``"the budget of analyst 'alice' on dataset 'census'"``."""
-        parts = self.parts()
-        return "the budget of " + " on ".join(parts) if parts else "the global budget"
-
-
-# -- validation ----------------------------------------------------------------------------------
-
-
 _CREATE_HINT = "give a budget to create one (budget= in Python, --budget on the command line)."
-
-
-def _canonical_loss(loss: object, what: str) -> PrivacyLoss:
-    """Re-validate a loss (or a plain number, meaning pure epsilon) through its constructor."""
-    if isinstance(loss, bool):
-        raise TypeError(f"{what} must be a privacy loss or a number, not a bool.")
-    if isinstance(loss, (int, float, Fraction)):
-        return PureDP(loss)
-    if isinstance(loss, tuple) and len(loss) == 2:  # (epsilon, delta)
-        return ApproxDP(*loss)
-    if isinstance(loss, PureDP):
-        return PureDP(loss.epsilon)
-    if isinstance(loss, ApproxDP):
-        return ApproxDP(loss.epsilon, loss.delta)
-    if isinstance(loss, ZCDP):
-        return ZCDP(loss.rho)
-    if isinstance(loss, PrivacyLoss):
-        raise TypeError(
-            f"the ledger accounts PureDP, ApproxDP and ZCDP losses, not {type(loss).__name__}; "
-            "convert it first (for an RDP curve: .to_approx(delta))."
-        )
-    raise TypeError(
-        f"{what} must be a PureDP, ApproxDP or ZCDP loss, an (epsilon, delta) pair or a number, got "
-        f"{type(loss).__name__}."
-    )
-
-
-def _text(value: object, name: str, *, required: bool = False) -> str | None:
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, got {type(value).__name__}.")
-    if not value.strip():
-        raise ValueError(f"{name} must not be empty.")
-    if len(value) > _MAX_TEXT or "\x00" in value:
-        raise ValueError(f"{name} must be at most {_MAX_TEXT} characters without NUL bytes.")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError(f"{name} must be valid Unicode text (it contains a lone surrogate).") from None
-    return value
-
-
-def _region(region: object, dataset: str | None) -> Box | None:
-    if region is None:
-        return None
-    if not isinstance(region, Box):
-        raise TypeError(f"region must be a kakeibo.accounting.Box, got {type(region).__name__}.")
-    if region.unit is None:
-        raise ValueError(
-            'a region must declare unit="record" (record-level DP) or unit="user" (columns constant per '
-            "user), because parallel composition is unsound otherwise."
-        )
-    if dataset is None:
-        raise ValueError(
-            "a charge with a region must name its dataset=, since regions of different datasets overlap."
-        )
-    return region
-
-
-# -- storage encoding -----------------------------------------------------------------------------
-
-
-def _frac_text(value: Fraction) -> str:
-    return f"{value.numerator}/{value.denominator}"
-
-
-def _parse_frac(text: object) -> Fraction:
-    if not isinstance(text, str):
-        raise ValueError(f"expected 'num/den' text, found {text!r}")
-    match = _FRACTION_TEXT.match(text)
-    if match is None:
-        raise ValueError(f"expected 'num/den' text, found {text!r}")
-    return Fraction(int(match.group(1)), int(match.group(2)))
-
-
-def _loss_columns(loss: PrivacyLoss) -> tuple[str, str | None, str | None, str | None]:
-    if isinstance(loss, PureDP):
-        return "pure", _frac_text(loss.epsilon), None, None
-    if isinstance(loss, ApproxDP):
-        return "approx", _frac_text(loss.epsilon), _frac_text(loss.delta), None
-    if isinstance(loss, ZCDP):
-        return "zcdp", None, None, _frac_text(loss.rho)
-    raise TypeError(f"cannot store a {type(loss).__name__} loss.")
-
-
-def _loss_from_columns(kind: object, epsilon: object, delta: object, rho: object) -> PrivacyLoss:
-    if kind == "pure" and delta is None and rho is None:
-        return PureDP(_parse_frac(epsilon))
-    if kind == "approx" and rho is None:
-        return ApproxDP(_parse_frac(epsilon), _parse_frac(delta))
-    if kind == "zcdp" and epsilon is None and delta is None:
-        return ZCDP(_parse_frac(rho))
-    raise ValueError(f"inconsistent loss columns (kind {kind!r})")
-
-
-def _canonical_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-
-
-def _chain(previous: str, record: Sequence[Any]) -> str:
-    """``sha256(previous_hash || canonical serialisation of the record)``, hex."""
-    return hashlib.sha256(
-        previous.encode("ascii", "replace") + _canonical_json(list(record)).encode()
-    ).hexdigest()
-
-
-def _genesis(header_text: str) -> str:
-    return hashlib.sha256(f"{_FORMAT}\n".encode() + header_text.encode()).hexdigest()
-
-
-_ENTRY_COLUMNS = (
-    "seq, kind, epsilon, delta, rho, label, analyst, dataset, request_id, region, created_at, hash"
-)
-_BUDGET_COLUMNS = "seq, analyst, dataset, kind, epsilon, delta, rho, created_at, hash"
-
-# Column types in braces differ between SQLite and PostgreSQL (``Store.ddl`` fills them in).
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL){strict};
-CREATE TABLE IF NOT EXISTS entries (
-    seq {int} PRIMARY KEY, kind TEXT NOT NULL, epsilon TEXT, delta TEXT, rho TEXT,
-    label TEXT NOT NULL, analyst TEXT, dataset TEXT, request_id TEXT UNIQUE, region TEXT,
-    created_at TEXT NOT NULL, hash TEXT NOT NULL
-){strict};
-CREATE TABLE IF NOT EXISTS budgets (
-    seq {int} PRIMARY KEY, analyst TEXT, dataset TEXT, kind TEXT NOT NULL, epsilon TEXT, delta TEXT,
-    rho TEXT, created_at TEXT NOT NULL, hash TEXT NOT NULL
-){strict}
-"""
-#: Stored releases (see :meth:`Ledger.release`); added after the first ledger files were written, so it is
-#: also created when an older ledger is opened.
-_RELEASES_TABLE = """
-CREATE TABLE IF NOT EXISTS releases (
-    request_id TEXT PRIMARY KEY, seq {int} NOT NULL, payload {blob} NOT NULL, sha256 TEXT NOT NULL
-){strict}
-"""
-
-
-def _entry_record(row: Sequence[Any]) -> list[Any]:
-    return ["entry", *row[:11]]
-
-
-def _budget_record(row: Sequence[Any]) -> list[Any]:
-    return ["budget", *row[:8]]
-
-
-def _entry_from_row(row: Sequence[Any]) -> LedgerEntry:
-    seq, kind, eps, dlt, rho, label, analyst, dataset, request_id, region, created_at, digest = row
-    return LedgerEntry(
-        seq=int(seq),
-        loss=_loss_from_columns(kind, eps, dlt, rho),
-        label=str(label),
-        analyst=analyst,
-        dataset=dataset,
-        request_id=request_id,
-        created_at=datetime.fromisoformat(str(created_at)),
-        hash=str(digest),
-        region=None if region is None else Box.from_json(json.loads(region)),
-    )
-
-
-@dataclass(frozen=True)
-class _Item:
-    """A charge as the composition needs it: additive weights, region and scope keys."""
-
-    weights: tuple[Fraction, ...]
-    region: Box | None
-    analyst: str | None
-    dataset: str | None
-
-
-_Key = tuple[str | None, str | None]
-
-
-class _Tally:
-    """Charges grouped by (analyst, dataset): exact running sums of those without a region, and per distinct
-    region the summed weights of the charges over it (identical boxes always overlap, so merging them
-    keeps the maximum weighted depth). A budget check then costs O(groups + distinct regions), not
-    O(entries)."""
-
-    def __init__(self, width: int) -> None:
-        self.width = width
-        self.counts: dict[_Key, int] = {}
-        self.plain: dict[_Key, list[Fraction]] = {}
-        self.regions: dict[_Key, dict[Box, list[Fraction]]] = {}
-
-    def add(self, item: _Item) -> None:
-        key = (item.analyst, item.dataset)
-        self.counts[key] = self.counts.get(key, 0) + 1
-        if item.region is None:
-            sums = self.plain.setdefault(key, [Fraction(0)] * self.width)
-        else:
-            sums = self.regions.setdefault(key, {}).setdefault(item.region, [Fraction(0)] * self.width)
-        for j, weight in enumerate(item.weights):
-            sums[j] += weight
-
-    def sums(self, scope: Scope, extra: _Item | None = None) -> tuple[tuple[Fraction, ...], bool]:
-        """Per-weight totals of the charges ``scope`` covers (plus ``extra``): plain sums, plus the maximum
-        weighted depth of the regions per dataset; and whether there is any charge at all."""
-        covered = [key for key in self.counts if scope.covers(*key)]
-        totals = [Fraction(0)] * self.width
-        by_dataset: dict[str | None, dict[Box, list[Fraction]]] = {}
-        for key in covered:
-            for j, weight in enumerate(self.plain.get(key, ())):
-                totals[j] += weight
-            for box, weights in self.regions.get(key, {}).items():
-                merged = by_dataset.setdefault(key[1], {}).setdefault(box, [Fraction(0)] * self.width)
-                for j, weight in enumerate(weights):
-                    merged[j] += weight
-        if extra is not None:
-            if extra.region is None:
-                target = totals
-            else:
-                target = by_dataset.setdefault(extra.dataset, {}).setdefault(
-                    extra.region, [Fraction(0)] * self.width
-                )
-            for j, weight in enumerate(extra.weights):
-                target[j] += weight
-        for group in by_dataset.values():
-            boxes = list(group)
-            for j in range(self.width):
-                column = [group[box][j] for box in boxes]
-                if any(column):
-                    totals[j] += max_weighted_depth(boxes, column)
-        return tuple(totals), bool(covered) or extra is not None
 
 
 class Ledger:
@@ -423,7 +152,7 @@ class Ledger:
             raise TypeError("timeout must be a finite number of seconds.")
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}.")
-        budget_loss = None if budget is None else _canonical_loss(budget, "budget")
+        budget_loss = None if budget is None else canonical_loss(budget, "budget")
         if composition is None and delta_slack is not None:
             raise ValueError('delta_slack only applies together with composition="advanced".')
         policy = None if composition is None else resolve_policy(composition, delta_slack)
@@ -443,8 +172,8 @@ class Ledger:
             raise ValueError(f"{redact(path_text)} is not a usable kakeibo ledger ({exc}).") from exc
         self.path = self._store.describe()
         self._pid = os.getpid()
-        self._cache: list[tuple[LedgerEntry, _Item]] = []
-        self._tally: _Tally | None = None  # built on first sync, once the policy is known
+        self._cache: list[tuple[LedgerEntry, Item]] = []
+        self._tally: Tally | None = None  # built on first sync, once the policy is known
         try:
             self._open(budget_loss, policy)
         except self._store.database_errors as exc:
@@ -475,11 +204,11 @@ class Ledger:
                     self._create(conn, budget, policy or resolve_policy("sequential"))
         elif not has_releases:
             with self._transaction(immediate=True) as conn:
-                for statement in self._store.ddl(_RELEASES_TABLE):
+                for statement in self._store.ddl(RELEASES_TABLE):
                     conn.execute(statement)
         header = self._header()
-        if header.get("format") != _FORMAT:
-            raise ValueError(f"{self.path} has ledger format {header.get('format')!r}, expected {_FORMAT!r}.")
+        if header.get("format") != FORMAT:
+            raise ValueError(f"{self.path} has ledger format {header.get('format')!r}, expected {FORMAT!r}.")
         try:
             self._kind = _KINDS[header["budget_kind"]]
             self._policy = resolve_policy(header["composition"])
@@ -500,18 +229,18 @@ class Ledger:
                 )
 
     def _create(self, conn: Connection, budget: PrivacyLoss, policy: CompositionPolicy) -> None:
-        for statement in self._store.ddl(_SCHEMA + ";" + _RELEASES_TABLE):
+        for statement in self._store.ddl(SCHEMA + ";" + RELEASES_TABLE):
             conn.execute(statement)
-        header_text = _canonical_json(
+        header_text = canonical_json(
             {
-                "format": _FORMAT,
+                "format": FORMAT,
                 "ledger_id": uuid.uuid4().hex,
                 "created_at": _now(),
                 "budget_kind": kind_name(type(budget)),
                 "composition": policy.config(),
             }
         )
-        genesis = _genesis(header_text)
+        genesis = genesis_hash(header_text)
         conn.executemany(
             "INSERT INTO meta (key, value) VALUES (?, ?)",
             [
@@ -555,18 +284,18 @@ class Ledger:
         return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
     def _budget_rows(self, conn: Connection) -> list[tuple[Any, ...]]:
-        return list(conn.execute(f"SELECT {_BUDGET_COLUMNS} FROM budgets ORDER BY seq"))
+        return list(conn.execute(f"SELECT {BUDGET_COLUMNS} FROM budgets ORDER BY seq"))
 
     def _load_budgets(self, conn: Connection, *, check: bool) -> dict[Scope, PrivacyLoss]:
         """The budget in force per scope (latest row wins); with ``check``, re-verify the budget chain."""
         meta = self._meta(conn)
         rows = self._budget_rows(conn)
         if check:
-            if _genesis(meta.get("header", "")) != meta.get("genesis"):
+            if genesis_hash(meta.get("header", "")) != meta.get("genesis"):
                 raise LedgerIntegrityError("the ledger header was altered; run verify().")
             previous = meta.get("genesis", "")
             for row in rows:
-                if _chain(previous, _budget_record(row)) != row[8]:
+                if chain_hash(previous, budget_record(row)) != row[8]:
                     raise LedgerIntegrityError(
                         f"budget row {row[0]} does not match its hash; the ledger was altered (run verify())."
                     )
@@ -577,42 +306,39 @@ class Ledger:
                 )
         budgets: dict[Scope, PrivacyLoss] = {}
         for row in rows:
-            budgets[Scope(row[1], row[2])] = _loss_from_columns(row[3], row[4], row[5], row[6])
+            budgets[Scope(row[1], row[2])] = loss_from_columns(row[3], row[4], row[5], row[6])
         return budgets
 
     def _append_budget(self, conn: Connection, budget: PrivacyLoss, scope: Scope) -> None:
         meta = self._meta(conn)
         seq = int(meta["budgets_count"]) + 1
-        row = (seq, scope.analyst, scope.dataset, *_loss_columns(budget), _now())
-        digest = _chain(meta["budgets_head"], _budget_record((*row, None)))
+        row = (seq, scope.analyst, scope.dataset, *loss_columns(budget), _now())
+        digest = chain_hash(meta["budgets_head"], budget_record((*row, None)))
         conn.execute(
-            f"INSERT INTO budgets ({_BUDGET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row, digest)
+            f"INSERT INTO budgets ({BUDGET_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row, digest)
         )
         conn.execute("UPDATE meta SET value = ? WHERE key = 'budgets_head'", (digest,))
         conn.execute("UPDATE meta SET value = ? WHERE key = 'budgets_count'", (str(seq),))
 
-    def _item(self, entry: LedgerEntry) -> _Item:
-        return _Item(self._policy.weights(entry.loss, self._kind), entry.region, entry.analyst, entry.dataset)
-
-    def _sync(self, conn: Connection) -> tuple[list[tuple[LedgerEntry, _Item]], _Tally]:
+    def _sync(self, conn: Connection) -> tuple[list[tuple[LedgerEntry, Item]], Tally]:
         """The committed entries, read incrementally (they are append-only), checked against the meta head."""
         meta = self._meta(conn)
         try:
             count, head = int(meta["entries_count"]), meta["entries_head"]
         except (KeyError, ValueError):
             raise LedgerIntegrityError("the ledger's entry count or head is damaged; run verify().") from None
-        cache, tally = self._cache, self._tally or self._new_tally()
+        cache, tally = self._cache, self._tally or Tally(self._policy, self._kind)
         if len(cache) > count or (len(cache) == count and cache and cache[-1][0].hash != head):
-            cache, tally = [], self._new_tally()
+            cache, tally = [], Tally(self._policy, self._kind)
         last = cache[-1][0].seq if cache else 0
-        rows = conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE seq > ? ORDER BY seq", (last,))
+        rows = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE seq > ? ORDER BY seq", (last,))
         fresh = []
         for row in rows:
-            entry = _entry_from_row(row)
-            fresh.append((entry, self._item(entry)))
+            entry = entry_from_row(row)
+            fresh.append((entry, Item.from_entry(entry, self._policy, self._kind)))
         cache = cache + fresh
         if len(cache) != count or (cache[-1][0].hash if cache else meta["genesis"]) != head:
-            self._cache, self._tally = [], self._new_tally()
+            self._cache, self._tally = [], Tally(self._policy, self._kind)
             raise LedgerIntegrityError(
                 f"the ledger records {count} entries ending in {head[:12]}..., "
                 "but its rows disagree; run verify()."
@@ -621,13 +347,6 @@ class Ledger:
             tally.add(item)
         self._cache, self._tally = cache, tally
         return cache, tally
-
-    def _new_tally(self) -> _Tally:
-        return _Tally(len(self._policy.weights(kind_zero(self._kind), self._kind)))
-
-    def _spent(self, tally: _Tally, scope: Scope) -> PrivacyLoss:
-        sums, any_charge = tally.sums(scope)
-        return self._policy.total(sums, self._kind, any_charge=any_charge)
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -653,7 +372,7 @@ class Ledger:
         :class:`DuplicateRequest` instead -- for callers that would otherwise hand out a second noisy draw.
 
         ``release`` (needs ``request_id``) stores the released payload in the same transaction, so a charge
-        and the answer it paid for are kept together or not at all; :meth:`release` reads it back, so a
+        and the answer it paid for are kept together or not at all; :meth:`stored_release` reads it back, so a
         repeated request can be answered again without a new draw. A replayed request keeps its first
         payload.
 
@@ -666,28 +385,26 @@ class Ledger:
         kakeibo.accounting.ledger.BudgetExceeded: Charging (epsilon=0.75, delta=0) would exceed the global \
 budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         """
-        value = _canonical_loss(loss, "loss")
-        label_text = _text(label, "label", required=True)
+        value = canonical_loss(loss, "loss")
+        label_text = checked_text(label, "label", required=True)
         assert label_text is not None
-        analyst = _text(analyst, "analyst")
-        dataset = _text(dataset, "dataset")
-        request_id = _text(request_id, "request_id")
+        analyst = checked_text(analyst, "analyst")
+        dataset = checked_text(dataset, "dataset")
+        request_id = checked_text(request_id, "request_id")
         if release is not None and (request_id is None or not isinstance(release, bytes)):
             raise ValueError("a stored release needs a request_id and a bytes payload.")
-        box = _region(region, dataset)
+        box = checked_region(region, dataset)
         weights = self._policy.weights(value, self._kind)  # TypeError if the kinds do not convert
         created_at = _now()
-        kind, eps, dlt, rho = _loss_columns(value)
-        region_text = None if box is None else _canonical_json(box.to_json())
+        kind, eps, dlt, rho = loss_columns(value)
+        region_text = None if box is None else canonical_json(box.to_json())
 
         with self._transaction(immediate=True) as conn:
             if request_id is not None:
-                row = conn.execute(
-                    f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE request_id = ?", (request_id,)
-                )
+                row = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE request_id = ?", (request_id,))
                 found = row.fetchone()
                 if found is not None:
-                    original = _entry_from_row(found)
+                    original = entry_from_row(found)
                     if (
                         original.loss,
                         original.label,
@@ -706,12 +423,9 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                             f"({original.loss!s}, label {original.label!r})."
                         )
                     if not replay:
-                        raise DuplicateRequest(
-                            f"request_id {request_id!r} was already charged (entry {original.seq}); "
-                            "a second release under it would cost privacy without being charged."
-                        )
+                        raise DuplicateRequest.of(original)
                     return original
-            self._check_fits(conn, value, _Item(weights, box, analyst, dataset))
+            self._check_fits(conn, value, Item(weights, box, analyst, dataset))
             meta = self._meta(conn)
             seq = int(meta["entries_count"]) + 1
             row_values = (
@@ -727,9 +441,9 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                 region_text,
                 created_at,
             )
-            digest = _chain(meta["entries_head"], _entry_record(row_values))
+            digest = chain_hash(meta["entries_head"], entry_record(row_values))
             conn.execute(
-                f"INSERT INTO entries ({_ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO entries ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*row_values, digest),
             )
             conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_head'", (digest,))
@@ -773,14 +487,16 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         kakeibo.accounting.ledger.BudgetExceeded: Charging epsilon=1.5 would exceed the global budget of \
 epsilon=1; only epsilon=1 remains.
         """
-        value = _canonical_loss(loss, "loss")
-        analyst = _text(analyst, "analyst")
-        dataset = _text(dataset, "dataset")
-        item = _Item(self._policy.weights(value, self._kind), _region(region, dataset), analyst, dataset)
+        value = canonical_loss(loss, "loss")
+        analyst = checked_text(analyst, "analyst")
+        dataset = checked_text(dataset, "dataset")
+        item = Item(
+            self._policy.weights(value, self._kind), checked_region(region, dataset), analyst, dataset
+        )
         with self._transaction(immediate=False) as conn:
             self._check_fits(conn, value, item)
 
-    def _check_fits(self, conn: Connection, value: PrivacyLoss, new: _Item) -> None:
+    def _check_fits(self, conn: Connection, value: PrivacyLoss, new: Item) -> None:
         """:class:`BudgetExceeded` unless ``new`` fits, with what was spent, in every budget covering it."""
         _, tally = self._sync(conn)
         budgets = self._load_budgets(conn, check=True)
@@ -789,7 +505,7 @@ epsilon=1; only epsilon=1 remains.
                 continue
             with_new, _ = tally.sums(scope, new)
             if not self._policy.within(with_new, self._kind, budget, any_charge=True):
-                remaining = _subtract(budget, self._spent(tally, scope))
+                remaining = _subtract(budget, tally.spent(scope))
                 shown = convert(value, self._kind)
                 raise BudgetExceeded(
                     f"Charging {shown!s} would exceed {scope.describe()} of "
@@ -816,8 +532,8 @@ epsilon=1; only epsilon=1 remains.
         >>> ledger.remaining(analyst="alice")
         PureDP(epsilon=Fraction(1, 2))
         """
-        value = _canonical_loss(budget, "budget")
-        scope = Scope(_text(analyst, "analyst"), _text(dataset, "dataset"))
+        value = canonical_loss(budget, "budget")
+        scope = Scope(checked_text(analyst, "analyst"), checked_text(dataset, "dataset"))
         if type(value) is not self._kind:
             raise TypeError(
                 f"every budget of this ledger is a {self._kind.__name__} like the global one, "
@@ -827,7 +543,7 @@ epsilon=1; only epsilon=1 remains.
         with self._transaction(immediate=True) as conn:
             _, tally = self._sync(conn)
             self._load_budgets(conn, check=True)
-            spent = self._spent(tally, scope)
+            spent = tally.spent(scope)
             if not loss_leq(spent, value):
                 raise ValueError(
                     f"{scope.describe()} cannot be set to {value!s}: {spent!s} has already been spent."
@@ -852,10 +568,10 @@ epsilon=1; only epsilon=1 remains.
         >>> ledger.spent(dataset="census"), ledger.spent(dataset="sales")
         (PureDP(epsilon=Fraction(1, 4)), PureDP(epsilon=Fraction(0, 1)))
         """
-        scope = Scope(_text(analyst, "analyst"), _text(dataset, "dataset"))
+        scope = Scope(checked_text(analyst, "analyst"), checked_text(dataset, "dataset"))
         with self._transaction(immediate=False) as conn:
             _, tally = self._sync(conn)
-        return self._spent(tally, scope)
+        return tally.spent(scope)
 
     def remaining(self, analyst: str | None = None, dataset: str | None = None) -> PrivacyLoss:
         """Budget minus spent for a scope that has a budget, coordinate-wise and exact.
@@ -863,7 +579,7 @@ epsilon=1; only epsilon=1 remains.
         For (epsilon, delta) budgets both coordinates are reduced. Under parallel composition a charge
         larger than ``remaining`` may still fit, if its region avoids the regions already charged.
         """
-        scope = Scope(_text(analyst, "analyst"), _text(dataset, "dataset"))
+        scope = Scope(checked_text(analyst, "analyst"), checked_text(dataset, "dataset"))
         with self._transaction(immediate=False) as conn:
             _, tally = self._sync(conn)
             budgets = self._load_budgets(conn, check=False)
@@ -871,7 +587,7 @@ epsilon=1; only epsilon=1 remains.
             raise ValueError(
                 f"no budget is set for {scope.describe()[len('the budget of ') :]}; use set_budget()."
             )
-        return _subtract(budgets[scope], self._spent(tally, scope))
+        return _subtract(budgets[scope], tally.spent(scope))
 
     def spending(
         self, analyst: str | None = None, dataset: str | None = None
@@ -887,20 +603,20 @@ epsilon=1; only epsilon=1 remains.
         >>> [str(spent) for _, spent in ledger.spending(dataset="d")]
         ['epsilon=0.5', 'epsilon=0.5']
         """
-        scope = Scope(_text(analyst, "analyst"), _text(dataset, "dataset"))
+        scope = Scope(checked_text(analyst, "analyst"), checked_text(dataset, "dataset"))
         with self._transaction(immediate=False) as conn:
             cached, _ = self._sync(conn)
-        tally, curve = self._new_tally(), []
+        tally, curve = Tally(self._policy, self._kind), []
         for entry, item in cached:
             if scope.covers(entry.analyst, entry.dataset):
                 tally.add(item)
-                curve.append((entry, self._spent(tally, scope)))
+                curve.append((entry, tally.spent(scope)))
         return curve
 
     def entries(self, analyst: str | None = None, dataset: str | None = None) -> list[LedgerEntry]:
         """The committed entries in order, optionally only those with exactly this analyst / dataset."""
-        analyst = _text(analyst, "analyst")
-        dataset = _text(dataset, "dataset")
+        analyst = checked_text(analyst, "analyst")
+        dataset = checked_text(dataset, "dataset")
         with self._transaction(immediate=False) as conn:
             cached, _ = self._sync(conn)
         return [
@@ -911,14 +627,12 @@ epsilon=1; only epsilon=1 remains.
 
     def lookup(self, request_id: str) -> LedgerEntry | None:
         """The entry charged under ``request_id``, if any (tells a retry from a first request)."""
-        key = _text(request_id, "request_id", required=True)
+        key = checked_text(request_id, "request_id", required=True)
         with self._transaction(immediate=False) as conn:
-            row = conn.execute(
-                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE request_id = ?", (key,)
-            ).fetchone()
-        return None if row is None else _entry_from_row(row)
+            row = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE request_id = ?", (key,)).fetchone()
+        return None if row is None else entry_from_row(row)
 
-    def release(self, request_id: str) -> bytes | None:
+    def stored_release(self, request_id: str) -> bytes | None:
         """The payload stored with the charge of ``request_id`` (``None`` if none was stored).
 
         Payloads are not part of the hash chain (they can be large); each carries its SHA-256, checked here
@@ -926,10 +640,10 @@ epsilon=1; only epsilon=1 remains.
 
         >>> ledger = Ledger(":memory:", budget=1)
         >>> _ = ledger.charge(0.5, label="q", request_id="r1", release=b"answer")
-        >>> ledger.release("r1"), ledger.release("r2")
+        >>> ledger.stored_release("r1"), ledger.stored_release("r2")
         (b'answer', None)
         """
-        key = _text(request_id, "request_id", required=True)
+        key = checked_text(request_id, "request_id", required=True)
         with self._transaction(immediate=False) as conn:
             row = conn.execute("SELECT payload, sha256 FROM releases WHERE request_id = ?", (key,)).fetchone()
         if row is None:
@@ -960,78 +674,14 @@ epsilon=1; only epsilon=1 remains.
         >>> v = ledger.verify(); v.ok, v.entries
         (True, 1)
         """
-        problems: list[str] = []
         with self._transaction(immediate=False) as conn:
             meta = self._meta(conn)
-            entry_rows = list(conn.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries ORDER BY seq"))
+            entry_rows = list(conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries ORDER BY seq"))
             budget_rows = self._budget_rows(conn)
             release_rows = list(conn.execute("SELECT request_id, seq, payload, sha256 FROM releases"))
-        header = meta.get("header")
-        if header is None:
-            return Verification(False, ("the ledger header is missing.",), len(entry_rows))
-        genesis = _genesis(header)
-        if meta.get("genesis") != genesis:
-            problems.append("the ledger header (id, budget kind or composition policy) was edited.")
-
-        parsed: list[LedgerEntry] = []
-        for name, rows, record, width in (
-            ("entry", entry_rows, _entry_record, 11),
-            ("budget row", budget_rows, _budget_record, 8),
-        ):
-            previous, expected = genesis, 1
-            for row in rows:
-                seq = row[0]
-                if seq != expected:
-                    problems.append(
-                        f"{name} {seq} stands where {name} {expected} should be: rows were deleted, inserted "
-                        "or renumbered."
-                    )
-                if _chain(previous, record(row)) != row[width]:
-                    problems.append(
-                        f"{name} {seq} does not match its hash: it was edited, or the row before it was "
-                        "replaced or reordered."
-                    )
-                try:
-                    if name == "entry":
-                        parsed.append(_entry_from_row(row))
-                    else:
-                        _loss_from_columns(row[3], row[4], row[5], row[6])
-                except Exception as exc:  # any damage to a row is a finding, not a crash
-                    problems.append(f"{name} {seq} cannot be read: {exc}.")
-                previous = str(row[width])
-                expected = int(seq) + 1
-            key = "entries" if name == "entry" else "budgets"
-            if meta.get(f"{key}_count") != str(len(rows)):
-                problems.append(
-                    f"the ledger records {meta.get(f'{key}_count')} {key} but holds {len(rows)}: "
-                    "rows were deleted or inserted."
-                )
-            if meta.get(f"{key}_head") != previous:
-                problems.append(
-                    f"the last {name} does not match the recorded head hash: the last row was deleted, "
-                    "edited or appended without the ledger."
-                )
-        owners = {entry.request_id: entry.seq for entry in parsed if entry.request_id is not None}
-        for request_id, seq, payload, digest in release_rows:
-            if owners.get(request_id) != seq:
-                problems.append(f"the release stored for request_id {request_id!r} has no matching entry.")
-            elif hashlib.sha256(bytes(payload)).hexdigest() != digest:
-                problems.append(f"the release stored for request_id {request_id!r} was altered.")
-        if not problems:
-            problems.extend(self._overspending(parsed, budget_rows))
-        return Verification(not problems, tuple(problems), len(entry_rows))
-
-    def _overspending(self, entries: list[LedgerEntry], budget_rows: list[tuple[Any, ...]]) -> list[str]:
-        budgets = {Scope(r[1], r[2]): _loss_from_columns(r[3], r[4], r[5], r[6]) for r in budget_rows}
-        tally = self._new_tally()  # rebuilt from the rows just read, independent of the cache
-        for entry in entries:
-            tally.add(self._item(entry))
-        out = []
-        for scope, budget in budgets.items():
-            spent = self._spent(tally, scope)
-            if not loss_leq(spent, budget):
-                out.append(f"{scope.describe()} of {budget!s} is overspent: {spent!s}.")
-        return out
+        return verify_ledger(
+            meta, entry_rows, budget_rows, release_rows, policy=self._policy, kind=self._kind
+        )
 
     def close(self) -> None:
         """Close the database connection."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._base import DEFAULT_STATEMENT_TIMEOUT, Backend, StatementTimeout
+from ..errors import StatementTimeout
+from ._base import DEFAULT_STATEMENT_TIMEOUT, Backend
 from .duckdb import DuckDBBackend
 
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "DuckDBBackend", "StatementTimeout"]

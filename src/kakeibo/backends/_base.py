@@ -18,9 +18,9 @@ from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from ..errors import Error
+from ..errors import StatementTimeout
 
-__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "StatementTimeout", "cancel_at_deadline", "check_timeout"]
+__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "cancel_at_deadline", "check_timeout"]
 
 #: Seconds a statement may run unless the backend is given another ``statement_timeout``.
 DEFAULT_STATEMENT_TIMEOUT = 60.0
@@ -28,17 +28,6 @@ DEFAULT_STATEMENT_TIMEOUT = 60.0
 # How often a watchdog repeats its cancellation after the deadline: a cancel that arrives before the engine
 # has started the statement's work (DuckDB before execution, Spark before the first job) has nothing to stop.
 _CANCEL_RETRY_SECONDS = 0.1
-
-
-class StatementTimeout(Error):  # noqa: N818 - the name says what happened to the statement
-    """A statement ran past its timeout and the engine cancelled it.
-
-    The message names the limit only (a public setting), never anything the statement read.
-    """
-
-    def __init__(self, timeout: float) -> None:
-        super().__init__(f"the statement ran longer than its {timeout:g} s limit and was cancelled.")
-        self.timeout = timeout
 
 
 def check_timeout(timeout: float | None, default: float | None = None) -> float | None:

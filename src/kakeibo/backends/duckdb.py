@@ -21,7 +21,7 @@ class DuckDBBackend:
     :meth:`register_source`. ``read_only=True`` opens a file so that nothing can change it and several
     processes (service replicas) can open it at once; such a database cannot take source views.
     ``statement_timeout`` (seconds; ``None``: no limit) is how long a statement may run before it is
-    interrupted and :class:`~kakeibo.backends._base.StatementTimeout` is raised.
+    interrupted and :class:`~kakeibo.errors.StatementTimeout` is raised.
 
     >>> import pyarrow as pa
     >>> db = DuckDBBackend(":memory:")
@@ -51,7 +51,7 @@ class DuckDBBackend:
         """Run ``sql`` on this thread's cursor: statements from several threads run concurrently (a DuckDB
         connection must not be shared between threads; its cursors see the same database). After ``timeout``
         seconds (default :attr:`statement_timeout`) the cursor is interrupted and
-        :class:`~kakeibo.backends._base.StatementTimeout` raised; the cursor then takes the next statement."""
+        :class:`~kakeibo.errors.StatementTimeout` raised; the cursor then takes the next statement."""
         limit = check_timeout(timeout, self.statement_timeout)
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:

@@ -39,7 +39,7 @@ Timeouts
 --------
 With a ``statement_timeout``, :meth:`PostgresBackend.execute` runs the statement in a transaction of its own
 after ``SET LOCAL statement_timeout``, so the server cancels it at the deadline (also while it waits for a
-lock) and :class:`~kakeibo.backends._base.StatementTimeout` is raised; the setting ends with the transaction
+lock) and :class:`~kakeibo.errors.StatementTimeout` is raised; the setting ends with the transaction
 (loads and other users of the connection are not limited). One statement or load runs on the connection at
 a time.
 """
@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from ._base import DEFAULT_STATEMENT_TIMEOUT, StatementTimeout, check_timeout
+from ..errors import StatementTimeout
+from ._base import DEFAULT_STATEMENT_TIMEOUT, check_timeout
 
 if TYPE_CHECKING:
     import psycopg
@@ -261,7 +262,7 @@ class PostgresBackend:
     def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
         """Run one statement and return its rows, typed as the module docstring's table says. The server
         cancels it after ``timeout`` seconds (default :attr:`statement_timeout`), raising
-        :class:`~kakeibo.backends._base.StatementTimeout`."""
+        :class:`~kakeibo.errors.StatementTimeout`."""
         with self._lock, self._cursor(check_timeout(timeout, self.statement_timeout)) as cur:
             # bytes: sent as they are (no placeholder processing of '%'), and typed as psycopg wants.
             cur.execute(sql.encode())

@@ -46,7 +46,7 @@ Timeouts
 --------
 A statement's Spark jobs carry a job tag of their own; ``statement_timeout`` seconds after it started, the
 jobs with that tag are cancelled (again every 0.1 s, for jobs that start later) and
-:class:`~kakeibo.backends._base.StatementTimeout` is raised. Planning before the first job is not
+:class:`~kakeibo.errors.StatementTimeout` is raised. Planning before the first job is not
 interrupted.
 """
 
@@ -219,7 +219,7 @@ class SparkBackend:
     the first results on small data, but slower on long heavy jobs, where ``quick_jit=False`` is better.
     JVM options in ``conf["spark.driver.extraJavaOptions"]`` are added after the backend's own (later ones
     win). ``statement_timeout`` (seconds; ``None``: no limit) is how long a statement may run before its
-    Spark jobs are cancelled and :class:`~kakeibo.backends._base.StatementTimeout` is raised.
+    Spark jobs are cancelled and :class:`~kakeibo.errors.StatementTimeout` is raised.
 
     The backend works in a new session of that context (:attr:`session`, ``SparkSession.newSession()``):
     tables loaded with :meth:`load_table` or :meth:`register_source` are temporary views of that session
@@ -327,7 +327,7 @@ class SparkBackend:
         The statement is checked before it runs (see the module docstring): anything but a query over
         this backend's tables raises ``AnalysisException``. Its Spark jobs are cancelled after ``timeout``
         seconds (default :attr:`statement_timeout`), raising
-        :class:`~kakeibo.backends._base.StatementTimeout`."""
+        :class:`~kakeibo.errors.StatementTimeout`."""
         limit = check_timeout(timeout, self.statement_timeout)
         self._check_statement(sql)
         with self._deadline(limit):

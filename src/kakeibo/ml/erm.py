@@ -89,6 +89,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
+from .. import release
 from ..accounting import Ledger
 from ..errors import UnaccountedRelease
 from ..mechanisms.base import check_positive
@@ -428,21 +429,17 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             return output_perturbation_calibration(epsilon, n_samples, regularization)
         return objective_perturbation_calibration(epsilon, n_samples, regularization, loss.curvature)
 
-    def _charge(self) -> None:
-        """Pay ``PureDP(epsilon)`` to the ledger (raises, recording nothing, when refused).
-
-        ``ledger=False`` charges nothing on purpose; ``None`` charges nothing and warns
-        :class:`~kakeibo.UnaccountedRelease`."""
-        if isinstance(self.ledger, Ledger):
-            label = self.label or f"{type(self).__name__}.fit ({self.method} perturbation)"
-            self.ledger.charge(PureDP(self.epsilon), label=label, dataset=self.dataset)
-        elif self.ledger is None:
+    def _ledger(self) -> Ledger | None:
+        """The ledger ``fit`` charges, or ``None``: ``ledger=False`` charges nothing on purpose; ``None``
+        charges nothing and warns :class:`~kakeibo.UnaccountedRelease` (silence never means "not charged")."""
+        if self.ledger is None:
             warnings.warn(
                 f"{type(self).__name__}.fit released a model without charging a ledger; pass ledger= to "
                 "charge one, or ledger=False if no ledger is meant.",
                 UnaccountedRelease,
                 stacklevel=3,
             )
+        return self.ledger if isinstance(self.ledger, Ledger) else None
 
     def _private_weights(
         self,
@@ -462,24 +459,33 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return _perturbed_minimiser(loss, Z, signs, regularization, np.zeros(Z.shape[1])) + noise
 
     def fit(self: _Estimator, X: ArrayLike, y: ArrayLike) -> _Estimator:
-        """Train on ``(X, y)`` with ``epsilon``-DP per record (module docstring). Order: every check, then
-        the ledger charge, then the noise and the solver, then the fitted attributes. A refused charge
-        raises before any noise is drawn and leaves the estimator as it was; a failed optimisation after
-        the charge raises too (its budget stays spent: whether the solver fails depends on the data).
-        ``classes`` must be declared; labels in ``y`` outside it count as the negative class."""
+        """Train on ``(X, y)`` with ``epsilon``-DP per record (module docstring), as one run of
+        :func:`kakeibo.release.run`: every check, then the budget check, then the noise and the solver (the
+        draw), then the ledger charge, then the fitted attributes. A refused charge raises before any noise
+        is drawn and leaves the estimator as it was; a failed optimisation is charged and raises
+        :class:`~kakeibo.errors.ReleaseFailed` (whether the solver fails depends on the data). ``classes``
+        must be declared; labels in ``y`` outside it count as the negative class."""
         epsilon, regularization, norm_bound = self._check_params()
         classes = _check_classes(self.classes)
         loss = self._loss()
         features = check_features(X)
-        label_signs = _label_signs(y, features.shape[0], classes)
-        source = random_source(self.random_state)
+        signs = _label_signs(y, features.shape[0], classes).astype(np.float64)
         calibration = self._calibrate(epsilon, features.shape[0], regularization, loss)
         Z = _design(features, norm_bound, bool(self.fit_intercept))
-        self._charge()
-        rng = _noise_generator(source)
-        weights = self._private_weights(
-            loss, Z, label_signs.astype(np.float64), regularization, calibration, rng
+        charge = release.Charge(
+            PureDP(self.epsilon),
+            label=self.label or f"{type(self).__name__}.fit ({self.method} perturbation)",
+            dataset=self.dataset,
         )
+        out = release.run(
+            self._ledger(),
+            charge,
+            lambda source: self._private_weights(
+                loss, Z, signs, regularization, calibration, _noise_generator(source)
+            ),
+            rng=random_source(self.random_state),
+        )
+        weights = out.value
         scale = math.sqrt(2.0) if self.fit_intercept else 1.0
         n_features = features.shape[1]
         self.classes_ = classes
@@ -487,7 +493,8 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.coef_ = (weights[:n_features] / (scale * norm_bound)).reshape(1, -1)
         self.intercept_ = np.array([weights[n_features] / scale if self.fit_intercept else 0.0])
         self.calibration_ = calibration
-        self.privacy_loss_ = PureDP(self.epsilon)
+        self.privacy_loss_ = charge.loss
+        self.ledger_entry_ = out.ledger_entry
         return self
 
     def decision_function(self, X: ArrayLike) -> FloatVector:
@@ -517,7 +524,7 @@ class DPLogisticRegression(_DPLinearClassifier):
     docstring). ``random_state``: int (reproducible; tests only), numpy Generator or None (the OS CSPRNG).
 
     Fitted: ``classes_`` (the declared pair, sorted), ``coef_`` (1, n_features), ``intercept_`` (1,),
-    ``calibration_``, ``privacy_loss_``.
+    ``calibration_``, ``privacy_loss_``, ``ledger_entry_`` (``None`` when no ledger was charged).
 
     >>> import numpy as np
     >>> X = np.array([[1.0, 0.0], [0.8, 0.1], [-1.0, 0.2], [-0.7, -0.1]])

@@ -373,15 +373,14 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 delta=body.delta,
                 request_id=body.request_id,
             )
-        entry = ledger.lookup(result.request_id)
-        assert entry is not None  # the session stored the release with its charge
+        assert result.ledger_entry is not None  # the session charged its ledger
         table = result.to_arrow()
         return {
             "columns": table.column_names,
             "rows": [list(row.values()) for row in table.to_pylist()],
             "privacy_loss": loss_json(result.privacy_loss),
-            "ledger_entry": entry.seq,
-            "confidence": 0.95,
+            "ledger_entry": result.ledger_entry.seq,
+            "confidence": result.confidence,
         }
 
     @app.post("/v1/explain", responses=responses(*keyed, 400, 403, 422))

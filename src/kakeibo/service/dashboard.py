@@ -186,7 +186,7 @@ def _interval_widths(ledger: Ledger, entry: LedgerEntry) -> list[dict[str, Any]]
     if entry.request_id is None:
         return None
     try:
-        payload = ledger.release(entry.request_id)
+        payload = ledger.stored_release(entry.request_id)
     except ValueError:  # the stored payload fails its checksum: say nothing about it
         log.warning("the release of ledger entry %d fails its checksum", entry.seq)
         return None

@@ -38,9 +38,7 @@ from pydantic import BaseModel
 from ..accounting import BudgetExceeded
 from ..accounting.ledger import DuplicateRequest, LedgerIntegrityError
 from ..accounting.storage import StoreError
-from ..backends import StatementTimeout
-from ..errors import ConfigurationError, Error
-from ..sql.session import ReleaseFailed
+from ..errors import ConfigurationError, Error, ReleaseFailed, StatementTimeout
 from .registry import AnalystExists
 
 __all__ = [

@@ -8,6 +8,14 @@ over a table's users, whose releases are then calibrated for Bayesian DP (:mod:`
 
 from __future__ import annotations
 
+# sqlglot loads a dialect on its first use and registers the class before it attaches the dialect's parser
+# and generator: a thread that asks for the dialect in that window gets the generic ones (DuckDB's RANDOM()
+# came out as RAND() under the query service's first concurrent requests). Load every dialect kakeibo reads
+# or writes here, at import, which Python's import lock makes whole before any caller sees it.
+import sqlglot.dialects.duckdb
+import sqlglot.dialects.postgres
+import sqlglot.dialects.spark  # noqa: F401
+
 from .analyze import Aggregate, AnalyzedQuery, JoinSpec, analyze
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
 from .correlation import CorrelationBound, CorrelationSpec

@@ -3,19 +3,8 @@ the user-level neighbour relation, the mechanism of each, and private partition 
 
 Neighbour relation: add or remove one privacy unit (user) with all their rows; for a row-level table, one
 row. After bounding (see :mod:`kakeibo.sql.rewrite`) a user touches at most ``L0 = max_partitions`` groups
-and contributes to each group's statistics at most (Wilson et al. 2020, "Differentially Private SQL with
-Bounded User Contribution"; seed 002, slides 67-77):
-
-==========================  ====================================  ===============================
-statistic (per group)       one user's contribution               per-group sensitivity
-==========================  ====================================  ===============================
-``rows``  COUNT(*)          min(rows, kappa)                      kappa
-``n_c``   COUNT(c)          min(non-null rows, kappa)             kappa
-``s_c``   SUM(c)            (scaled) sum of clamped values        kappa * max(|lower|, |upper|)
-``sc_c``  SUM(c - mid)      centred sum, for AVG and VAR          kappa * (upper - lower) / 2
-``sq_c``  SUM((c - mid)^2)  centred sum of squares, for VAR       kappa * ((upper - lower) / 2)^2
-``users`` distinct users    1                                     1
-==========================  ====================================  ===============================
+and contributes to each group's statistics at most their per-group sensitivities, which
+:mod:`kakeibo.sql.aggregates` lists with the statistics each aggregate needs.
 
 A statistic over all groups then has L1 sensitivity ``L0`` times its per-group one; each is released with
 Laplace noise (the geometric mechanism for integer statistics) at ``epsilon / k``, where ``k`` counts the
@@ -38,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
 from ..accounting.overlap import Box
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from .aggregates import AGGREGATES, USERS, StatisticKind, direct_statistic
 from .analyze import AnalyzedQuery, QueryRefused
 from .correlation import CorrelationBound
 from .quantiles import Buckets, QuantileEstimate, make_quantile
@@ -55,8 +44,6 @@ __all__ = [
     "plan_query",
     "selection_threshold",
 ]
-
-StatisticKind = Literal["rows", "n", "s", "sc", "sq", "users"]
 
 #: the epsilons a query may ask for: beyond them noise scales leave the exact samplers' range (or a float's)
 EPSILON_RANGE = (Fraction(1, 2**40), Fraction(2**40))
@@ -74,7 +61,7 @@ class Statistic:
 
     @property
     def integer(self) -> bool:
-        return self.kind in ("rows", "n", "users")
+        return self.kind.integer
 
 
 @dataclass(frozen=True)
@@ -115,48 +102,15 @@ class NoisePlan:
         return next(q.buckets for q in self.quantiles if q.column == column)
 
 
-def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[str, StatisticKind, str | None]]:
-    needed: list[tuple[str, StatisticKind, str | None]] = []
-
-    def need(name: str, kind: StatisticKind, column: str | None) -> None:
-        if all(n != name for n, _, _ in needed):
-            needed.append((name, kind, column))
-
-    moments = {agg.column for agg in query.aggregates if agg.function in ("avg", "variance", "stddev")}
-    for agg in query.aggregates:
-        if agg.function == "quantile":
-            continue
-        if agg.function == "count" and agg.column is None:
-            need("rows", "rows", None)
-        elif agg.function == "count":
-            need(f"n_{agg.column}", "n", agg.column)
-        elif agg.function == "count_distinct_unit":
-            need("users", "users", None)
-        elif agg.function == "sum" and agg.column not in moments:
-            need(f"s_{agg.column}", "s", agg.column)
-        else:  # avg, variance, stddev; and a SUM next to them: mid * n + centred sum (no budget of its own)
-            need(f"n_{agg.column}", "n", agg.column)
-            need(f"sc_{agg.column}", "sc", agg.column)
-            if agg.function in ("variance", "stddev"):
-                need(f"sq_{agg.column}", "sq", agg.column)
+def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[StatisticKind, str | None]]:
+    """The statistics the aggregates are estimated from (quantiles are selections, planned apart), and the
+    distinct users for private selection, each once, in first-use order."""
+    sums = [(AGGREGATES[agg.function], agg.column) for agg in query.aggregates if agg.function != "quantile"]
+    centred = {column for spec, column in sums if spec.centred}
+    needed = [need for spec, column in sums for need in spec.needs(column, column in centred)]
     if selection:
-        need("users", "users", None)
-    return needed
-
-
-def direct_statistic(function: str, column: str | None) -> str | None:
-    """The statistic an aggregate releases as it is (COUNT, COUNT(DISTINCT unit), SUM), else ``None``.
-
-    >>> direct_statistic("count", None), direct_statistic("sum", "amount"), direct_statistic("avg", "amount")
-    ('rows', 's_amount', None)
-    """
-    if function == "count":
-        return "rows" if column is None else f"n_{column}"
-    if function == "count_distinct_unit":
-        return "users"
-    if function == "sum":
-        return f"s_{column}"
-    return None
+        needed.append((USERS, None))
+    return list(dict.fromkeys(needed))
 
 
 def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, delta: Number = 0) -> Fraction:
@@ -201,22 +155,6 @@ def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, del
     return rounded
 
 
-def _per_group(query: AnalyzedQuery, kind: StatisticKind, column: str | None, kappa: int) -> float:
-    if kind in ("rows", "n"):
-        return float(kappa)
-    if kind == "users":
-        return 1.0
-    assert column is not None
-    spec = query.table.column(column)
-    if spec.lower is None or spec.upper is None:
-        raise QueryRefused(f"column {column} has no clamping bounds in the catalog, so its sum is unbounded.")
-    if kind == "s":
-        return kappa * max(abs(spec.lower), abs(spec.upper))
-    if kind == "sq":
-        return kappa * ((spec.upper - spec.lower) / 2) ** 2
-    return kappa * (spec.upper - spec.lower) / 2
-
-
 def selection_threshold(scale: float, delta_per_key: float) -> int:
     """Smallest integer ``tau >= 2`` with ``Pr(1 + Z >= tau) <= delta_per_key`` for ``Z`` discrete Laplace of
     ``scale``, where ``Pr(Z >= m) = e^(-m/scale) / (1 + e^(-1/scale))`` for ``m >= 1`` (ties at the
@@ -259,21 +197,22 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
     quantile_aggregates = [agg for agg in query.aggregates if agg.function == "quantile"]
     share = eps / (len(needed) + len(quantile_aggregates))
     statistics = []
-    for name, kind, column in needed:
-        per_group = _per_group(query, kind, column, kappa)
+    for kind, column in needed:
+        spec = None if column is None else table.column(column)
+        per_group = kind.per_group(kappa, spec)
         if correlation is not None:  # every group may move with a correlated user (its keys are public)
-            replace = _replace_sensitivity(query, kind, column, kappa, l0)
+            replace = _replace_sensitivity(kind.contribution(kappa, spec), bool(query.group_by), l0)
             mechanism: Mechanism = Laplace(
                 sensitivity=replace * correlation.factor, epsilon=share, coordinates=len(public or ((),))
             )
-        elif kind in ("rows", "n", "users"):
+        elif kind.integer:
             mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
         else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
             mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
-        statistics.append(Statistic(name, kind, column, per_group, mechanism))
+        statistics.append(Statistic(kind.statistic(column), kind, column, per_group, mechanism))
     threshold = None
     if selection:
-        users = next(s for s in statistics if s.kind == "users")
+        users = next(s for s in statistics if s.kind is USERS)
         assert isinstance(users.mechanism, Geometric)
         threshold = selection_threshold(users.mechanism.scale, float(dlt) / l0)
     quantiles = []
@@ -310,16 +249,14 @@ def _refuse_correlated(query: AnalyzedQuery, selection: bool) -> None:
     :mod:`kakeibo.sql.correlation`)."""
     name = query.table.name
     for agg in query.aggregates:
-        if agg.function in ("variance", "stddev"):
-            raise QueryRefused(
-                f"{agg.alias}: the users of table {name} are correlated, and the Gaussian correlation model "
-                "calibrates sums of per-user values, not the sum of squares a variance needs."
-            )
         if agg.function == "quantile":
             raise QueryRefused(
                 f"{agg.alias}: the users of table {name} are correlated, and the Bayesian calibration (seed "
                 "001, eq. 26) covers Laplace sums, not the exponential mechanism of quantiles, MIN and MAX."
             )
+        reason = AGGREGATES[agg.function].correlated_refusal
+        if reason is not None:
+            raise QueryRefused(f"{agg.alias}: the users of table {name} are correlated, and {reason}")
     if selection:
         raise QueryRefused(
             f"the users of table {name} are correlated, so GROUP BY needs public_values for every grouping "
@@ -327,24 +264,13 @@ def _refuse_correlated(query: AnalyzedQuery, selection: bool) -> None:
         )
 
 
-def _replace_sensitivity(
-    query: AnalyzedQuery, kind: StatisticKind, column: str | None, kappa: int, l0: int
-) -> float:
+def _replace_sensitivity(contribution: tuple[float, float], grouped: bool, l0: int) -> float:
     """L1 distance between the statistic's values for two records of one user (absence included): ``hi - lo``
-    for one group, ``2 L0 max(-lo, hi)`` over groups, where ``[lo, hi]`` bounds one user's contribution to
-    one group (:mod:`kakeibo.sql.correlation`)."""
-    if kind in ("rows", "n", "users"):
-        low, high = 0.0, _per_group(query, kind, column, kappa)
-    else:
-        assert column is not None
-        spec = query.table.column(column)
-        assert spec.lower is not None and spec.upper is not None  # _per_group refused unbounded columns
-        if kind == "s":
-            low, high = kappa * min(spec.lower, 0.0), kappa * max(spec.upper, 0.0)
-        else:  # "sc", the centred sum behind AVG
-            high = kappa * (spec.upper - spec.lower) / 2
-            low = -high
-    return high - low if not query.group_by else 2 * l0 * max(-low, high)
+    for one group, ``2 L0 max(-lo, hi)`` over groups, where ``[lo, hi] = contribution`` bounds one user's
+    contribution to one group (:meth:`~kakeibo.sql.aggregates.StatisticKind.contribution`,
+    :mod:`kakeibo.sql.correlation`)."""
+    low, high = contribution
+    return high - low if not grouped else 2 * l0 * max(-low, high)
 
 
 def _public_keys(query: AnalyzedQuery) -> tuple[tuple[object, ...], ...] | None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from .aggregates import Operands, Weights
 from .plan import NoisePlan
 
 __all__ = ["bounded_sql", "bucket_name", "group_name"]
@@ -133,20 +134,24 @@ def _sources(plan: NoisePlan) -> tuple[str, str, str]:
     return private_q, public_q, source
 
 
+def _operands(plan: NoisePlan, column: str | None) -> Operands:
+    """The names a statistic of ``column`` reads in the statement (see the module docstring)."""
+    return Operands(
+        kappa=plan.max_rows_per_partition,
+        column=None if column is None else plan.query.table.column(column),
+        value=_q(f"__v_{column}"),
+        rows="__rows",
+        count=_q(f"__n_{column}"),
+        total=_q(f"__s_{column}"),
+        squares=_q(f"__q_{column}"),
+    )
+
+
 def _row_level(plan: NoisePlan, filtered: str, gcols: list[str]) -> str:
-    outputs = []
-    for stat in plan.statistics:
-        if stat.kind in ("rows", "users"):
-            expr = "COUNT(*)"
-        elif stat.kind == "n":
-            expr = f"COUNT({_q('__v_' + str(stat.column))})"
-        elif stat.kind == "s":
-            expr = f"COALESCE(SUM({_q('__v_' + str(stat.column))}), 0)"
-        elif stat.kind == "sq":
-            expr = f"COALESCE(SUM({_square(plan, str(stat.column), _q('__v_' + str(stat.column)))}), 0)"
-        else:
-            expr = f"COALESCE(SUM({_q('__v_' + str(stat.column))} - {_mid(plan, stat.column)!r}), 0)"
-        outputs.append(_cast(expr, stat.integer) + f" AS {_q(stat.name)}")
+    outputs = [
+        _cast(stat.kind.row_level(_operands(plan, stat.column)), stat.integer) + f" AS {_q(stat.name)}"
+        for stat in plan.statistics
+    ]
     group_by = f" GROUP BY {', '.join(gcols)}" if gcols else ""
     return f"WITH filtered AS ({filtered}) SELECT {', '.join([*gcols, *outputs])} FROM filtered{group_by}"
 
@@ -155,12 +160,10 @@ def _ranked(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: lis
     """The CTEs ``filtered``, ``per_key`` (partial aggregates per user and group, with a random number)
     and ``ranked`` (each user's groups numbered in that random order)."""
     partials = ["COUNT(*) AS __rows"]
-    squared = {s.column for s in plan.statistics if s.kind == "sq"}
     for col in value_columns:
-        v = _q("__v_" + col)
-        partials += [f"COUNT({v}) AS {_q('__n_' + col)}", f"SUM({v}) AS {_q('__s_' + col)}"]
-        if col in squared:
-            partials.append(f"SUM({_square(plan, col, v)}) AS {_q('__q_' + col)}")
+        sql = _operands(plan, col)
+        partials += [f"COUNT({sql.value}) AS {sql.count}", f"SUM({sql.value}) AS {sql.total}"]
+        partials += [p for s in plan.statistics if s.column == col for p in s.kind.partials(sql)]
     keys = ", ".join(["__unit", *gcols])
     per_key = f"SELECT {keys}, {', '.join(partials)}, random() AS __r FROM filtered GROUP BY {keys}"
     ranked = "SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit ORDER BY __r) AS __rank FROM per_key"
@@ -168,29 +171,14 @@ def _ranked(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: lis
 
 
 def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
-    kappa, l0 = plan.max_rows_per_partition, plan.max_partitions
-    outputs = []
-    for stat in plan.statistics:
-        n, s = _q(f"__n_{stat.column}"), _q(f"__s_{stat.column}")
-        scaled = f"CASE WHEN {n} > 0 THEN {s} * LEAST({n}, {kappa}) / {n} ELSE 0 END"
-        if stat.kind == "rows":
-            expr = f"COALESCE(SUM(LEAST(__rows, {kappa})), 0)"
-        elif stat.kind == "users":
-            expr = "COUNT(*)"
-        elif stat.kind == "n":
-            expr = f"COALESCE(SUM(LEAST({n}, {kappa})), 0)"
-        elif stat.kind == "s":
-            expr = f"COALESCE(SUM({scaled}), 0)"
-        elif stat.kind == "sq":  # centred squares, scaled like the sum
-            q = _q(f"__q_{stat.column}")
-            expr = f"COALESCE(SUM(CASE WHEN {n} > 0 THEN {q} * LEAST({n}, {kappa}) / {n} ELSE 0 END), 0)"
-        else:  # centred sum: each user's scaled partial sum minus mid times its bounded count
-            expr = f"COALESCE(SUM({scaled} - {_mid(plan, stat.column)!r} * LEAST({n}, {kappa})), 0)"
-        outputs.append(_cast(expr, stat.integer) + f" AS {_q(stat.name)}")
+    outputs = [
+        _cast(stat.kind.user_level(_operands(plan, stat.column)), stat.integer) + f" AS {_q(stat.name)}"
+        for stat in plan.statistics
+    ]
     group_by = f" GROUP BY {', '.join(gcols)}" if gcols else ""
     return (
         f"WITH {_ranked(plan, filtered, gcols, value_columns)} "
-        f"SELECT {', '.join([*gcols, *outputs])} FROM ranked WHERE __rank <= {l0}{group_by}"
+        f"SELECT {', '.join([*gcols, *outputs])} FROM ranked WHERE __rank <= {plan.max_partitions}{group_by}"
     )
 
 
@@ -222,19 +210,8 @@ def _histograms(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
 
     outputs = []
     for stat in plan.statistics:
-        v = _q(f"__v_{stat.column}")
-        if stat.kind == "rows":
-            expr = f"SUM({row_weight})"
-        elif stat.kind == "users":
-            expr = f"SUM({user_weight})"
-        elif stat.kind == "n":
-            expr = f"SUM(CASE WHEN {v} IS NOT NULL THEN {weight(str(stat.column))} ELSE 0 END)"
-        elif stat.kind == "s":
-            expr = f"SUM({v} * {weight(str(stat.column))})"
-        elif stat.kind == "sq":
-            expr = f"SUM({_square(plan, str(stat.column), v)} * {weight(str(stat.column))})"
-        else:
-            expr = f"SUM(({v} - {_mid(plan, stat.column)!r}) * {weight(str(stat.column))})"
+        weights = Weights(rows=row_weight, users=user_weight, value=weight(str(stat.column)))
+        expr = stat.kind.weighted(_operands(plan, stat.column), weights)
         outputs.append(f"COALESCE({expr}, 0) AS {_q(stat.name)}")
     columns = plan.histogram_columns
     if len(columns) == 1:
@@ -252,17 +229,5 @@ def _histograms(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
     return f"{ctes} SELECT {', '.join([*keys, *outputs])} FROM {source} GROUP BY {group_by}"
 
 
-def _square(plan: NoisePlan, column: str, value: str) -> str:
-    mid = _mid(plan, column)
-    return f"({value} - {mid!r}) * ({value} - {mid!r})"
-
-
 def _cast(expr: str, integer: bool) -> str:
     return f"CAST({expr} AS {'BIGINT' if integer else 'DOUBLE'})"
-
-
-def _mid(plan: NoisePlan, column: str | None) -> float:
-    assert column is not None
-    spec = plan.query.table.column(column)
-    assert spec.lower is not None and spec.upper is not None
-    return (spec.lower + spec.upper) / 2

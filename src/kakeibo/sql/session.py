@@ -1,15 +1,17 @@
 """``kakeibo.connect(...)``: a DP SQL session over a real engine, charged to a persisted ledger.
 
-A query goes through the same choke point as ``@private``, in this order:
+A query is one run of :func:`kakeibo.release.run`, the choke point ``@private`` goes through too:
 
 1. analyse (refusals cost nothing and read nothing) and plan (sensitivities, mechanisms, selection, the
    noise grid): everything decided from public inputs only, and every condition the engine will evaluate
-   proven total (:mod:`.predicates`), so that no row can make the engine fail;
-2. run ONE bounded statement in the engine (:mod:`.rewrite`) and draw all noise in memory: partition
+   proven total (:mod:`.predicates`), so that no row can make the engine fail; then the budget and the
+   engine's public facts (catalog types, declared-unique join keys) are checked, still free;
+2. draw: run ONE bounded statement in the engine (:mod:`.rewrite`) and draw all noise in memory: partition
    selection first, then noise for the kept groups only, every value clamped into the noise grid's range
-   (so no data value can make the draw fail, and dropped groups leave no trace in the release);
+   (so no data value can make the draw fail, and dropped groups leave no trace in the release); any
+   failure from the statement on (a timeout included) is charged and says nothing of the data;
 3. charge the ledger with the noisy table stored in the same transaction (the WHERE box as region when
-   parallel composition is valid); an error after the draw is charged too and says nothing of the value;
+   parallel composition is valid);
 4. post-process the stored table (HAVING, ORDER BY, LIMIT: total by the analyser's rules) and return it,
    every aggregate with a 95% confidence interval.
 
@@ -21,12 +23,11 @@ answer is what was paid for.)
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -36,22 +37,21 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from ..accounting import DuplicateRequest, Ledger
-from ..accounting.ledger import Scope
-from ..accounting.overlap import Box
-from ..backends import Backend, DuckDBBackend, StatementTimeout
-from ..errors import ConfigurationError, Error
+from .. import release
+from ..accounting import Box, Ledger, LedgerEntry, Scope
+from ..backends import Backend, DuckDBBackend
+from ..errors import ConfigurationError
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..mechanisms.base import Rng
-from ..noise import resolve_source
-from ..noise.source import RandomSource
+from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from .aggregates import AGGREGATES, NoisyStatistics
 from .analyze import AnalyzedQuery, QueryRefused, analyze
 from .catalog import Catalog, TableSpec
 from .plan import NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
 from .rewrite import bounded_sql, group_name
 
-__all__ = ["CatalogMismatch", "ReleaseFailed", "Result", "Session", "connect", "read_release"]
+__all__ = ["CatalogMismatch", "Result", "Session", "connect", "read_release"]
 
 CONFIDENCE = 0.95
 
@@ -62,30 +62,24 @@ class CatalogMismatch(ConfigurationError):  # noqa: N818 -- the name reads as th
     membership oracle) or select other rows than the ones kakeibo reasons about."""
 
 
-class ReleaseFailed(Error, RuntimeError):  # noqa: N818 -- the name reads as the event it reports
-    """A release failed after its noise was drawn. Its cost was charged (the draw may depend on the data);
-    the message is fixed, so it says nothing of the value. Its request id stays spent: a retry under it (or
-    of a statement that timed out, which is charged too) raises this again without a new charge."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "the release failed after its noise was drawn; its cost was charged (ask again with a new "
-            "request_id or epsilon for a new release)."
-        )
-
-
 @dataclass(frozen=True)
 class Result:
     """A released table: group columns, one column per aggregate (its SQL alias) and, for each aggregate,
-    ``<alias>_ci_low`` / ``<alias>_ci_high``: a 95% confidence interval for the bounded true value (for a
-    quantile: for the bounded data's quantile, at the resolution of its buckets)."""
+    ``<alias>_ci_low`` / ``<alias>_ci_high``: a ``confidence`` (95%) interval for the bounded true value
+    (for a quantile: for the bounded data's quantile, at the resolution of its buckets). It reads like every
+    release (:class:`kakeibo.release.ReleaseShape`): ``privacy_loss``, ``ledger_entry``, ``confidence``."""
 
     table: pa.Table
     privacy_loss: PrivacyLoss
     sql: str
+    ledger_entry: LedgerEntry | None
     seeded: bool = False
-    explanation: str = field(default="", repr=False)
-    request_id: str = ""  # the ledger request id of the release (``Ledger.lookup`` gives its entry)
+    confidence: float = CONFIDENCE
+
+    @property
+    def request_id(self) -> str:
+        """The ledger request id the release was charged (and is stored) under."""
+        return "" if self.ledger_entry is None else self.ledger_entry.request_id or ""
 
     def to_arrow(self) -> pa.Table:
         return self.table
@@ -232,71 +226,39 @@ class Session:
         again returns it at no cost. ``request_id`` (a client's idempotency key) joins that digest, so
         a retry with the same key gets the same answer and a new key asks for a fresh release."""
         plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta)
-        request_id = self._request_id(plan, request_id)
-        stored = self.ledger.release(request_id)
-        if stored is None:
-            stored = self._answer(plan, request_id, rng)
-        table, seeded = _deserialise(stored)
-        return Result(
-            _post_process(plan.query, table),
-            plan.privacy_loss,
-            plan.query.sql,
-            seeded=seeded,
-            request_id=request_id,
-        )
-
-    def _answer(self, plan: NoisePlan, request_id: str, rng: Rng) -> bytes:
-        """Run the engine, draw, and charge with the noisy table stored; return what the ledger holds."""
         if plan.delta > 0 and self.ledger.budget_kind is PureDP:
             raise QueryRefused(
                 "this query needs delta > 0 for private partition selection (GROUP BY without public keys), "
                 "but the ledger keeps pure-epsilon budgets; create the ledger with an (epsilon, delta) "
                 "budget such as budget=(1.0, 1e-5), or declare public_values for the GROUP BY columns."
             )
-        dataset, region = self.dataset or plan.query.table.name, self._region(plan)
-        # refuse before the engine works for nothing (the charge checks again, atomically)
-        self.ledger.check(plan.privacy_loss, analyst=self.analyst, dataset=dataset, region=region)
+        statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
+        charge = release.Charge(
+            plan.privacy_loss,
+            label=plan.query.sql,
+            analyst=self.analyst,
+            dataset=self.dataset or plan.query.table.name,
+            region=self._region(plan),
+            request_id=self._request_id(plan, request_id),
+        )
+        out = release.run(
+            self.ledger,
+            charge,
+            lambda source: _release(plan, self.backend.execute(statement), source),
+            rng=rng,
+            check=lambda: self._check_tables(plan),
+            codec=_TABLES,
+            finish=lambda table: _post_process(plan.query, table),
+        )
+        return Result(out.value, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded)
+
+    def _check_tables(self, plan: NoisePlan) -> None:
+        """The engine's public facts the plan relies on: catalog types, declared-unique join keys."""
         join = plan.query.join
         for table in (plan.query.table, *([join.table] if join else [])):
             self._check_types(table)
         if join is not None and join.table.column(join.right_column).unique:
             self._check_unique(join.table, join.right_column)
-        statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
-
-        def charge(release: bytes | None) -> None:
-            self.ledger.charge(
-                plan.privacy_loss,
-                label=plan.query.sql,
-                analyst=self.analyst,
-                dataset=dataset,
-                region=region,
-                request_id=request_id,
-                replay=False,
-                release=release,
-            )
-
-        def charge_failure() -> None:
-            with contextlib.suppress(DuplicateRequest):  # a retry of a failed release: charged already
-                charge(None)
-
-        try:
-            raw = self.backend.execute(statement)
-        except StatementTimeout:  # how long a statement runs depends on the data: charged like an answer
-            charge_failure()
-            raise
-        try:  # from the first draw on, nothing is free
-            stored = _serialise(_release(plan, raw, rng), seeded=not resolve_source(rng).secure)
-        except Exception:
-            charge_failure()
-            raise ReleaseFailed() from None
-        try:
-            charge(stored)
-        except DuplicateRequest:  # another session answered it first: serve theirs, drop this draw
-            theirs = self.ledger.release(request_id)
-            if theirs is None:  # their release failed after its draw, and was charged without a table
-                raise ReleaseFailed() from None
-            return theirs
-        return stored
 
     def _check_types(self, table: TableSpec) -> None:
         """Refuse a table whose engine column types differ from the catalog's (read from an empty result:
@@ -378,25 +340,29 @@ class Session:
         self.close()
 
 
-def _serialise(table: pa.Table, *, seeded: bool) -> bytes:
+class _TableCodec:
     """A released table as an Arrow IPC stream, with the ``seeded`` mark in its schema metadata."""
-    sink = pa.BufferOutputStream()
-    marked = table.replace_schema_metadata({"kakeibo.seeded": str(seeded)})
-    with pa.ipc.new_stream(sink, marked.schema) as writer:
-        writer.write_table(marked)
-    return bytes(sink.getvalue().to_pybytes())
+
+    def encode(self, value: pa.Table, seeded: bool) -> bytes:
+        sink = pa.BufferOutputStream()
+        marked = value.replace_schema_metadata({"kakeibo.seeded": str(seeded)})
+        with pa.ipc.new_stream(sink, marked.schema) as writer:
+            writer.write_table(marked)
+        return bytes(sink.getvalue().to_pybytes())
+
+    def decode(self, payload: bytes) -> tuple[pa.Table, bool]:
+        table = pa.ipc.open_stream(payload).read_all()
+        seeded = (table.schema.metadata or {}).get(b"kakeibo.seeded") == b"True"
+        return table.replace_schema_metadata(None), seeded
 
 
-def _deserialise(payload: bytes) -> tuple[pa.Table, bool]:
-    table = pa.ipc.open_stream(payload).read_all()
-    seeded = (table.schema.metadata or {}).get(b"kakeibo.seeded") == b"True"
-    return table.replace_schema_metadata(None), seeded
+_TABLES = _TableCodec()
 
 
 def read_release(payload: bytes) -> pa.Table:
-    """The released table of a payload stored with its charge (:meth:`Ledger.release`), for readers of the
-    ledger such as the service's dashboard."""
-    return _deserialise(payload)[0]
+    """The released table of a payload stored with its charge (:meth:`Ledger.stored_release`), for readers
+    of the ledger such as the service's dashboard."""
+    return _TABLES.decode(payload)[0]
 
 
 def _accuracy(accuracy: object) -> tuple[float, float]:
@@ -415,7 +381,7 @@ def _bounding(plan: NoisePlan) -> str:
     )
 
 
-def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
+def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
     """Noise every statistic, select groups, derive the aggregates and their intervals.
 
     Partition selection runs first, on the noisy user counts of the groups the engine found; the other
@@ -423,7 +389,6 @@ def _release(plan: NoisePlan, raw: pa.Table, rng: Rng) -> pa.Table:
     the plan, and values are clamped into the grid's range, so nothing here depends on, or fails for, the
     groups selection dropped or the size of a value. The table's schema is the plan's (:func:`_schema`)."""
     query = plan.query
-    source = resolve_source(rng)
     stats = _group_statistics(plan, raw) if plan.quantiles else raw
     keys, true = _true_statistics(plan, stats)
     noisy: dict[str, Any] = {}
@@ -554,72 +519,12 @@ def _quantiles(
     return {q.alias: q.release(masses[q.column], beta, source) for q in plan.quantiles}
 
 
-def _interval(plan: NoisePlan, noisy: dict[str, Any], name: str, beta: float) -> tuple[Any, Any, Any]:
-    value = noisy[name]
-    half = plan.statistic(name).mechanism.error_bound(beta)
-    return value, value - half, value + half
-
-
 def _aggregate(
     plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float, sample: bool
 ) -> tuple[Any, Any, Any]:
-    def interval(name: str, b: float) -> tuple[Any, Any, Any]:
-        return _interval(plan, noisy, name, b)
-
-    direct = direct_statistic(function, column)
-    if direct is not None and direct in noisy:
-        return interval(direct, beta)
-    if function in ("variance", "stddev"):
-        return _variance(plan, function, column, noisy, beta, sample)
-    # AVG = mid + centred sum / count, and a SUM asked next to it = mid * count + centred sum; a 95%
-    # interval from two 97.5% intervals (union bound).
-    spec = plan.query.table.column(column or "")
-    lower, upper = float(spec.lower or 0), float(spec.upper or 0)
-    mid = (lower + upper) / 2
-    n, n_low, n_high = interval(f"n_{column}", beta / 2)
-    sc, sc_low, sc_high = interval(f"sc_{column}", beta / 2)
-    if function == "sum":
-        ends = (mid * n_low, mid * n_high)
-        return mid * n + sc, sc_low + np.minimum(*ends), sc_high + np.maximum(*ends)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = np.clip(mid + sc / np.maximum(n, 1), lower, upper)
-        candidates = np.stack([sc_low / n_low, sc_low / n_high, sc_high / n_low, sc_high / n_high])
-        low = np.where(n_low > 0, np.clip(mid + candidates.min(axis=0), lower, upper), lower)
-        high = np.where(n_low > 0, np.clip(mid + candidates.max(axis=0), lower, upper), upper)
-    return value, low, high
-
-
-def _variance(
-    plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float, sample: bool
-) -> tuple[Any, Any, Any]:
-    """VAR = E[(x - mid)^2] - E[x - mid]^2 from noisy n, centred sum and centred squares; the 95% interval
-    combines three 98.33% intervals (union bound) by interval arithmetic, clipped to [0, ((U - L)/2)^2]."""
-    spec = plan.query.table.column(column or "")
-    cap = ((float(spec.upper or 0) - float(spec.lower or 0)) / 2) ** 2
-    n, n_low, n_high = _interval(plan, noisy, f"n_{column}", beta / 3)
-    sc, sc_low, sc_high = _interval(plan, noisy, f"sc_{column}", beta / 3)
-    sq, sq_low, sq_high = _interval(plan, noisy, f"sq_{column}", beta / 3)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        count = np.maximum(n, 2 if sample else 1)
-        value = sq / count - (sc / count) ** 2
-        positive = n_low > (1 if sample else 0)
-        low_n = np.maximum(n_low, 1)
-        mean_sq_high = np.maximum(np.abs(sc_low), np.abs(sc_high)) / low_n
-        mean_sq_low = np.where(
-            (sc_low <= 0) & (sc_high >= 0), 0.0, np.minimum(np.abs(sc_low), np.abs(sc_high)) / n_high
-        )
-        low = np.where(positive, np.maximum(sq_low, 0) / n_high - mean_sq_high**2, 0.0)
-        high = np.where(positive, np.maximum(sq_high, 0) / low_n - mean_sq_low**2, cap)
-        if sample:
-            value, low, high = (
-                value * count / (count - 1),
-                low * n_high / np.maximum(n_high - 1, 1),
-                high * low_n / np.maximum(low_n - 1, 1),
-            )
-        value, low, high = (np.clip(a, 0, cap) for a in (value, low, high))
-    if function == "stddev":
-        return np.sqrt(value), np.sqrt(low), np.sqrt(high)
-    return value, low, high
+    """An aggregate's value and ``1 - beta`` interval per released group, recombined from the noisy
+    statistics as its :class:`~kakeibo.sql.aggregates.AggregateSpec` says."""
+    return AGGREGATES[function].estimate(NoisyStatistics(plan, noisy), column, beta, sample)
 
 
 def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:

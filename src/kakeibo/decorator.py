@@ -4,32 +4,29 @@ The seed describes a mechanism ``m(q, D)`` as something that wraps a query and a
 function producing the (noisy) result -- a Decorator. ``@private(mechanism=..., ledger=...)`` turns a plain
 query function ``f(data) -> number | array`` into a differentially private release.
 
-**Order of a call, and why.** Everything a refusal could depend on is decided before the query sees the
-data; once it has, every outcome is paid for and looks the same from outside:
+**Order of a call, and why.** A call is one run of :func:`kakeibo.release.run`; everything a refusal
+could depend on is decided before the query sees the data, and once it has, every outcome is paid for and
+looks the same from outside:
 
-1. *Public checks, free:* the ``rng=`` argument, and the arguments against the query's signature (a
-   ``TypeError`` for a wrong call). The mechanism, ledger, confidence and ``default`` were checked when
+1. *Public checks, free:* the ``rng=`` argument, the arguments against the query's signature (a
+   ``TypeError`` for a wrong call), a repeated ``request_id`` (:class:`~kakeibo.accounting.DuplicateRequest`)
+   and the budget (``BudgetExceeded``). The mechanism, ledger, confidence and ``default`` were checked when
    the decorator was applied (``default`` by releasing it once, a public value, so a mechanism that cannot
    release it is refused there).
-2. *Charge, committed:* ``ledger.charge`` in one transaction, before the query runs. A refusal
-   (``BudgetExceeded``, a repeated ``request_id``: ``DuplicateRequest``, a bad label or id) costs nothing
-   and depends only on the ledger and the arguments, never on the data.
-3. *Query:* the function runs (its warnings and floating-point warnings are discarded: they depend on the
-   data). If it raises ``Exception``, its answer is taken to be ``default``: the exception does not
-   propagate.
-4. *Draw:* the mechanism releases the answer (``default`` in its place if the query raised) and, always,
-   ``default`` (broadcast to the answer's shape when it can be), so every outcome does the same work. If
-   the answer cannot be released -- NaN or infinite, beyond the noise grid, not a whole number for an
-   integer mechanism, a shape or dtype whose release differs in structure from ``default``'s -- or the
-   query raised, the release of ``default`` is returned. The result never says which: a flag would itself
-   be the leak.
-5. *Return* the :class:`Release` with its error bound and ledger entry.
+2. *Draw:* the query runs (its warnings and floating-point warnings are discarded: they depend on the
+   data); if it raises ``Exception``, its answer is taken to be ``default``: the exception does not
+   propagate. The mechanism then releases the answer and, always, ``default`` (broadcast to the answer's
+   shape when it can be), so every outcome does the same work. If the answer cannot be released -- NaN or
+   infinite, beyond the noise grid, not a whole number for an integer mechanism, a shape or dtype whose
+   release differs in structure from ``default``'s -- or the query raised, the release of ``default`` is
+   the value. The result never says which: a flag would itself be the leak.
+3. *Charge,* committed, before the value is returned; 4. *return* the :class:`Release` with its error
+   bound and ledger entry.
 
-The old order (query, draw, then charge; "a query or mechanism error costs nothing") let an analyst ask
-for the mean of a selection that is empty without one person, or a value too large for the noise grid only
-with them, and read that person's presence from a free ``ValueError``. A charge alone would not fix it: an
-exception in one world and a number in the other tell the worlds apart whatever was paid, which is why
-step 3 and 4 map every failure to the release of one fixed public value.
+A free refusal after the query saw the data (the mean of a selection that is empty without one person, a
+value too large for the noise grid only with them) would tell that person's presence; a charge alone would
+not fix it -- an exception in one world and a number in the other tell the worlds apart whatever was paid
+-- which is why step 2 maps every failure to the release of one fixed public value.
 
 What this promises: the release is ``mechanism`` applied to ``g(D)``, where ``g`` is the query with every
 failure replaced by ``default``; the mechanism's sensitivity must hold for ``g``, so choose ``default``
@@ -41,7 +38,7 @@ Not hidden: how long the query itself runs, and anything it prints (warnings are
 still print one). Test a query on the data directly (without the decorator), because under it an exception
 is, by design, indistinguishable from a value.
 
-This is kakeibo's choke point for central DP: the only way to obtain the value is after step 2.
+The only way to obtain the value is after step 3.
 """
 
 from __future__ import annotations
@@ -51,16 +48,16 @@ import inspect
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ParamSpec
+from typing import Any, ParamSpec
 
 import numpy as np
 
-from ..noise import RandomSource, resolve_source
-from ..privacy import PrivacyLoss
-from .base import Mechanism, Rng, check_beta
-
-if TYPE_CHECKING:
-    from ..accounting import Ledger, LedgerEntry
+from . import release
+from .accounting import Ledger, LedgerEntry
+from .mechanisms import Mechanism
+from .mechanisms.base import Rng, check_beta
+from .noise import RandomSource
+from .privacy import PrivacyLoss
 
 __all__ = ["Release", "private"]
 
@@ -83,7 +80,7 @@ class Release:
     privacy_loss: PrivacyLoss
     confidence: float
     error_bound: float | None
-    entry: LedgerEntry
+    ledger_entry: LedgerEntry
     seeded: bool
 
     @property
@@ -130,7 +127,7 @@ def private(
     confidence: float = 0.95,
     default: Any = 0,
 ) -> Callable[[Callable[P, Any]], Callable[P, Release]]:
-    """Make ``query`` a DP release through ``mechanism``, charged to ``ledger`` before the query runs.
+    """Make ``query`` a DP release through ``mechanism``, charged to ``ledger`` before its value is returned.
 
     The decorated function takes the query's own arguments plus keyword-only ``rng=`` (default: secure)
     and ``request_id=`` (an idempotency key: a request id is charged once; presenting it again raises
@@ -153,9 +150,9 @@ def private(
     check_beta(1 - confidence, "1 - confidence")
     if not isinstance(mechanism, Mechanism):
         raise TypeError(f"mechanism must be a kakeibo Mechanism, got {type(mechanism).__name__}.")
-    if not callable(getattr(ledger, "charge", None)):
+    if not isinstance(ledger, Ledger):
         raise TypeError(f"ledger must be a kakeibo Ledger, got {type(ledger).__name__}.")
-    try:  # a public value, released with throwaway noise: refuse a default the mechanism cannot release
+    try:  # a public value, drawn with throwaway noise and dropped: refuse one the mechanism cannot release
         mechanism.release(default, rng=np.random.default_rng(0))
     except Exception as error:  # any refusal of a public value is the caller's mistake
         raise ValueError(
@@ -170,46 +167,41 @@ def private(
         except (TypeError, ValueError):  # some builtins have none: no arity check then
             signature = None
 
-        @functools.wraps(query)
-        def release(*args: P.args, **kwargs: P.kwargs) -> Release:
-            rng: Rng = kwargs.pop("rng", None)  # type: ignore[assignment]
-            request_id: str | None = kwargs.pop("request_id", None)  # type: ignore[assignment]
-            source = resolve_source(rng)  # 1. public checks (free)
-            if signature is not None:
-                signature.bind(*args, **kwargs)
-            entry = ledger.charge(  # 2. committed before the query sees the data
-                mechanism.privacy_loss,
-                label=name,
-                analyst=analyst,
-                dataset=dataset,
-                request_id=request_id,
-                replay=False,
-            )
+        def draw(source: RandomSource, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            """The query and both releases (module docstring, step 2): nothing here can raise on data."""
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
                 failed = False
                 answer: Any = default
-                try:  # 3. the query: an exception is an answer that cannot be released
+                try:  # an exception is an answer that cannot be released
                     answer = query(*args, **kwargs)
                 except Exception:  # data-dependent; propagating it would be the oracle
                     failed = True
-                # 4. two draws, always (if the query raised, its answer is the default)
                 noisy = _attempt(mechanism, answer, source)
                 fallback = _attempt(mechanism, _default_like(default, answer, failed), source)
                 if fallback is None:  # the broadcast default was refused (size): the declared one
                     fallback = mechanism.release(default, rng=source)
-            if noisy is None or _structure(noisy) != _structure(fallback):
-                noisy = fallback
-            return Release(  # 5.
-                value=noisy,
+            return fallback if noisy is None or _structure(noisy) != _structure(fallback) else noisy
+
+        @functools.wraps(query)
+        def private_query(*args: P.args, **kwargs: P.kwargs) -> Release:
+            rng: Rng = kwargs.pop("rng", None)  # type: ignore[assignment]
+            request_id: str | None = kwargs.pop("request_id", None)  # type: ignore[assignment]
+            if signature is not None:
+                signature.bind(*args, **kwargs)
+            charge = release.Charge(mechanism.privacy_loss, name, analyst, dataset, request_id=request_id)
+            out = release.run(ledger, charge, lambda source: draw(source, args, kwargs), rng=rng)
+            assert out.ledger_entry is not None  # a ledger was given
+            return Release(
+                value=out.value,
                 mechanism=type(mechanism).__name__,
                 privacy_loss=mechanism.privacy_loss,
                 confidence=confidence,
                 error_bound=bound,
-                entry=entry,
-                seeded=not source.secure,
+                ledger_entry=out.ledger_entry,
+                seeded=out.seeded,
             )
 
-        return release
+        return private_query
 
     return decorate

@@ -1,0 +1,278 @@
+"""The aggregate calls a SELECT list may hold, recognised one by one.
+
+The aggregates are COUNT(*), COUNT(column), COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE (VAR,
+VAR_SAMP, VAR_POP), STDDEV (STDDEV_SAMP, STDDEV_POP), and quantiles: MEDIAN, QUANTILE(c, q),
+QUANTILE_CONT / QUANTILE_DISC(c, q), PERCENTILE_CONT / PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY c), MIN
+(quantile 0) and MAX (quantile 1). Their arguments are plain columns of the sensitive table; SUM, AVG,
+variances and quantiles need a column with clamping bounds in the catalog, since a sum over an unbounded
+column has unbounded sensitivity. Aggregating the privacy unit (other than counting its distinct values)
+would publish per-person values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from sqlglot import exp
+
+from .catalog import QueryRefused
+from .predicates import numeric_literal, strip
+from .shape import AggregateFunction
+from .tables import ColumnRef, Tables, lower_name, sql_text
+
+__all__ = ["SUPPORTED_AGGREGATES", "AggregateCall", "AggregateReader", "contains_aggregate", "is_aggregate"]
+
+SUPPORTED_AGGREGATES = (
+    "one of COUNT, COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE, STDDEV, MEDIAN, QUANTILE, MIN or MAX"
+)
+
+_VALUE_AGGREGATES: dict[type[exp.Expr], tuple[AggregateFunction, bool]] = {
+    exp.Sum: ("sum", True),
+    exp.Avg: ("avg", True),
+    exp.Variance: ("variance", True),
+    exp.VariancePop: ("variance", False),
+    exp.Stddev: ("stddev", True),
+    exp.StddevSamp: ("stddev", True),
+    exp.StddevPop: ("stddev", False),
+}
+_FIXED_QUANTILES: dict[type[exp.Expr], tuple[Fraction, str]] = {
+    exp.Median: (Fraction(1, 2), "median"),
+    exp.Min: (Fraction(0), "min"),
+    exp.Max: (Fraction(1), "max"),
+}
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """An aggregate before it gets its output name."""
+
+    function: AggregateFunction
+    column: str | None
+    quantile: float | None
+    sample: bool
+    base_name: str
+
+    @property
+    def identity(self) -> tuple[object, ...]:
+        return (self.function, self.column, self.quantile, self.sample)
+
+
+def is_aggregate(node: exp.Expr) -> bool:
+    """Whether ``node`` is an aggregate call (supported or not)."""
+    if isinstance(node, (exp.AggFunc, exp.WithinGroup, exp.Filter)):
+        return True
+    if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
+        return is_aggregate(node.this)
+    return isinstance(node, exp.Anonymous) and lower_name(node.this) == "var"
+
+
+def contains_aggregate(node: exp.Expr) -> bool:
+    """Whether an aggregate call occurs anywhere in ``node``."""
+    return any(is_aggregate(n) for n in node.walk())
+
+
+def _quantile_text(q: Fraction) -> str:
+    text = f"{float(q):.6g}"
+    return text.replace(".", "_").replace("-", "m")
+
+
+class AggregateReader:
+    """Reads aggregate calls of the query ``sql`` over ``tables``."""
+
+    def __init__(self, tables: Tables, sql: str) -> None:
+        self.tables = tables
+        self.sql = sql
+        self.dialect = tables.dialect
+
+    def read(self, node: exp.Expr) -> AggregateCall:
+        """Recognise one aggregate call (see the module docstring) or refuse it."""
+        if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
+            inner = self.read(node.this)  # refuses an unsupported aggregate by its own name
+            raise QueryRefused(
+                f"{inner.function.upper()} with IGNORE NULLS or RESPECT NULLS is not supported; aggregates "
+                "skip NULLs already."
+            )
+        if isinstance(node, exp.WithinGroup):
+            return self._within_group(node)
+        text = sql_text(node, self.dialect)
+        if isinstance(node, exp.Filter):
+            raise QueryRefused(f"{text} uses FILTER, which is not supported; move the condition into WHERE.")
+        if isinstance(node, exp.Count):
+            return self._count(node, text)
+        if isinstance(node, exp.Anonymous):  # VAR(x)
+            args = node.expressions
+            if len(args) != 1:
+                raise QueryRefused(f"{text}: VAR takes exactly one column.")
+            column = self._value_column(args[0], "VAR", text)
+            return AggregateCall("variance", column, None, True, f"variance_{column}")
+        kind = type(node)
+        if kind in _VALUE_AGGREGATES:
+            function, sample = _VALUE_AGGREGATES[kind]
+            self._only_this(node, text)
+            column = self._value_column(node.this, function.upper(), text)
+            prefix: str = function
+            if function in ("variance", "stddev") and not sample:
+                prefix = "var_pop" if function == "variance" else "stddev_pop"
+            return AggregateCall(function, column, None, sample, f"{prefix}_{column}")
+        if kind in _FIXED_QUANTILES:
+            q, label = _FIXED_QUANTILES[kind]
+            self._only_this(node, text)
+            column = self._value_column(node.this, label.upper(), text)
+            return AggregateCall("quantile", column, float(q), True, f"{label}_{column}")
+        if kind is exp.Quantile:
+            return self._quantile(node.this, node.args.get("quantile"), text)
+        if kind in (exp.PercentileCont, exp.PercentileDisc):
+            if not isinstance(strip(node.this), exp.Column) and node.args.get("expression") is None:
+                raise QueryRefused(f"{self.typed_name(node)}(q) needs WITHIN GROUP (ORDER BY column).")
+            return self._quantile(node.this, node.args.get("expression"), text)
+        raise QueryRefused(
+            f"the aggregate {self.typed_name(node)} is not supported; use {SUPPORTED_AGGREGATES}."
+        )
+
+    def typed_name(self, node: exp.Expr) -> str:
+        """The function name as the analyst typed it (sqlglot renames some, e.g. STRING_AGG)."""
+        meta = node.meta if isinstance(node, exp.Expression) else {}
+        start, end = meta.get("start"), meta.get("end")
+        if isinstance(start, int) and isinstance(end, int) and 0 <= start <= end < len(self.sql):
+            typed = self.sql[start : end + 1]
+            if typed.replace("_", "").isalnum():
+                return typed.upper()
+        if isinstance(node, exp.Anonymous):
+            return lower_name(node.this).upper()
+        if isinstance(node, exp.Func):
+            return node.sql_name()
+        return type(node).__name__.upper()
+
+    def _only_this(self, node: exp.Expr, text: str) -> None:
+        extra = [key for key, value in node.args.items() if value and key != "this"]
+        if extra:
+            raise QueryRefused(f"{text} takes exactly one column argument.")
+
+    def _count(self, node: exp.Count, text: str) -> AggregateCall:
+        arg = node.this
+        extra = [key for key, value in node.args.items() if value and key not in ("this", "big_int")]
+        if extra or node.expressions:
+            raise QueryRefused(
+                f"{text} takes exactly one argument: *, a column or DISTINCT {self._unit_hint()}."
+            )
+        if arg is None or isinstance(arg, exp.Star):
+            return AggregateCall("count", None, None, True, "count")
+        arg = strip(arg)
+        if isinstance(arg, exp.Literal):
+            return AggregateCall("count", None, None, True, "count")
+        table = self.tables.private.spec
+        if isinstance(arg, exp.Distinct):
+            if table.privacy_unit is None:
+                raise QueryRefused(
+                    f"{text} is not supported: table {table.name} has row-level privacy, so "
+                    "COUNT(DISTINCT ...) cannot be bounded; use COUNT(*)."
+                )
+            targets = arg.expressions
+            if len(targets) != 1:
+                listed = ", ".join(sql_text(t, self.dialect) for t in targets)
+                raise QueryRefused(
+                    f"COUNT(DISTINCT {listed}) is not supported; COUNT(DISTINCT ...) is only available for "
+                    f"the privacy unit, as COUNT(DISTINCT {table.privacy_unit})."
+                )
+            target = strip(targets[0])
+            if isinstance(target, exp.Column):
+                ref = self.tables.resolve(target)
+                if ref.source is self.tables.private and ref.column.name == table.privacy_unit:
+                    return AggregateCall(
+                        "count_distinct_unit", None, None, True, f"count_distinct_{ref.column.name}"
+                    )
+            raise QueryRefused(
+                f"{text} is not supported; COUNT(DISTINCT ...) is only available for the privacy unit "
+                f"{table.privacy_unit}, as COUNT(DISTINCT {table.privacy_unit})."
+            )
+        if not isinstance(arg, exp.Column):
+            raise QueryRefused(f"{text} is not supported; aggregate arguments must be plain columns.")
+        ref = self.tables.resolve(arg)
+        self._private_column(ref, text)
+        if ref.column.name == table.privacy_unit:
+            raise QueryRefused(
+                f"{text} aggregates the privacy unit; use COUNT(*) to count rows or "
+                f"COUNT(DISTINCT {table.privacy_unit}) to count users."
+            )
+        return AggregateCall("count", ref.column.name, None, True, f"count_{ref.column.name}")
+
+    def _unit_hint(self) -> str:
+        return self.tables.private.spec.privacy_unit or "<privacy unit>"
+
+    def _private_column(self, ref: ColumnRef, text: str) -> None:
+        if ref.source is not self.tables.private:
+            raise QueryRefused(
+                f"{text} aggregates a column of the public table {ref.source.spec.name}, which is not "
+                "supported; aggregate columns of the sensitive table."
+            )
+
+    def _value_column(self, arg: exp.Expr | None, function: str, text: str) -> str:
+        """The bounded numeric column a SUM/AVG/variance/quantile reads, or a refusal."""
+        if arg is None:
+            raise QueryRefused(f"{text} needs a column argument.")
+        arg = strip(arg)
+        if isinstance(arg, exp.Distinct):
+            raise QueryRefused(
+                f"{text} is not supported; DISTINCT inside an aggregate is only available as COUNT(DISTINCT "
+                f"{self._unit_hint()})."
+            )
+        if contains_aggregate(arg):
+            raise QueryRefused(f"{text} nests one aggregate inside another, which is not supported.")
+        if not isinstance(arg, exp.Column):
+            raise QueryRefused(
+                f"{text} is not supported; aggregate arguments must be plain columns (move conditions into "
+                "WHERE)."
+            )
+        ref = self.tables.resolve(arg)
+        self._private_column(ref, text)
+        table = self.tables.private.spec
+        spec = ref.column
+        if spec.name == table.privacy_unit:
+            raise QueryRefused(
+                f"{text} aggregates the privacy unit {spec.name}, which would reveal identifiers; use "
+                f"COUNT(DISTINCT {spec.name}) to count users."
+            )
+        if spec.type not in ("int", "float"):
+            raise QueryRefused(f"{text} needs a numeric column, but {spec.name} has type {spec.type}.")
+        if not spec.bounded:
+            raise QueryRefused(
+                f"column {spec.name} has no clamping bounds in the catalog, so {function} over it has "
+                "unbounded sensitivity; the data owner must declare lower and upper bounds."
+            )
+        return spec.name
+
+    def _quantile(self, column: exp.Expr | None, q_node: exp.Expr | None, text: str) -> AggregateCall:
+        q = self._quantile_value(q_node, text)
+        name = self._value_column(column, "a quantile", text)
+        return AggregateCall("quantile", name, float(q), True, f"quantile_{name}_{_quantile_text(q)}")
+
+    def _quantile_value(self, q_node: exp.Expr | None, text: str) -> Fraction:
+        if q_node is None:
+            raise QueryRefused(f"{text} needs a quantile between 0 and 1.")
+        if isinstance(strip(q_node), (exp.Array, exp.Tuple)):
+            raise QueryRefused(f"{text} asks for several quantiles; write one aggregate per quantile.")
+        q = numeric_literal(q_node)
+        if q is None or not 0 <= q <= 1:
+            raise QueryRefused(f"{text}: the quantile must be a number between 0 and 1.")
+        return q
+
+    def _within_group(self, node: exp.WithinGroup) -> AggregateCall:
+        func = node.this
+        order = node.args.get("expression")
+        name = self.typed_name(func)
+        if not isinstance(func, (exp.PercentileCont, exp.PercentileDisc)) or func.args.get("expression"):
+            raise QueryRefused(
+                f"{name} ... WITHIN GROUP is not supported; use PERCENTILE_CONT(q) WITHIN GROUP."
+            )
+        keys = order.expressions if isinstance(order, exp.Order) else []
+        arg = sql_text(func.this, self.dialect) if func.this is not None else ""
+        text = f"{name}({arg}) WITHIN GROUP (ORDER BY {', '.join(sql_text(k, self.dialect) for k in keys)})"
+        if len(keys) != 1:
+            raise QueryRefused(f"{text} must order by exactly one column.")
+        ordered = keys[0]
+        q = self._quantile_value(func.this, text)
+        if ordered.args.get("desc"):
+            q = 1 - q
+        name = self._value_column(ordered.this, "a quantile", text)
+        return AggregateCall("quantile", name, float(q), True, f"quantile_{name}_{_quantile_text(q)}")

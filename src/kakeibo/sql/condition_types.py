@@ -1,0 +1,114 @@
+"""WHERE and HAVING: what a filter may contain, and the column types its literals are checked against.
+
+WHERE runs inside the engine before contributions are bounded, so any deterministic predicate over the
+query's tables is a stable filter (one record in or out changes its output by at most that record); its
+columns have their catalog types. ``random()`` and friends are refused: they would tie the released rows to
+the engine's (not cryptographic) generator and make answers irreproducible; subqueries would read other
+data, and functions sqlglot does not know cannot be checked. HAVING acts on the released (noisy) values
+only, so it may name output columns only, typed as released: noisy counts are integers, every other
+aggregate a double. Both follow the totality rules of :mod:`kakeibo.sql.predicates`.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+from sqlglot import exp
+
+from .aggregate_calls import is_aggregate
+from .catalog import QueryRefused
+from .outputs import Outputs
+from .predicates import TotalPredicate
+from .tables import Tables, lower_name, sql_text
+
+__all__ = ["having_condition", "where_condition"]
+
+_NONDETERMINISTIC = (exp.Rand, exp.Randn, exp.Randstr, exp.Uuid)
+_NONDETERMINISTIC_NAMES = frozenset({"random", "setseed", "nextval", "currval", "gen_random_uuid", "uuid"})
+
+
+def where_condition(select: exp.Select, tables: Tables) -> exp.Expression | None:
+    """The checked WHERE predicate of ``select`` with lower-case, quoted identifiers, qualified by table
+    when the query has a join."""
+    where = select.args.get("where")
+    if where is None:
+        return None
+    predicate = where.this
+    for node in predicate.walk():
+        if is_aggregate(node):
+            raise QueryRefused(
+                "aggregates are not allowed in WHERE; filter released results with HAVING on an "
+                "output column."
+            )
+        _scalar(node, "WHERE", tables.dialect)
+    predicate = tables.condition("WHERE", predicate)
+    qualify = tables.public is not None
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column):
+            ref = tables.resolve(node)
+            table = ref.source.qualifier if qualify else None
+            return exp.column(ref.column.name, table=table, quoted=True)
+        return node
+
+    return cast(exp.Expression, predicate.transform(rewrite))
+
+
+def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | None:
+    """The checked HAVING predicate of ``select`` over output names only (aggregates written in it replaced
+    by the output column of the same aggregate)."""
+    having = select.args.get("having")
+    if having is None:
+        return None
+    dialect = outputs.dialect
+    for node in having.this.walk():
+        _deterministic(node, "HAVING", dialect)
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if is_aggregate(node) or isinstance(node, exp.Column):
+            name = outputs.name(node, "HAVING")
+            if name is None:
+                raise QueryRefused(
+                    f"HAVING can only filter on output columns ({', '.join(outputs.output)}), and "
+                    f"{sql_text(node, dialect)} is not one."
+                )
+            return exp.column(name, quoted=True)
+        return node
+
+    rewritten = cast(exp.Expression, having.this.transform(rewrite))
+    for node in rewritten.walk():
+        _scalar(node, "HAVING", dialect)
+    types = _released_types(outputs)
+    return TotalPredicate("HAVING", lambda c: types[c.name], dialect).check(rewritten)
+
+
+def _released_types(outputs: Outputs) -> dict[str, str]:
+    """The released table's types: noisy counts are integers, every other aggregate a double."""
+    types: dict[str, str] = {
+        alias: ref.column.type for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
+    }
+    for agg in outputs.aggregates:
+        types[agg.alias] = "int" if agg.function in ("count", "count_distinct_unit") else "float"
+    return types
+
+
+def _scalar(node: exp.Expr, clause: str, dialect: str) -> None:
+    """Refuse what a filter may not contain: randomness, unknown functions, star expansions."""
+    _deterministic(node, clause, dialect)
+    if isinstance(node, exp.Anonymous):
+        raise QueryRefused(
+            f"the function {lower_name(node.this)}() is unknown to kakeibo's query checker, so it "
+            f"cannot be used in {clause}."
+        )
+    if isinstance(node, (exp.Star, exp.Columns)):
+        raise QueryRefused(f"* and COLUMNS(...) are not supported in {clause}; name the columns.")
+
+
+def _deterministic(node: exp.Expr, clause: str, dialect: str) -> None:
+    if isinstance(node, _NONDETERMINISTIC) or (
+        isinstance(node, exp.Anonymous) and lower_name(node.this) in _NONDETERMINISTIC_NAMES
+    ):
+        raise QueryRefused(
+            f"{sql_text(node, dialect)} is non-deterministic and is not allowed in {clause}; "
+            "filters must give the same rows every time."
+        )

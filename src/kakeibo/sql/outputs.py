@@ -1,0 +1,298 @@
+"""The released table: the SELECT list, GROUP BY, output names, ORDER BY and LIMIT.
+
+The SELECT list holds plain grouping columns and aggregates (:mod:`kakeibo.sql.aggregate_calls`) only.
+Raw rows (``SELECT *``, a column that is neither grouped nor aggregated) would publish records, and
+grouping by the privacy unit would publish per-person values. Expressions around aggregates
+(``SUM(x) / COUNT(*)``) would combine noisy values in ways whose error is not reported -- AVG is the
+private way to get the ratio. ORDER BY and LIMIT act on the released (noisy) values only, so they may name
+output columns only.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .aggregate_calls import (
+    SUPPORTED_AGGREGATES,
+    AggregateCall,
+    AggregateReader,
+    contains_aggregate,
+    is_aggregate,
+)
+from .catalog import QueryRefused
+from .predicates import numeric_literal, strip
+from .shape import Aggregate
+from .tables import ColumnRef, Tables, lower_name, sql_text
+
+__all__ = ["Outputs", "SelectItem", "limit"]
+
+#: a SELECT item: (its alias, the grouping column or aggregate it reads, its expression)
+SelectItem = tuple[str | None, ColumnRef | AggregateCall, exp.Expr]
+
+
+class Outputs:
+    """The SELECT list and GROUP BY of ``select``, checked, and the output name of each column.
+
+    ``group_refs`` are the grouping columns in GROUP BY order, ``group_aliases`` their output names,
+    ``aggregates`` the named aggregates and ``output`` the output names in SELECT order.
+    """
+
+    def __init__(self, select: exp.Select, tables: Tables, reader: AggregateReader) -> None:
+        self.tables = tables
+        self.reader = reader
+        self.dialect = tables.dialect
+        self.items = self._select_items(select)
+        self.group_refs = self._group_by(select)
+        self.group_aliases, self.aggregates, self.output = self._names()
+
+    # -- SELECT list ----------------------------------------------------------------------------------
+
+    def _select_items(self, select: exp.Select) -> list[SelectItem]:
+        """Each SELECT item as (alias, grouping-column reference or aggregate, the expression)."""
+        items: list[SelectItem] = []
+        for expression in select.expressions:
+            alias: str | None = None
+            inner = expression
+            if isinstance(expression, exp.Alias):
+                alias = lower_name(expression.args.get("alias")) or None
+                inner = expression.this
+            if isinstance(inner, exp.Star) or (
+                isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
+            ):
+                raise QueryRefused(
+                    "SELECT * would return individual rows; select aggregates such as COUNT(*) or "
+                    "AVG(column), grouped by columns."
+                )
+            if isinstance(inner, exp.Columns):
+                raise QueryRefused(
+                    "COLUMNS(...) would return individual rows; name the aggregates one by one."
+                )
+            if isinstance(inner, exp.Column):
+                items.append((alias, self.tables.resolve(inner), inner))
+            elif is_aggregate(inner):
+                items.append((alias, self.reader.read(inner), inner))
+            elif contains_aggregate(inner):
+                raise QueryRefused(
+                    f"{sql_text(inner, self.dialect)} combines aggregates in an expression, which is not "
+                    "supported; use AVG(column) for a mean, or select each aggregate on its own."
+                )
+            elif isinstance(inner, exp.Anonymous):
+                raise QueryRefused(
+                    f"the function {self.reader.typed_name(inner)} is not supported; use "
+                    f"{SUPPORTED_AGGREGATES}."
+                )
+            elif any(isinstance(n, exp.Column) for n in inner.walk()):
+                raise QueryRefused(
+                    f"the output {sql_text(inner, self.dialect)} is an expression over columns; select plain "
+                    "grouping columns and aggregates only."
+                )
+            else:
+                raise QueryRefused(
+                    f"the constant output {sql_text(inner, self.dialect)} is not supported; select grouping "
+                    "columns and aggregates only."
+                )
+        return items
+
+    # -- GROUP BY -------------------------------------------------------------------------------------
+
+    def _group_by(self, select: exp.Select) -> list[ColumnRef]:
+        group = select.args.get("group")
+        refs: list[ColumnRef] = []
+        if group is not None:
+            for key in ("grouping_sets", "cube", "rollup", "totals"):
+                if group.args.get(key):
+                    raise QueryRefused(
+                        "GROUPING SETS, ROLLUP and CUBE are not supported; run one query per grouping."
+                    )
+            if group.args.get("all"):
+                refs = [kind for _, kind, _ in self.items if isinstance(kind, ColumnRef)]
+            for expression in group.expressions:
+                if isinstance(expression, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+                    raise QueryRefused(
+                        "GROUPING SETS, ROLLUP and CUBE are not supported; run one query per grouping."
+                    )
+                refs.append(self._group_item(expression))
+        seen: set[tuple[str, str]] = set()
+        private = self.tables.private
+        for ref in refs:
+            if ref.key in seen:
+                raise QueryRefused(f"GROUP BY lists {ref.column.name} twice.")
+            seen.add(ref.key)
+            if ref.source is private:
+                if ref.column.name == private.spec.privacy_unit:
+                    raise QueryRefused(
+                        f"grouping by the privacy unit {ref.column.name} would release one group per user; "
+                        "group by other columns."
+                    )
+                if ref.column.type == "float" and ref.column.public_values is None:
+                    raise QueryRefused(
+                        f"grouping by the float column {ref.column.name} is not supported, since nearly "
+                        "every value would be its own group; group by a coarser column or declare "
+                        "public_values."
+                    )
+        selected: set[tuple[str, str]] = set()
+        for _, kind, expression in self.items:
+            if not isinstance(kind, ColumnRef):
+                continue
+            if kind.key not in seen:
+                raise QueryRefused(
+                    f"selecting {sql_text(expression, self.dialect)} without aggregating it would reveal "
+                    "individual rows; add it to GROUP BY or wrap it in an aggregate such as COUNT or AVG."
+                )
+            if kind.key in selected:
+                raise QueryRefused(f"the grouping column {kind.column.name} is selected twice.")
+            selected.add(kind.key)
+        if not any(isinstance(kind, AggregateCall) for _, kind, _ in self.items):
+            raise QueryRefused(
+                "the query computes no aggregate; kakeibo releases aggregates only, so add one such as "
+                "COUNT(*)."
+            )
+        return refs
+
+    def _group_item(self, expression: exp.Expr) -> ColumnRef:
+        node = strip(expression)
+        text = sql_text(node, self.dialect)
+        if isinstance(node, exp.Literal) and not node.is_string:
+            position = numeric_literal(node)
+            if position is None or position.denominator != 1 or not 1 <= position <= len(self.items):
+                raise QueryRefused(f"GROUP BY {text} does not name a column of the SELECT list.")
+            kind = self.items[int(position) - 1][1]
+            if not isinstance(kind, ColumnRef):
+                raise QueryRefused(f"GROUP BY {text} refers to an aggregate; group by plain columns only.")
+            return kind
+        if isinstance(node, exp.Column):
+            name = node.name.lower()
+            if not node.args.get("table") and not any(s.spec.has_column(name) for s in self.tables.sources):
+                for alias, kind, _ in self.items:
+                    if alias == name:
+                        if isinstance(kind, ColumnRef):
+                            return kind
+                        raise QueryRefused(
+                            f"GROUP BY {name} refers to an aggregate; group by plain columns only."
+                        )
+            return self.tables.resolve(node)
+        if contains_aggregate(node):
+            raise QueryRefused(f"GROUP BY {text} groups by an aggregate; group by plain columns only.")
+        raise QueryRefused(f"GROUP BY {text} is an expression; GROUP BY accepts plain columns only.")
+
+    # -- output names ---------------------------------------------------------------------------------
+
+    def _names(self) -> tuple[tuple[str, ...], tuple[Aggregate, ...], tuple[str, ...]]:
+        names: list[str | None] = []
+        taken: set[str] = set()
+        for alias, kind, _ in self.items:
+            name = alias if alias is not None else (kind.column.name if isinstance(kind, ColumnRef) else None)
+            if name is not None:
+                if name in taken:
+                    raise QueryRefused(
+                        f"the output name {name!r} is used twice; give each output column its own alias."
+                    )
+                taken.add(name)
+            names.append(name)
+        selected = {kind.key for _, kind, _ in self.items if isinstance(kind, ColumnRef)}
+        for ref in self.group_refs:
+            if ref.key not in selected and ref.column.name in taken:
+                raise QueryRefused(
+                    f"the output name {ref.column.name!r} is also a grouping column that is not selected; "
+                    "choose another alias."
+                )
+            taken.add(ref.column.name)
+        aggregates: list[Aggregate] = []
+        for i, (_, kind, _) in enumerate(self.items):
+            if not isinstance(kind, AggregateCall):
+                continue
+            name = names[i]
+            if name is None:
+                name, suffix = kind.base_name, 2
+                while name in taken:
+                    name, suffix = f"{kind.base_name}_{suffix}", suffix + 1
+                taken.add(name)
+                names[i] = name
+            aggregates.append(Aggregate(name, kind.function, kind.column, kind.quantile, kind.sample))
+        group_aliases = []
+        for ref in self.group_refs:
+            alias = ref.column.name
+            for i, (_, kind, _) in enumerate(self.items):
+                if isinstance(kind, ColumnRef) and kind.key == ref.key:
+                    alias = names[i] or alias
+            group_aliases.append(alias)
+        output = tuple(name for name in names if name is not None)
+        return tuple(group_aliases), tuple(aggregates), output
+
+    def name(self, node: exp.Expr, clause: str) -> str | None:
+        """The output column ``node`` names (by name, grouping column or selected aggregate), else None."""
+        node = strip(node)
+        if is_aggregate(node):
+            spec = self.reader.read(node)
+            for agg in self.aggregates:
+                if (agg.function, agg.column, agg.quantile, agg.sample) == spec.identity:
+                    return agg.alias
+            raise QueryRefused(
+                f"{clause} uses {sql_text(node, self.dialect)}, which is not in the SELECT list; select it "
+                f"with an alias and use that name in {clause}."
+            )
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            name = node.name.lower()
+            if not node.args.get("table") and name in self.output:
+                return name
+            try:
+                ref = self.tables.resolve(node)
+            except QueryRefused:
+                return None
+            for group_ref, alias in zip(self.group_refs, self.group_aliases, strict=True):
+                if group_ref.key == ref.key and alias in self.output:
+                    return alias
+        return None
+
+    # -- ORDER BY -------------------------------------------------------------------------------------
+
+    def order_by(self, select: exp.Select) -> tuple[tuple[str, bool], ...]:
+        """ORDER BY as ``(output name, descending)`` pairs."""
+        order = select.args.get("order")
+        if order is None:
+            return ()
+        result: list[tuple[str, bool]] = []
+        for ordered in order.expressions:
+            if ordered.args.get("with_fill"):
+                raise QueryRefused("ORDER BY ... WITH FILL is not supported.")
+            node = strip(ordered.this)
+            name: str | None
+            if isinstance(node, exp.Literal) and not node.is_string:
+                position = numeric_literal(node)
+                if position is None or position.denominator != 1 or not 1 <= position <= len(self.output):
+                    raise QueryRefused(
+                        f"ORDER BY {sql_text(node, self.dialect)} does not name an output column."
+                    )
+                name = self.output[int(position) - 1]
+            else:
+                name = self.name(node, "ORDER BY")
+            if name is None:
+                raise QueryRefused(
+                    f"ORDER BY can only name output columns ({', '.join(self.output)}), and "
+                    f"{sql_text(node, self.dialect)} is not one."
+                )
+            result.append((name, bool(ordered.args.get("desc"))))
+        return tuple(result)
+
+
+def limit(select: exp.Select) -> int | None:
+    """The LIMIT (or FETCH) row count, when it is a plain whole number."""
+    node = select.args.get("limit")
+    if node is None:
+        return None
+    if isinstance(node, exp.Fetch):
+        options = node.args.get("limit_options")
+        if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+            raise QueryRefused("FETCH with PERCENT or WITH TIES is not supported; use LIMIT n.")
+        value_node = node.args.get("count")
+    else:
+        if node.args.get("offset"):
+            raise QueryRefused("OFFSET is not supported; use ORDER BY and LIMIT on the released rows.")
+        options = node.args.get("limit_options")
+        if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+            raise QueryRefused("LIMIT with a percentage or WITH TIES is not supported; use LIMIT n.")
+        value_node = node.args.get("expression")
+    value = None if value_node is None else numeric_literal(value_node)
+    if value is None or value.denominator != 1 or not 0 <= value < 2**62:
+        raise QueryRefused("LIMIT must be a whole number of rows below 2**62, such as LIMIT 10.")
+    return int(value)
