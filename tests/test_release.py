@@ -289,17 +289,25 @@ def test_every_central_front_door_draws_inside_a_release(tmp_path: Path, reads: 
         return float(len(values))
 
     reads.clear()  # decorating drew the public default once (EXEMPT above)
-    count([1, 2, 3], rng=generator)
+    shapes: list[tuple[Any, Any, Any]] = []  # (privacy_loss, ledger_entry, confidence) of each result
+    released = count([1, 2, 3], rng=generator)
+    shapes.append((released.privacy_loss, released.ledger_entry, released.confidence))
     db = DuckDBBackend()
     for name, table in base_tables().items():
         db.load_table(name, table)
     session = kakeibo.connect(db, catalog=CATALOG, ledger=ledger)
     for query in QUERIES:
-        session.sql(query, epsilon=1, delta=1e-5, rng=generator)
+        result = session.sql(query, epsilon=1, delta=1e-5, rng=generator)
+        shapes.append((result.privacy_loss, result.ledger_entry, result.confidence))
     X = np.random.default_rng(0).normal(size=(80, 3))
     y = np.where(X[:, 0] > 0, 1, -1)
     for model in (DPLogisticRegression, DPHuberSVM):
         for method in ("objective", "output"):
-            model(epsilon=1, classes=(-1, 1), method=method, ledger=ledger, random_state=generator).fit(X, y)
-    assert len(ledger.entries()) == 1 + len(QUERIES) + 4
+            fitted = model(epsilon=1, classes=(-1, 1), method=method, ledger=ledger, random_state=generator)
+            fitted.fit(X, y)
+            shapes.append((fitted.privacy_loss_, fitted.ledger_entry_, None))
     assert len(reads) > 0 and all(reads)
+    # every result reads alike: its loss, and the ledger entry that charged exactly that loss, in order
+    assert [entry for _, entry, _ in shapes] == ledger.entries()
+    assert all(loss == entry.loss for loss, entry, _ in shapes)
+    assert {confidence for *_, confidence in shapes} == {0.95, None}
