@@ -220,6 +220,13 @@ def test_budget_changes_are_ledger_records_and_the_ledger_verifies(
         for s, b in Ledger(tmp_path / "ledger.sqlite").budgets().items()
     }
     assert budgets[("alice", "shop")] == 0.75 and budgets[(None, "shop")] == 1.5
+    nobody = client.post(
+        "/v1/admin/budgets",
+        json={"dataset": "shop", "analyst": "nobody", "budget": 0.75},
+        headers=bearer(admin_key),
+    )
+    assert nobody.status_code == 404 and nobody.json()["detail"] == "no such analyst."
+    assert len(Ledger(tmp_path / "ledger.sqlite").budgets()) == len(budgets)  # nothing written for nobody
     assert client.get("/v1/ledger/verify", headers=bearer(key)).json()["ok"] is True
     assert client.get("/openapi.json").json()["info"]["title"] == "kakeibo query service"
 

@@ -483,6 +483,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.post("/v1/admin/budgets", dependencies=[Depends(admin)], responses=admin_writes)
     def set_budget(body: BudgetRequest) -> dict[str, Any]:
         dataset = known(body.dataset)
+        if body.analyst is not None and not registry.exists(body.analyst):
+            raise HTTPException(404, "no such analyst.")  # a budget row for nobody would stay in the chain
         cap = limit(body.budget, body.delta, dataset)
         with mapped():
             ledger.set_budget(cap, analyst=body.analyst, dataset=body.dataset)
