@@ -533,9 +533,10 @@ def test_bad_report_batches_are_refused() -> None:
     tree = TreeHist(epsilon=1, bits=8, k=2)
     with pytest.raises(ValueError, match="made by PEM, not TreeHist"):
         tree.identify([ldp.Reports("PEM", {**b.params, "group": 0}, b.arrays) for b in batches])
-    wrong_group = ldp.Reports("PEM", {**batches[0].params, "group": 5}, batches[0].arrays)
-    with pytest.raises(ValueError, match=r"a PEM batch names group 5, not one of 0\.\.1"):
-        pem.identify([wrong_group, *batches])
+    for group in (5, "x" * 10_000):  # what a client wrote is not echoed back
+        wrong_group = ldp.Reports("P" * 1000, {**batches[0].params, "group": group}, batches[0].arrays)
+        with pytest.raises(ValueError, match=r"^a batch names a group that is not one of 0\.\.1\.$"):
+            pem.identify([wrong_group, *batches])
     bad_values = {**batches[1].arrays, "value": np.full(batches[1].n, 10_000, dtype=np.uint16)}
     with pytest.raises(ValueError, match="holds values outside"):
         pem.identify([batches[0], ldp.Reports("PEM", batches[1].params, bad_values)])

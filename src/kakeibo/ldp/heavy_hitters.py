@@ -297,8 +297,8 @@ class _PrefixProtocol(LocalRandomizer, ABC):
                 raise TypeError(f"every batch must be a Reports object, got {type(batch).__name__}.")
             group = batch.params.get("group")
             if not isinstance(group, int) or isinstance(group, bool) or not 0 <= group < self.groups:
-                raise ValueError(
-                    f"a {batch.protocol} batch names group {group!r}, not one of 0..{self.groups - 1}."
+                raise ValueError(  # neither the batch's protocol nor its group is echoed: a client wrote them
+                    f"a batch names a group that is not one of 0..{self.groups - 1}."
                 )
             batch.check(self.protocol, self.group_params(group))
             by_group[group].append(batch)
