@@ -689,14 +689,29 @@ def sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+#: expressions around aggregates (post-processing, :mod:`kakeibo.sql.derived`), total or refused alike
+DERIVED_TEMPLATES = (
+    "{a} / {b}",
+    "({a} - {b}) * 5",
+    "ROUND({a}, 1)",
+    "POWER({a}, 2)",
+    "LN({a})",
+    "SQRT({a} - {b})",
+    "GREATEST({a}, 0)",
+    "{a} / ({b} - {b})",
+    "CASE WHEN {a} > 10 THEN 'many' ELSE 'few' END",
+    "{a} % 2",
+)
+
+
 def queries() -> Any:
     """A ``hypothesis`` strategy of ``(query, epsilon)`` pairs from the grammar the analyser accepts (see
     :mod:`kakeibo.sql.analyze`), with boundary literals, NULLs and literals of the wrong type mixed in so
     that refusals are exercised too::
 
-        SELECT <group columns>, <aggregates> FROM visits [JOIN dim ...] [WHERE <boolean combination of
-        comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...] [HAVING <output column op literal>]
-        [ORDER BY <output columns>] [LIMIT n]
+        SELECT <group columns>, <aggregates or expressions of them> FROM visits [JOIN dim ...]
+        [WHERE <boolean combination of comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...]
+        [HAVING <output column op literal>] [ORDER BY <output columns>] [LIMIT n]
     """
     from hypothesis import strategies as st
 
@@ -765,20 +780,18 @@ def queries() -> Any:
         prefix = "visits." if join == "on" else ""
         group_choices = ["category", "name", "building", "age"] + (["dim.label"] if join else [])
         groups = draw(st.lists(st.sampled_from(group_choices), max_size=2, unique=True))
-        aggregates = draw(
-            st.lists(
-                st.one_of(
-                    st.just("COUNT(*)"),
-                    st.just("COUNT(DISTINCT user_id)"),
-                    st.sampled_from(TEXT_COLUMNS + BOUNDED_COLUMNS).map(lambda c: f"COUNT({prefix}{c})"),
-                    st.tuples(
-                        st.sampled_from(("SUM", "AVG", "MEDIAN")), st.sampled_from(BOUNDED_COLUMNS)
-                    ).map(lambda t: f"{t[0]}({prefix}{t[1]})"),
-                ),
-                min_size=1,
-                max_size=3,
-            )
+        aggregate = st.one_of(
+            st.just("COUNT(*)"),
+            st.just("COUNT(DISTINCT user_id)"),
+            st.sampled_from(TEXT_COLUMNS + BOUNDED_COLUMNS).map(lambda c: f"COUNT({prefix}{c})"),
+            st.tuples(st.sampled_from(("SUM", "AVG", "MEDIAN")), st.sampled_from(BOUNDED_COLUMNS)).map(
+                lambda t: f"{t[0]}({prefix}{t[1]})"
+            ),
         )
+        derived = st.tuples(st.sampled_from(DERIVED_TEMPLATES), aggregate, aggregate).map(
+            lambda t: t[0].format(a=t[1], b=t[2])
+        )
+        aggregates = draw(st.lists(st.one_of(aggregate, aggregate, derived), min_size=1, max_size=3))
         aliases = [f"a{i}" for i in range(len(aggregates))]
         select = [("" if "." in g else prefix) + g for g in groups]
         select += [f"{agg} AS {alias}" for agg, alias in zip(aggregates, aliases, strict=True)]

@@ -353,6 +353,45 @@ DROPPED_GROUPS = [
     Case("dropped-age", "SELECT age, COUNT(*) AS n FROM visits GROUP BY age", 2),
 ]
 
+#: The SQL analysts actually write (issue 17): aggregate synonyms, T-SQL's row limits and schema-qualified
+#: names must behave as their canonical forms do, alike in both worlds (ids start with "surface-").
+SURFACE = [
+    Case("surface-count-big-target", f"SELECT COUNT_BIG(*) AS n FROM visits WHERE {T}", 1000),
+    Case(
+        "surface-count-big-column", "SELECT category, COUNT_BIG(building) AS n FROM visits GROUP BY category"
+    ),
+    Case("surface-std-target", f"SELECT STD(amount) AS s, VAR(x) AS v FROM visits WHERE {T}", 1000),
+    Case(
+        "surface-stddev-pop-grouped", "SELECT category, STDDEV_POP(amount) AS s FROM visits GROUP BY category"
+    ),
+    Case("surface-var-pop-people", "SELECT VAR_POP(income) AS v FROM people WHERE age = 121", 1000),
+    Case(
+        "surface-approx-quantile-target",
+        f"SELECT APPROX_QUANTILE(amount, 0.9) AS q FROM visits WHERE {T}",
+        1000,
+    ),
+    Case("surface-approx-percentile", "SELECT APPROX_PERCENTILE(x, 0.5) AS q FROM visits", 2),
+    Case("surface-schema-table", f"SELECT COUNT(*) AS n FROM main.visits WHERE {T}", 1000),
+    Case(
+        "surface-schema-columns",
+        'SELECT "public"."visits"."category", COUNT(*) AS n FROM "public"."visits" '
+        'WHERE "public"."visits".age > 120 GROUP BY "public"."visits"."category"',
+        1000,
+    ),
+    Case("surface-schema-join", f"{COUNT} JOIN public.dim ON main.visits.name = dim.label WHERE {T}", 1000),
+    Case(
+        "surface-offset-zero",
+        f"{BY_CATEGORY} GROUP BY category ORDER BY n OFFSET 0 ROWS FETCH NEXT 2 ROWS ONLY",
+    ),
+    Case("surface-other-schema", "SELECT COUNT(*) AS n FROM information_schema.tables", refused=True),
+    Case(
+        "surface-other-schema-target", f"SELECT COUNT(*) AS n FROM other.visits WHERE {T}", 1000, refused=True
+    ),
+    Case(
+        "surface-approx-accuracy", "SELECT APPROX_QUANTILE(amount, 0.5, 100) AS q FROM visits", refused=True
+    ),
+]
+
 CLASSES = {
     "having-order-by": HAVING_ORDER_BY,
     "where-can-fail": WHERE_CAN_FAIL,
@@ -365,6 +404,7 @@ CLASSES = {
     "nulls": NULLS,
     "bad-budgets": BAD_BUDGETS,
     "dropped-groups": DROPPED_GROUPS,
+    "surface": SURFACE,
 }
 CASES = [case for cases in CLASSES.values() for case in cases]
 assert len({case.id for case in CASES}) == len(CASES), "case ids must be unique"

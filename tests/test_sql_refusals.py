@@ -54,7 +54,7 @@ user_id = "int"
 
 RAW_ROWS = "would return individual rows"
 NOT_AGGREGATED = "without aggregating it would reveal individual rows"
-NESTED = "combines aggregates in an expression, which is not supported; use AVG(column) for a mean"
+NESTED = "to aggregates, which kakeibo does not evaluate; use arithmetic (+ - * /), ROUND"
 PLAIN_ARGS = "aggregate arguments must be plain columns"
 UNBOUNDED = "has no clamping bounds in the catalog"
 UNIT_AGG = "aggregates the privacy unit"
@@ -145,7 +145,7 @@ CORPUS: list[tuple[str, str]] = [
         "SELECT COUNT(*) FROM nope",
         "unknown table 'nope'; the catalog has: visits, people, payments, categories",
     ),
-    ("SELECT COUNT(*) FROM main.visits", "by its catalog name alone, without a schema or database"),
+    ("SELECT COUNT(*) FROM sales.visits", "the schema sales is not the engine's default one"),
     ("SELECT COUNT(nope) FROM visits", "table visits has no column 'nope'"),
     ("SELECT SUM(nope) FROM visits", "table visits has no column 'nope'"),
     ("SELECT COUNT(*) FROM visits WHERE nope > 1", "table visits has no column 'nope'"),
@@ -267,14 +267,18 @@ CORPUS: list[tuple[str, str]] = [
         "no table of the query",
     ),
     # --- expressions around or inside aggregates ------------------------------------------------------
-    ("SELECT SUM(amount) / COUNT(*) FROM visits", f"SUM(amount) / COUNT(*) {NESTED}"),
-    ("SELECT COUNT(*) + 1 FROM visits", NESTED),
-    ("SELECT ROUND(AVG(amount), 2) FROM visits", NESTED),
-    ("SELECT -SUM(amount) FROM visits", NESTED),
-    ("SELECT CAST(COUNT(*) AS DOUBLE) FROM visits", NESTED),
-    ("SELECT COALESCE(SUM(amount), 0) FROM visits", NESTED),
-    ("SELECT CASE WHEN COUNT(*) > 5 THEN 1 END FROM visits", NESTED),
-    ("SELECT category, AVG(amount) * 100 AS pct FROM visits GROUP BY category", NESTED),
+    ("SELECT CAST(COUNT(*) AS DOUBLE) FROM visits", f"CAST(COUNT(*) AS DOUBLE) applies CAST {NESTED}"),
+    ("SELECT COALESCE(SUM(amount), 0) FROM visits", f"applies COALESCE {NESTED}"),
+    ("SELECT SUM(amount) % 7 FROM visits", f"SUM(amount) % 7 applies MOD {NESTED}"),
+    ("SELECT SUM(amount) + amount FROM visits", "reads the column amount outside an aggregate, which would"),
+    ("SELECT (COUNT(*) > 5) * 1 FROM visits", "uses a condition as a value or a value as a condition"),
+    ("SELECT CASE WHEN COUNT(*) THEN 1 END FROM visits", "uses a condition as a value or a value as a"),
+    ("SELECT CASE COUNT(*) WHEN 1 THEN 1 END FROM visits", "uses a condition as a value or a value as a"),
+    ("SELECT CASE WHEN COUNT(*) > 5 THEN 1 ELSE 'few' END FROM visits", "mixes text and numbers in its"),
+    ("SELECT SUM(amount) * 'a' FROM visits", "uses the text 'a' where a number is needed"),
+    ("SELECT ROUND(SUM(amount), 0.5) FROM visits", "needs a literal number up to 64 as the second argument"),
+    ("SELECT POWER(COUNT(*), 65) FROM visits", "needs a literal number up to 64 as the second argument of"),
+    ("SELECT SUM(amount) * RANDOM() FROM visits", "applies RAND to aggregates"),
     ("SELECT SUM(amount * 2) FROM visits", f"SUM(amount * 2) is not supported; {PLAIN_ARGS}"),
     ("SELECT AVG(age + 1) FROM visits", PLAIN_ARGS),
     (
@@ -305,7 +309,7 @@ CORPUS: list[tuple[str, str]] = [
         "SELECT approx_count_distinct(user_id) FROM visits",
         "the aggregate APPROX_COUNT_DISTINCT is not supported",
     ),
-    ("SELECT approx_quantile(amount, 0.5) FROM visits", "the aggregate APPROX_QUANTILE is not supported"),
+    ("SELECT histogram(amount) FROM visits", "the function HISTOGRAM is not supported"),
     ("SELECT any_value(category) FROM visits", "the aggregate ANY_VALUE is not supported"),
     ("SELECT first(amount) FROM visits", "the aggregate FIRST is not supported"),
     ("SELECT bool_and(member) FROM visits", "the aggregate BOOL_AND is not supported"),
@@ -377,11 +381,6 @@ CORPUS: list[tuple[str, str]] = [
         "is also a grouping column that is not selected",
     ),
     # --- HAVING, ORDER BY, LIMIT ------------------------------------------------------------------------
-    (
-        "SELECT COUNT(*) FROM visits HAVING SUM(amount) > 3",
-        "HAVING uses SUM(amount), which is not in the SELECT",
-    ),
-    ("SELECT MEDIAN(amount) FROM visits HAVING MEDIAN(items) > 1", "HAVING uses MEDIAN(items)"),
     ("SELECT COUNT(*) FROM people HAVING height > 3", f"{HAVING_OUT} (count), and height is not one"),
     ("SELECT COUNT(*) FROM visits GROUP BY category HAVING category = 'x'", HAVING_OUT),
     ("SELECT category, COUNT(*) FROM visits GROUP BY category HAVING random() > 0.5", f"{NONDET} HAVING"),
@@ -401,10 +400,6 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) AS n FROM visits ORDER BY n * 2", f"{ORDER_OUT} (n), and n * 2 is not one"),
     ("SELECT COUNT(*) FROM visits ORDER BY random()", ORDER_OUT),
     ("SELECT COUNT(*) FROM visits ORDER BY 'count'", ORDER_OUT),
-    (
-        "SELECT COUNT(*) FROM visits ORDER BY SUM(amount)",
-        "ORDER BY uses SUM(amount), which is not in the SELECT",
-    ),
     (
         "SELECT category, COUNT(*) FROM visits GROUP BY category ORDER BY 3",
         "ORDER BY 3 does not name an output",

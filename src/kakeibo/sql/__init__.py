@@ -12,9 +12,14 @@ from __future__ import annotations
 # and generator: a thread that asks for the dialect in that window gets the generic ones (DuckDB's RANDOM()
 # came out as RAND() under the query service's first concurrent requests). Load every dialect kakeibo reads
 # or writes here, at import, which Python's import lock makes whole before any caller sees it.
+import sqlglot.dialects.bigquery
 import sqlglot.dialects.duckdb
+import sqlglot.dialects.mysql
 import sqlglot.dialects.postgres
-import sqlglot.dialects.spark  # noqa: F401
+import sqlglot.dialects.snowflake
+import sqlglot.dialects.spark
+import sqlglot.dialects.sqlite
+import sqlglot.dialects.tsql  # noqa: F401
 
 from .analyze import Aggregate, AnalyzedQuery, JoinSpec, analyze
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec

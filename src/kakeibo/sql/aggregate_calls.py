@@ -1,9 +1,13 @@
 """The aggregate calls a SELECT list may hold, recognised one by one.
 
-The aggregates are COUNT(*), COUNT(column), COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE (VAR,
-VAR_SAMP, VAR_POP), STDDEV (STDDEV_SAMP, STDDEV_POP), and quantiles: MEDIAN, QUANTILE(c, q),
-QUANTILE_CONT / QUANTILE_DISC(c, q), PERCENTILE_CONT / PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY c), MIN
-(quantile 0) and MAX (quantile 1). Their arguments are plain columns of the sensitive table; SUM, AVG,
+The aggregates are COUNT(*), COUNT(column), COUNT(DISTINCT <privacy unit>) (each also as T-SQL's
+COUNT_BIG), SUM, AVG, VARIANCE (VAR, VAR_SAMP; VAR_POP and T-SQL's VARP for the population variance),
+STDDEV (STD, STDEV, STDDEV_SAMP; STDDEV_POP and T-SQL's STDEVP), and quantiles: MEDIAN, QUANTILE(c, q),
+APPROX_QUANTILE / APPROX_PERCENTILE / PERCENTILE_APPROX(c, q), QUANTILE_CONT / QUANTILE_DISC /
+PERCENTILE_CONT / PERCENTILE_DISC(c, q), PERCENTILE_CONT / PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY c),
+MIN (quantile 0) and MAX (quantile 1); every quantile is kakeibo's private one, whatever name it is asked
+by. A name means what the query's dialect says it means (sqlglot reads MySQL's STD, STDDEV and VARIANCE as
+population statistics). Their arguments are plain columns of the sensitive table; SUM, AVG,
 variances and quantiles need a column with clamping bounds in the catalog, since a sum over an unbounded
 column has unbounded sensitivity. Aggregating the privacy unit (other than counting its distinct values)
 would publish per-person values.
@@ -24,7 +28,8 @@ from .tables import ColumnRef, Tables, lower_name, sql_text
 __all__ = ["SUPPORTED_AGGREGATES", "AggregateCall", "AggregateReader", "contains_aggregate", "is_aggregate"]
 
 SUPPORTED_AGGREGATES = (
-    "one of COUNT, COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE, STDDEV, MEDIAN, QUANTILE, MIN or MAX"
+    "one of COUNT, COUNT(DISTINCT <privacy unit>), SUM, AVG, VARIANCE, STDDEV, MEDIAN, QUANTILE, MIN or MAX "
+    "(or a synonym such as COUNT_BIG, VAR_POP, STD, STDDEV_POP, APPROX_QUANTILE or PERCENTILE_CONT)"
 )
 
 _VALUE_AGGREGATES: dict[type[exp.Expr], tuple[AggregateFunction, bool]] = {
@@ -36,6 +41,17 @@ _VALUE_AGGREGATES: dict[type[exp.Expr], tuple[AggregateFunction, bool]] = {
     exp.StddevSamp: ("stddev", True),
     exp.StddevPop: ("stddev", False),
 }
+#: aggregates sqlglot reads as anonymous functions, by lower-case name, each as the typed call it means:
+#: VAR (DuckDB, T-SQL), T-SQL's VARP and STDEVP (population), STD (Spark, Hive: the sample standard
+#: deviation; sqlglot types MySQL's STD as STDDEV_POP itself) and Trino's and Spark's approximate quantiles
+_ANONYMOUS_VALUES: dict[str, type[exp.Expr]] = {
+    "var": exp.Variance,
+    "varp": exp.VariancePop,
+    "std": exp.Stddev,
+    "stdevp": exp.StddevPop,
+}
+_ANONYMOUS_QUANTILES = frozenset({"approx_percentile", "percentile_approx"})
+_ANONYMOUS_AGGREGATES = frozenset({*_ANONYMOUS_VALUES, *_ANONYMOUS_QUANTILES, "count_big"})
 _FIXED_QUANTILES: dict[type[exp.Expr], tuple[Fraction, str]] = {
     exp.Median: (Fraction(1, 2), "median"),
     exp.Min: (Fraction(0), "min"),
@@ -64,7 +80,7 @@ def is_aggregate(node: exp.Expr) -> bool:
         return True
     if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
         return is_aggregate(node.this)
-    return isinstance(node, exp.Anonymous) and lower_name(node.this) == "var"
+    return isinstance(node, exp.Anonymous) and lower_name(node.this) in _ANONYMOUS_AGGREGATES
 
 
 def contains_aggregate(node: exp.Expr) -> bool:
@@ -98,14 +114,10 @@ class AggregateReader:
         text = sql_text(node, self.dialect)
         if isinstance(node, exp.Filter):
             raise QueryRefused(f"{text} uses FILTER, which is not supported; move the condition into WHERE.")
+        if isinstance(node, exp.Anonymous):  # VAR(x), COUNT_BIG(*), ...: read as the call it means
+            node = self._typed(node, text)
         if isinstance(node, exp.Count):
             return self._count(node, text)
-        if isinstance(node, exp.Anonymous):  # VAR(x)
-            args = node.expressions
-            if len(args) != 1:
-                raise QueryRefused(f"{text}: VAR takes exactly one column.")
-            column = self._value_column(args[0], "VAR", text)
-            return AggregateCall("variance", column, None, True, f"variance_{column}")
         kind = type(node)
         if kind in _VALUE_AGGREGATES:
             function, sample = _VALUE_AGGREGATES[kind]
@@ -120,7 +132,12 @@ class AggregateReader:
             self._only_this(node, text)
             column = self._value_column(node.this, label.upper(), text)
             return AggregateCall("quantile", column, float(q), True, f"{label}_{column}")
-        if kind is exp.Quantile:
+        if isinstance(node, exp.Quantile):  # QUANTILE, APPROX_QUANTILE
+            if any(value for key, value in node.args.items() if key not in ("this", "quantile")):
+                raise QueryRefused(
+                    f"{self.typed_name(node)} takes a column and one quantile only, without an accuracy or "
+                    "weight: kakeibo's quantiles are private, and epsilon sets their accuracy."
+                )
             return self._quantile(node.this, node.args.get("quantile"), text)
         if kind in (exp.PercentileCont, exp.PercentileDisc):
             if not isinstance(strip(node.this), exp.Column) and node.args.get("expression") is None:
@@ -143,6 +160,28 @@ class AggregateReader:
         if isinstance(node, exp.Func):
             return node.sql_name()
         return type(node).__name__.upper()
+
+    def _typed(self, node: exp.Anonymous, text: str) -> exp.Expr:
+        """The typed call an anonymous aggregate such as VAR(x) or COUNT_BIG(*) means, or a refusal."""
+        name = lower_name(node.this)
+        args = node.expressions
+        if name == "count_big":
+            if len(args) != 1:
+                raise QueryRefused(
+                    f"{text} takes exactly one argument: *, a column or DISTINCT {self._unit_hint()}."
+                )
+            return exp.Count(this=args[0], big_int=True)
+        if name in _ANONYMOUS_QUANTILES:
+            if len(args) != 2:
+                raise QueryRefused(f"{text} takes a column and one quantile between 0 and 1.")
+            return exp.ApproxQuantile(this=args[0], quantile=args[1])
+        if name in _ANONYMOUS_VALUES:
+            if len(args) != 1:
+                raise QueryRefused(f"{text}: {name.upper()} takes exactly one column.")
+            return _ANONYMOUS_VALUES[name](this=args[0])
+        raise QueryRefused(
+            f"the aggregate {self.typed_name(node)} is not supported; use {SUPPORTED_AGGREGATES}."
+        )
 
     def _only_this(self, node: exp.Expr, text: str) -> None:
         extra = [key for key, value in node.args.items() if value and key != "this"]

@@ -7,6 +7,9 @@
     [WHERE <deterministic predicate>] [GROUP BY <columns>] [HAVING <predicate over output columns>]
     [ORDER BY <output columns>] [LIMIT <n>]
 
+The query may be written in any dialect of :data:`~kakeibo.sql.shape.DIALECTS` (DuckDB's by default;
+T-SQL's ``SELECT TOP n`` reads as LIMIT n), and tables may be qualified by the engine's default schema
+(``main.visits``).
 Everything else is refused with :class:`~kakeibo.sql.catalog.QueryRefused`, whose message says why in one
 sentence, before any data is read: the analysis never touches the data, so a refusal costs no budget.
 Each part of the query is checked by its own module, whose docstring says why it refuses what it refuses:
@@ -28,6 +31,15 @@ Each part of the query is checked by its own module, whose docstring says why it
 (('category',), ('category', 'n', 'avg_amount'))
 >>> [(a.function, a.column) for a in q.aggregates]
 [('count', None), ('avg', 'amount')]
+>>> analyze("SELECT TOP 3 category, COUNT_BIG(*) FROM dbo.visits GROUP BY category", catalog,
+...         dialect="tsql")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+kakeibo.sql.catalog.QueryRefused: the schema dbo is not the engine's default one, where kakeibo reads ...
+>>> q = analyze("SELECT TOP 3 category, COUNT_BIG(*) FROM main.visits GROUP BY category", catalog,
+...             dialect="tsql")
+>>> q.limit, q.output, q.aggregates[0].function
+(3, ('category', 'count'), 'count')
 >>> analyze("SELECT * FROM visits", catalog)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -41,15 +53,21 @@ from .catalog import Catalog, QueryRefused
 from .condition_types import having_condition, where_condition
 from .outputs import Outputs, limit
 from .region import where_box
-from .shape import Aggregate, AggregateFunction, AnalyzedQuery, JoinSpec, parse_select
+from .shape import Aggregate, AggregateFunction, AnalyzedQuery, JoinSpec, check_dialect, parse_select
 from .tables import Tables
 
 __all__ = ["Aggregate", "AggregateFunction", "AnalyzedQuery", "JoinSpec", "QueryRefused", "analyze"]
 
 
-def analyze(sql: str, catalog: Catalog, *, dialect: str = "duckdb") -> AnalyzedQuery:
+def analyze(
+    sql: str, catalog: Catalog, *, dialect: str = "duckdb", database: str | None = None
+) -> AnalyzedQuery:
     """Check ``sql`` against ``catalog`` and return its structure; :class:`QueryRefused` if kakeibo cannot
     answer it privately (see the module docstring for what is accepted). No data is read.
+
+    ``dialect`` is the SQL dialect ``sql`` is written in (one of :data:`~kakeibo.sql.shape.DIALECTS`);
+    ``database`` the name of the engine's database, when known, which a three-part table name may then
+    start with.
 
     >>> from kakeibo.sql import Catalog
     >>> catalog = Catalog.from_dict({"tables": {"people": {"columns": {
@@ -58,17 +76,18 @@ def analyze(sql: str, catalog: Catalog, *, dialect: str = "duckdb") -> AnalyzedQ
     ...             catalog)
     >>> q.output, q.aggregates[0].quantile, str(q.where_box)
     (('c', 'median_age'), 0.5, 'age in [18, 65] [record-level]')
-    >>> analyze("SELECT city, SUM(age) / COUNT(*) FROM people GROUP BY city", catalog)  # doctest: +ELLIPSIS
+    >>> analyze("SELECT city, SUM(age) % 2 FROM people GROUP BY city", catalog)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    kakeibo.sql.catalog.QueryRefused: SUM(age) / COUNT(*) combines aggregates ...; use AVG(column) ...
+    kakeibo.sql.catalog.QueryRefused: SUM(age) % 2 applies MOD to aggregates, which kakeibo does not ...
     """
     if not isinstance(sql, str):
         raise TypeError(f"the query must be a string, got {type(sql).__name__}.")
     if not isinstance(catalog, Catalog):
         raise TypeError(f"catalog must be a Catalog, got {type(catalog).__name__}.")
+    dialect = check_dialect(dialect)
     select = parse_select(sql, dialect)
-    tables = Tables(select, catalog, dialect)
+    tables = Tables(select, catalog, dialect, database)
     outputs = Outputs(select, tables, AggregateReader(tables, sql))
     where = where_condition(select, tables)
     having = having_condition(select, outputs)
@@ -88,4 +107,6 @@ def analyze(sql: str, catalog: Catalog, *, dialect: str = "duckdb") -> AnalyzedQ
         group_aliases=outputs.group_aliases,
         table_alias=tables.private.alias,
         group_tables=tuple(ref.source.spec.name for ref in outputs.group_refs),
+        derived=outputs.derived,
+        dialect=dialect,
     )

@@ -83,12 +83,15 @@ def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | N
 
 
 def _released_types(outputs: Outputs) -> dict[str, str]:
-    """The released table's types: noisy counts are integers, every other aggregate a double."""
+    """The released table's types: noisy counts are integers, every other aggregate a double, an expression
+    around aggregates a double (a CASE of texts: text)."""
     types: dict[str, str] = {
         alias: ref.column.type for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
     }
     for agg in outputs.aggregates:
         types[agg.alias] = "int" if agg.function in ("count", "count_distinct_unit") else "float"
+    for derived in outputs.derived:
+        types[derived.alias] = "str" if derived.text else "float"
     return types
 
 

@@ -1,14 +1,17 @@
 """The released table: the SELECT list, GROUP BY, output names, ORDER BY and LIMIT.
 
-The SELECT list holds plain grouping columns and aggregates (:mod:`kakeibo.sql.aggregate_calls`) only.
-Raw rows (``SELECT *``, a column that is neither grouped nor aggregated) would publish records, and
-grouping by the privacy unit would publish per-person values. Expressions around aggregates
-(``SUM(x) / COUNT(*)``) would combine noisy values in ways whose error is not reported -- AVG is the
-private way to get the ratio. ORDER BY and LIMIT act on the released (noisy) values only, so they may name
-output columns only.
+The SELECT list holds plain grouping columns, aggregates (:mod:`kakeibo.sql.aggregate_calls`) and
+expressions around aggregates (:mod:`kakeibo.sql.derived`: post-processing of the released aggregates,
+each aggregate inside released once, as a hidden output when it is not selected on its own). Raw rows
+(``SELECT *``, a column that is neither grouped nor aggregated) would publish records, and grouping by the
+privacy unit would publish per-person values. ORDER BY and LIMIT act on the released (noisy) values only,
+so they may name output columns only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -20,14 +23,25 @@ from .aggregate_calls import (
     is_aggregate,
 )
 from .catalog import QueryRefused
+from .derived import Derived, check_expression
 from .predicates import numeric_literal, strip
 from .shape import Aggregate
 from .tables import ColumnRef, Tables, lower_name, sql_text
 
-__all__ = ["Outputs", "SelectItem", "limit"]
+__all__ = ["DerivedCall", "Outputs", "SelectItem", "limit"]
 
-#: a SELECT item: (its alias, the grouping column or aggregate it reads, its expression)
-SelectItem = tuple[str | None, ColumnRef | AggregateCall, exp.Expr]
+
+@dataclass(frozen=True)
+class DerivedCall:
+    """An expression around aggregates: ``expression`` with the i-th aggregate replaced by a column
+    ``__input_<i>``, and ``calls`` the aggregates in that order."""
+
+    expression: exp.Expr
+    calls: tuple[AggregateCall, ...]
+
+
+#: a SELECT item: (its alias, the grouping column, aggregate or expression of aggregates, its expression)
+SelectItem = tuple[str | None, ColumnRef | AggregateCall | DerivedCall, exp.Expr]
 
 
 class Outputs:
@@ -43,6 +57,8 @@ class Outputs:
         self.dialect = tables.dialect
         self.items = self._select_items(select)
         self.group_refs = self._group_by(select)
+        self.derived: tuple[Derived, ...] = ()
+        self._taken: set[str] = set()  # output names, hidden ones included
         self.group_aliases, self.aggregates, self.output = self._names()
 
     # -- SELECT list ----------------------------------------------------------------------------------
@@ -56,6 +72,7 @@ class Outputs:
             if isinstance(expression, exp.Alias):
                 alias = lower_name(expression.args.get("alias")) or None
                 inner = expression.this
+            inner = strip(inner)
             if isinstance(inner, exp.Star) or (
                 isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
             ):
@@ -72,10 +89,7 @@ class Outputs:
             elif is_aggregate(inner):
                 items.append((alias, self.reader.read(inner), inner))
             elif contains_aggregate(inner):
-                raise QueryRefused(
-                    f"{sql_text(inner, self.dialect)} combines aggregates in an expression, which is not "
-                    "supported; use AVG(column) for a mean, or select each aggregate on its own."
-                )
+                items.append((alias, self._derived(inner), inner))
             elif isinstance(inner, exp.Anonymous):
                 raise QueryRefused(
                     f"the function {self.reader.typed_name(inner)} is not supported; use "
@@ -92,6 +106,19 @@ class Outputs:
                     "columns and aggregates only."
                 )
         return items
+
+    def _derived(self, inner: exp.Expr) -> DerivedCall:
+        """Read each aggregate of an expression around aggregates (outermost first) and put a placeholder
+        column in its place."""
+        calls: list[AggregateCall] = []
+
+        def replace(node: exp.Expr) -> exp.Expr:
+            if is_aggregate(node):
+                calls.append(self.reader.read(node))
+                return exp.column(f"__input_{len(calls) - 1}")
+            return node
+
+        return DerivedCall(inner.copy().transform(replace), tuple(calls))
 
     # -- GROUP BY -------------------------------------------------------------------------------------
 
@@ -142,7 +169,7 @@ class Outputs:
             if kind.key in selected:
                 raise QueryRefused(f"the grouping column {kind.column.name} is selected twice.")
             selected.add(kind.key)
-        if not any(isinstance(kind, AggregateCall) for _, kind, _ in self.items):
+        if not any(isinstance(kind, (AggregateCall, DerivedCall)) for _, kind, _ in self.items):
             raise QueryRefused(
                 "the query computes no aggregate; kakeibo releases aggregates only, so add one such as "
                 "COUNT(*)."
@@ -179,7 +206,7 @@ class Outputs:
 
     def _names(self) -> tuple[tuple[str, ...], tuple[Aggregate, ...], tuple[str, ...]]:
         names: list[str | None] = []
-        taken: set[str] = set()
+        taken = self._taken
         for alias, kind, _ in self.items:
             name = alias if alias is not None else (kind.column.name if isinstance(kind, ColumnRef) else None)
             if name is not None:
@@ -197,18 +224,19 @@ class Outputs:
                     "choose another alias."
                 )
             taken.add(ref.column.name)
+
+        unique = self._unique
         aggregates: list[Aggregate] = []
         for i, (_, kind, _) in enumerate(self.items):
-            if not isinstance(kind, AggregateCall):
-                continue
-            name = names[i]
-            if name is None:
-                name, suffix = kind.base_name, 2
-                while name in taken:
-                    name, suffix = f"{kind.base_name}_{suffix}", suffix + 1
-                taken.add(name)
-                names[i] = name
-            aggregates.append(Aggregate(name, kind.function, kind.column, kind.quantile, kind.sample))
+            if isinstance(kind, AggregateCall):
+                name = names[i] = names[i] or unique(kind.base_name)
+                aggregates.append(Aggregate(name, kind.function, kind.column, kind.quantile, kind.sample))
+        derived: list[Derived] = []
+        for i, (_, kind, expression) in enumerate(self.items):
+            if isinstance(kind, DerivedCall):
+                name = names[i] = names[i] or unique("expr")
+                derived.append(self._derived_output(name, kind, expression, aggregates, unique))
+        self.derived = tuple(derived)
         group_aliases = []
         for ref in self.group_refs:
             alias = ref.column.name
@@ -219,18 +247,56 @@ class Outputs:
         output = tuple(name for name in names if name is not None)
         return tuple(group_aliases), tuple(aggregates), output
 
+    def _unique(self, base: str) -> str:
+        """``base``, or ``base_2``, ``base_3``... : an output name not taken yet (then taken)."""
+        name, suffix = base, 2
+        while name in self._taken:
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        self._taken.add(name)
+        return name
+
+    def _derived_output(
+        self,
+        name: str,
+        kind: DerivedCall,
+        expression: exp.Expr,
+        aggregates: list[Aggregate],
+        unique: Callable[[str], str],
+    ) -> Derived:
+        """The output ``name`` computed from aggregates: each aggregate inside is read as released when it
+        is selected on its own, else added to ``aggregates`` as a hidden output (released and charged, not
+        shown)."""
+        inputs: list[str] = []
+        for call in kind.calls:
+            found = next((a.alias for a in aggregates if _identity(a) == call.identity), None)
+            if found is None:
+                found = unique(f"__{call.base_name}")
+                aggregates.append(Aggregate(found, call.function, call.column, call.quantile, call.sample))
+            inputs.append(found)
+
+        def place(node: exp.Expr) -> exp.Expr:
+            if isinstance(node, exp.Column) and node.name.startswith("__input_"):
+                return exp.column(inputs[int(node.name.rsplit("_", 1)[1])])
+            return node
+
+        placed = kind.expression.transform(place)
+        text = check_expression(placed, sql_text(expression, self.dialect), frozenset(inputs))
+        return Derived(name, placed, tuple(dict.fromkeys(inputs)), text)
+
     def name(self, node: exp.Expr, clause: str) -> str | None:
-        """The output column ``node`` names (by name, grouping column or selected aggregate), else None."""
+        """The released column ``node`` names (by name, grouping column or aggregate), else None. An
+        aggregate that is not selected (``HAVING COUNT(*) > 7``) is released hidden: noised and charged
+        like a selected one, filtered or sorted on, and not shown."""
         node = strip(node)
         if is_aggregate(node):
             spec = self.reader.read(node)
             for agg in self.aggregates:
-                if (agg.function, agg.column, agg.quantile, agg.sample) == spec.identity:
+                if _identity(agg) == spec.identity:
                     return agg.alias
-            raise QueryRefused(
-                f"{clause} uses {sql_text(node, self.dialect)}, which is not in the SELECT list; select it "
-                f"with an alias and use that name in {clause}."
-            )
+            alias = self._unique(f"__{spec.base_name}")
+            hidden = Aggregate(alias, spec.function, spec.column, spec.quantile, spec.sample)
+            self.aggregates = (*self.aggregates, hidden)
+            return alias
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             name = node.name.lower()
             if not node.args.get("table") and name in self.output:
@@ -273,6 +339,11 @@ class Outputs:
                 )
             result.append((name, bool(ordered.args.get("desc"))))
         return tuple(result)
+
+
+def _identity(aggregate: Aggregate) -> tuple[object, ...]:
+    """What tells two aggregates apart (as :attr:`AggregateCall.identity`)."""
+    return (aggregate.function, aggregate.column, aggregate.quantile, aggregate.sample)
 
 
 def limit(select: exp.Select) -> int | None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,8 +49,10 @@ from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .aggregates import AGGREGATES, NoisyStatistics
 from .analyze import AnalyzedQuery, QueryRefused, analyze
 from .catalog import Catalog, TableSpec
+from .derived import Derived, derived_bounds, derived_values
 from .plan import NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
 from .rewrite import bounded_sql, group_name
+from .shape import check_dialect
 
 __all__ = ["CatalogMismatch", "Result", "Session", "connect", "read_release"]
 
@@ -125,8 +128,10 @@ class Session:
         delta: Number | None = None,
         dataset: str | None = None,
         source: str | None = None,
+        dialect: str = "duckdb",
     ) -> None:
         self.backend = backend
+        self.dialect = check_dialect(dialect)  # the SQL dialect queries are read in
         self.catalog = catalog
         self.ledger = ledger
         self.analyst = analyst
@@ -146,10 +151,11 @@ class Session:
         epsilon: Number | None = None,
         accuracy: tuple[float, float] | None = None,
         delta: Number | None = None,
+        dialect: str | None = None,
     ) -> NoisePlan:
         """Analyse and plan ``query`` without touching data or budget, at ``epsilon`` or at the least
         epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`)."""
-        analysed = analyze(query, self.catalog)
+        analysed = analyze(query, self.catalog, dialect=self.dialect if dialect is None else dialect)
         if (epsilon is None) == (accuracy is None):
             raise TypeError("give exactly one of epsilon= and accuracy=(alpha, beta).")
         if accuracy is not None:
@@ -165,12 +171,13 @@ class Session:
         epsilon: Number | None = None,
         accuracy: tuple[float, float] | None = None,
         delta: Number | None = None,
+        dialect: str | None = None,
     ) -> str:
         """The bounded statement, sensitivities, noise scales and expected errors -- before spending
         (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given)."""
         if epsilon is None and accuracy is None:
             epsilon = 1
-        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta)
+        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
         lines = [
             f"privacy loss: {plan.privacy_loss}",
             f"table {plan.query.table.name}: " + _bounding(plan),
@@ -202,6 +209,18 @@ class Session:
                 f"{q.low.privacy_loss} for each interval end; 95% rank error +-{q.rank_error(0.05):.4g} "
                 "(in bounded rows)"
             )
+        hidden = [a.alias for a in plan.query.aggregates if a.alias not in plan.query.output]
+        if hidden:
+            lines.append(
+                "not shown, read by expressions, HAVING or ORDER BY (noised and charged): "
+                + ", ".join(hidden)
+            )
+        for d in plan.query.derived:
+            lines.append(
+                f"  {d.alias:<16} = {d.expression.sql('duckdb')}, computed from the released "
+                f"{', '.join(d.inputs)} (no further cost); 95% interval from each input's at "
+                f"1 - 0.05/{len(d.inputs)}, where interval arithmetic gives one"
+            )
         lines.append("engine statement:")
         lines.append(bounded_sql(plan))
         return "\n".join(lines)
@@ -215,6 +234,7 @@ class Session:
         delta: Number | None = None,
         rng: Rng = None,
         request_id: str | None = None,
+        dialect: str | None = None,
     ) -> Result:
         """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring).
 
@@ -225,7 +245,7 @@ class Session:
         The release is stored under a digest of the query, its budget and the catalog: asking the same
         again returns it at no cost. ``request_id`` (a client's idempotency key) joins that digest, so
         a retry with the same key gets the same answer and a new key asks for a fresh release."""
-        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta)
+        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
         if plan.delta > 0 and self.ledger.budget_kind is PureDP:
             raise QueryRefused(
                 "this query needs delta > 0 for private partition selection (GROUP BY without public keys), "
@@ -313,6 +333,8 @@ class Session:
         text = repr(
             (self.analyst, self.dataset, self.source, plan.query.sql, plan.epsilon, plan.delta, catalog)
         )
+        if plan.query.dialect != "duckdb":
+            text += repr(("dialect", plan.query.dialect))
         if client_key is not None:
             text += repr(("client request id", client_key))
         return "sql:" + hashlib.sha256(text.encode()).hexdigest()
@@ -413,6 +435,8 @@ def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
         columns[agg.alias] = value
         columns[f"{agg.alias}_ci_low"] = low
         columns[f"{agg.alias}_ci_high"] = high
+    for derived in query.derived:
+        columns.update(_derived(plan, derived, columns, noisy, beta, len(kept)))
     schema = _schema(plan)
     return pa.table({name: pa.array(columns[name], type=schema.field(name).type) for name in schema.names})
 
@@ -474,11 +498,14 @@ def _schema(plan: NoisePlan) -> pa.Schema:
     for alias, column, owner in zip(query.group_aliases, query.group_by, query.group_tables, strict=True):
         table = query.join.table if query.join is not None and owner == query.join.table.name else query.table
         fields[alias] = _ARROW_TYPES[table.column(column).type]
-    for agg in query.aggregates:
+    for agg in query.aggregates:  # hidden ones too: filtered, sorted or computed on, dropped after that
         direct = direct_statistic(agg.function, agg.column)
         integer = any(s.name == direct and isinstance(s.mechanism, Geometric) for s in plan.statistics)
         fields[agg.alias] = pa.int64() if integer else pa.float64()
         fields[f"{agg.alias}_ci_low"] = fields[f"{agg.alias}_ci_high"] = pa.float64()
+    for derived in query.derived:
+        fields[derived.alias] = pa.string() if derived.text else pa.float64()
+        fields[f"{derived.alias}_ci_low"] = fields[f"{derived.alias}_ci_high"] = pa.float64()
     order = [c for c in query.output if c in fields] + [c for c in fields if c not in query.output]
     return pa.schema([(name, fields[name]) for name in order])
 
@@ -519,6 +546,37 @@ def _quantiles(
     return {q.alias: q.release(masses[q.column], beta, source) for q in plan.quantiles}
 
 
+def _derived(
+    plan: NoisePlan, derived: Derived, columns: dict[str, Any], noisy: dict[str, Any], beta: float, rows: int
+) -> dict[str, Any]:
+    """An output computed from released aggregates (:mod:`.derived`): its values, and its ``1 - beta``
+    interval from each input's interval at ``1 - beta / k`` (a quantile's interval is released at the
+    query's level, so with other inputs beside it there is none)."""
+    values = {name: np.asarray(columns[name], dtype=np.float64) for name in derived.inputs}
+    lows, highs = {}, {}
+    k = len(derived.inputs)
+    for name in derived.inputs:
+        agg = plan.query.aggregate(name)
+        if agg.function == "quantile":  # its interval ends were drawn at the query's level
+            shown = (columns[f"{name}_ci_low"], columns[f"{name}_ci_high"])
+            low, high = shown if k == 1 else ([np.nan] * rows, [np.nan] * rows)
+        else:
+            _, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta / k, agg.sample)
+        lows[name], highs[name] = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    low, high = derived_bounds(derived, lows, highs, rows)
+    value = derived_values(derived, values, rows)
+    return {
+        derived.alias: value if derived.text else _nulls(value),
+        f"{derived.alias}_ci_low": _nulls(low),
+        f"{derived.alias}_ci_high": _nulls(high),
+    }
+
+
+def _nulls(values: Any) -> list[float | None]:
+    """NaN as SQL NULL."""
+    return [None if math.isnan(v) else float(v) for v in np.asarray(values, dtype=np.float64)]
+
+
 def _aggregate(
     plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float, sample: bool
 ) -> tuple[Any, Any, Any]:
@@ -527,10 +585,17 @@ def _aggregate(
     return AGGREGATES[function].estimate(NoisyStatistics(plan, noisy), column, beta, sample)
 
 
+#: the columns of an aggregate: its value and its interval's ends
+_ENDS = ("", "_ci_low", "_ci_high")
+
+
 def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
-    """HAVING, ORDER BY and LIMIT on released values (post-processing: no privacy cost)."""
+    """HAVING, ORDER BY and LIMIT on released values (post-processing: no privacy cost), then the hidden
+    aggregates (read by expressions, HAVING or ORDER BY only) dropped."""
+    hidden = {f"{a.alias}{end}" for a in query.aggregates if a.alias not in query.output for end in _ENDS}
+    shown = [name for name in table.column_names if name not in hidden]
     if query.having is None and not query.order_by and query.limit is None:
-        return table
+        return table.select(shown)
     con = duckdb.connect()
     con.register("released", table)
     sql = "SELECT * FROM released"
@@ -540,7 +605,7 @@ def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
         sql += " ORDER BY " + ", ".join(f'"{c}" {"DESC" if d else "ASC"}' for c, d in query.order_by)
     if query.limit is not None:
         sql += f" LIMIT {int(query.limit)}"
-    return con.sql(sql).to_arrow_table()
+    return con.sql(sql).to_arrow_table().select(shown)
 
 
 def _open_duckdb(path: str, catalog: Catalog) -> DuckDBBackend:
@@ -566,6 +631,7 @@ def connect(
     analyst: str | None = None,
     delta: Number | None = None,
     source: str | None = None,
+    dialect: str = "duckdb",
 ) -> Session:
     """Open a DP SQL session.
 
@@ -577,8 +643,12 @@ def connect(
     ``source`` names the data for the ledger's stored releases (a repeated query on
     the same source is answered from the ledger): by default a DuckDB file's absolute path, and for an
     in-memory database or a backend object this session's engine only (name a backend's database, such as
-    ``"postgres:db.example/sales"``, to reuse releases across sessions).
+    ``"postgres:db.example/sales"``, to reuse releases across sessions). ``dialect`` is the SQL dialect
+    queries are written in (``"duckdb"``, ``"postgres"``, ``"tsql"``, ...: see
+    :data:`kakeibo.sql.shape.DIALECTS`), whatever the engine; ``sql``, ``plan`` and ``explain`` take
+    ``dialect=`` for one query.
     """
+    dialect = check_dialect(dialect)  # before anything is opened
     cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
     backend = database if isinstance(database, Backend) else _open_duckdb(os.fspath(database), cat)
     if source is None and not isinstance(database, Backend) and os.fspath(database) != ":memory:":
@@ -588,4 +658,4 @@ def connect(
             if table.source is not None:
                 backend.register_source(table.name, table.source)
     led = ledger if isinstance(ledger, Ledger) else Ledger(ledger, budget=budget)
-    return Session(backend, cat, led, analyst=analyst, delta=delta, source=source)
+    return Session(backend, cat, led, analyst=analyst, delta=delta, source=source, dialect=dialect)

@@ -1,8 +1,12 @@
 """The shape of a query kakeibo answers, and the :class:`AnalyzedQuery` an accepted one becomes.
 
-:func:`parse_select` reads the analyst's text as exactly one plain SELECT statement. Subqueries, CTEs, set
-operations, window functions, query parameters and clauses outside ``SELECT ... FROM ... [WHERE] [GROUP
-BY] [HAVING] [ORDER BY] [LIMIT]`` are refused: they would break the contribution bounds the noise is
+:func:`parse_select` reads the analyst's text, in one of the SQL dialects of :data:`DIALECTS` (sqlglot's
+names), as exactly one plain SELECT statement: T-SQL's ``SELECT TOP n`` and ``FETCH FIRST n ROWS ONLY``
+are its LIMIT, and an ``OFFSET 0`` (as T-SQL writes before FETCH) skips nothing. The rest of the analysis
+works on the parsed statement, and the engine statement is written from it, so a dialect changes how the
+query is read, never what is computed from it. Subqueries, CTEs, set operations, window functions, query
+parameters and clauses outside ``SELECT ... FROM ... [WHERE] [GROUP BY] [HAVING] [ORDER BY] [LIMIT]`` are
+refused: they would break the contribution bounds the noise is
 calibrated to (each is a transformation whose stability kakeibo does not track). The dataclasses describe
 the accepted query, as the rewriter and the noise planner need it.
 """
@@ -18,8 +22,21 @@ from sqlglot.errors import ParseError, SqlglotError
 
 from ..accounting.overlap import Box
 from .catalog import QueryRefused, TableSpec
+from .derived import Derived
+from .predicates import numeric_literal
 
-__all__ = ["Aggregate", "AggregateFunction", "AnalyzedQuery", "JoinSpec", "parse_select"]
+__all__ = [
+    "DIALECTS",
+    "Aggregate",
+    "AggregateFunction",
+    "AnalyzedQuery",
+    "JoinSpec",
+    "check_dialect",
+    "parse_select",
+]
+
+#: the SQL dialects a query may be written in (sqlglot's names); :mod:`kakeibo.sql` loads each at import
+DIALECTS = ("duckdb", "postgres", "tsql", "bigquery", "spark", "mysql", "sqlite", "snowflake")
 
 AggregateFunction = Literal["count", "count_distinct_unit", "sum", "avg", "variance", "stddev", "quantile"]
 
@@ -73,6 +90,9 @@ class AnalyzedQuery:
     * ``having``: the HAVING predicate over output names only (aggregates written in HAVING are replaced
       by the output column of the same aggregate).
     * ``order_by``: ``(output name, descending)`` pairs; ``limit``: the LIMIT count.
+    * ``dialect``: the SQL dialect ``sql`` was read in (one of :data:`DIALECTS`).
+    * ``derived``: outputs computed from released aggregates (:mod:`kakeibo.sql.derived`); an aggregate
+      they read that is not selected on its own is in ``aggregates`` but not in ``output`` (hidden).
     * ``where_box``: the region the WHERE clause selects, when it is a conjunction of comparisons of
       numeric columns of the sensitive table with numeric literals (``<``, ``<=``, ``>``, ``>=``, ``=``,
       ``BETWEEN``), for parallel composition (see :mod:`kakeibo.accounting.overlap`): ``unit="record"``
@@ -95,6 +115,8 @@ class AnalyzedQuery:
     group_aliases: tuple[str, ...] = ()
     table_alias: str | None = None
     group_tables: tuple[str, ...] = ()
+    derived: tuple[Derived, ...] = ()
+    dialect: str = "duckdb"
 
     def __post_init__(self) -> None:
         if not self.group_aliases and self.group_by:
@@ -136,13 +158,24 @@ _SELECT_CLAUSES = {
     "match": "MATCH_RECOGNIZE",
 }
 _ALLOWED_SELECT_ARGS = frozenset(
-    {"expressions", "from_", "joins", "where", "group", "having", "order", "limit"}
+    {"expressions", "from_", "joins", "where", "group", "having", "order", "limit", "offset"}
 )
+
+
+def check_dialect(dialect: object) -> str:
+    """``dialect`` as one of :data:`DIALECTS` (in any case), else :class:`QueryRefused`."""
+    name = dialect.lower() if isinstance(dialect, str) else ""
+    if name not in DIALECTS:
+        raise QueryRefused(
+            f"the SQL dialect {dialect!r} is not supported; use one of {', '.join(DIALECTS[:-1])} or "
+            f"{DIALECTS[-1]}."
+        )
+    return name
 
 
 def parse_select(sql: str, dialect: str) -> exp.Select:
     """``sql`` parsed as one SELECT statement whose clauses kakeibo knows, else :class:`QueryRefused`."""
-    select = _statement(sql, dialect)
+    select = _statement(sql, check_dialect(dialect))
     _clauses(select)
     _global_checks(select)
     return select
@@ -203,7 +236,8 @@ def _clauses(select: exp.Select) -> None:
             "SELECT DISTINCT is not supported, since it would list raw values; use GROUP BY with an "
             "aggregate such as COUNT(*)."
         )
-    if select.args.get("offset"):
+    offset = select.args.get("offset")
+    if offset is not None and numeric_literal(offset.expression) != 0:  # OFFSET 0 skips nothing
         raise QueryRefused("OFFSET is not supported; use ORDER BY and LIMIT on the released rows.")
     for key, value in select.args.items():
         if value and key not in _ALLOWED_SELECT_ARGS:

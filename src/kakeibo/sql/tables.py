@@ -1,8 +1,13 @@
 """The tables a query reads (FROM and JOIN) and how its column references resolve.
 
-A query aggregates one sensitive catalog table, named alone (no files, table functions, VALUES, schemas or
-table modifiers). Joins between sensitive tables are refused: they would break the contribution bounds the
-noise is calibrated to. A JOIN to a public table is accepted as an inner equi-join on one column (not on
+A query aggregates one sensitive catalog table, named alone (no files, table functions, VALUES or table
+modifiers) or qualified by the default schema. kakeibo reads a catalog table by its bare name, that is from
+the engine's default schema, so a qualifier may only say so: the schema ``main`` (DuckDB's default) or
+``public`` (PostgreSQL's), whatever the engine, after the database's name when the session knows it
+(``db.main.census``). Any other schema or database would name another table than the one kakeibo reads,
+and is refused. A column may carry the same qualifiers before its table (``main.census.age``).
+Joins between sensitive tables are refused: they would break the contribution bounds the noise is
+calibrated to. A JOIN to a public table is accepted as an inner equi-join on one column (not on
 the privacy unit) whose two columns compare without a conversion. It may repeat a sensitive row once per
 matching public row, so on a user-level table contribution bounding runs after the join; a row-level table
 has no unit to bound by, so it may only be joined on a public column the catalog declares ``unique`` (the
@@ -20,7 +25,10 @@ from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
 from .predicates import TotalPredicate, strip
 from .shape import JoinSpec
 
-__all__ = ["ColumnRef", "Source", "Tables", "lower_name", "sql_text"]
+__all__ = ["DEFAULT_SCHEMAS", "ColumnRef", "Source", "Tables", "lower_name", "sql_text"]
+
+#: the schema qualifiers that name the engine's default schema, where kakeibo reads every catalog table
+DEFAULT_SCHEMAS = ("main", "public")
 
 
 def lower_name(identifier: exp.Expr | str | None) -> str:
@@ -66,11 +74,15 @@ class ColumnRef:
 
 class Tables:
     """The FROM clause of ``select`` checked against ``catalog``: its sensitive table (``private``), the
-    public table it joins (``public``, with ``join`` describing the join) and column resolution."""
+    public table it joins (``public``, with ``join`` describing the join) and column resolution.
+    ``database`` is the name of the engine's database, when known: a three-part name may start with it."""
 
-    def __init__(self, select: exp.Select, catalog: Catalog, dialect: str) -> None:
+    def __init__(
+        self, select: exp.Select, catalog: Catalog, dialect: str, database: str | None = None
+    ) -> None:
         self.catalog = catalog
         self.dialect = dialect
+        self.database = database.lower() if database else None
         self.using: str | None = None
         self.sources = self._sources(select)
         self.private, self.public = self._roles()
@@ -79,20 +91,23 @@ class Tables:
     # -- tables ---------------------------------------------------------------------------------------
 
     def _table(self, node: exp.Expr) -> Source:
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Dot):  # a.b.c.d
+            raise QueryRefused(
+                f"the table name {sql_text(node, self.dialect)} has too many qualifiers; {self._naming()}."
+            )
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             raise QueryRefused(
                 "reading files, table functions or VALUES in FROM is not allowed; "
                 "query a catalog table by name."
             )
         name = node.name
-        if node.args.get("db") or node.args.get("catalog"):
-            raise QueryRefused(
-                f"refer to table {name.lower()!r} by its catalog name alone, without a schema or database."
-            )
+        other = self._other_qualifier(node)
+        if other:
+            raise QueryRefused(f"{other}, where kakeibo reads its tables; {self._naming()}.")
         if node.args.get("sample"):
             raise QueryRefused("TABLESAMPLE is not supported; sampling is not part of the privacy analysis.")
         for key, value in node.args.items():
-            if value and key not in ("this", "alias"):
+            if value and key not in ("this", "alias", "db", "catalog"):
                 raise QueryRefused(
                     f"table modifiers such as {sql_text(node, self.dialect)} are not supported; name the "
                     "table alone."
@@ -101,6 +116,9 @@ class Tables:
             raise QueryRefused(
                 f"reading files such as {name!r} is not allowed; query a catalog table by name."
             )
+        if (node.args.get("db") or node.args.get("catalog")) and name.lower() not in self.catalog.tables:
+            shown = ".".join(part.name.lower() for part in node.parts)
+            raise QueryRefused(f"unknown table {shown!r}; {self._naming()}.")
         spec = self.catalog.table(name)
         alias_node = node.args.get("alias")
         alias: str | None = None
@@ -111,6 +129,27 @@ class Tables:
                 )
             alias = lower_name(alias_node.this) or None
         return Source(spec, alias)
+
+    def _other_qualifier(self, node: exp.Table | exp.Column) -> str:
+        """What names another schema or database than the engine's default ones in ``node`` (``""`` when
+        nothing does), as the start of a refusal."""
+        schema, database = lower_name(node.args.get("db")), lower_name(node.args.get("catalog"))
+        if database and database != self.database:
+            known = (
+                f"the session's database {self.database}" if self.database else "known to be the session's"
+            )
+            return f"the database {database} is not {known}"
+        if schema and schema not in DEFAULT_SCHEMAS:
+            return f"the schema {schema} is not the engine's default one"
+        return ""
+
+    def _naming(self) -> str:
+        """Which table names are known, for a refusal."""
+        database = f", after the database {self.database}" if self.database else ""
+        return (
+            f"the catalog has: {', '.join(self.catalog.tables)}, named without a schema or qualified by "
+            f"{' or '.join(DEFAULT_SCHEMAS)}{database}"
+        )
 
     def _sources(self, select: exp.Select) -> list[Source]:
         from_ = select.args.get("from_")
@@ -225,9 +264,10 @@ class Tables:
                 "grouped by columns."
             )
         name = column.name.lower()
-        if column.args.get("db") or column.args.get("catalog"):
+        if self._other_qualifier(column):
             raise QueryRefused(
-                f"the column reference {sql_text(column, self.dialect)} has too many qualifiers."
+                f"the column reference {sql_text(column, self.dialect)} has too many qualifiers; qualify a "
+                f"column by its table or alias, or by {' or '.join(DEFAULT_SCHEMAS)} and the table."
             )
         qualifier = lower_name(column.args.get("table"))
         if qualifier:
