@@ -11,9 +11,11 @@ and charge (the adversarial harness).
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import tempfile
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,7 @@ from scipy import stats
 import kakeibo
 from adversarial_harness import Worlds, assert_indistinguishable, duckdb_worlds
 from kakeibo.backends import DuckDBBackend
-from kakeibo.sql import Catalog
+from kakeibo.sql import Catalog, QueryRefused
 from kakeibo.sql.derived import Derived, check_expression, derived_bounds, derived_values
 from kakeibo.sql.session import Session
 
@@ -221,6 +223,9 @@ def test_stated_intervals_cover_the_exact_value_at_their_level() -> None:
 # -- neighbours --------------------------------------------------------------------------------------------
 
 NEIGHBOUR_QUERIES = [
+    "SELECT DISTINCT name FROM visits",
+    "SELECT building AS b FROM visits GROUP BY building ORDER BY b LIMIT 3",
+    "SELECT 7 AS seven, PI() AS p, 'x' AS t, COUNT(*) AS n FROM visits",
     "SELECT SUM(amount) / COUNT(*) AS r FROM visits",
     "SELECT category, ROUND(AVG(amount), 1) AS m, COUNT(*) * 2 AS n2 FROM visits GROUP BY category",
     "SELECT building, SUM(amount) / COUNT(*) AS r FROM visits GROUP BY building HAVING r > 10",
@@ -243,3 +248,66 @@ def worlds() -> Iterator[Worlds]:
 @pytest.mark.parametrize("query", NEIGHBOUR_QUERIES)
 def test_neighbours_see_the_same_outcome(worlds: Worlds, query: str) -> None:
     assert_indistinguishable(worlds, query)
+
+
+# -- constants and the keys of a GROUP BY ------------------------------------------------------------------
+
+
+def test_constants_are_outputs_and_randomness_is_refused(session: Session) -> None:
+    released = session.sql(
+        "SELECT sex, 3 AS three, 2 * PI() AS tau, 'EUR' AS currency, COUNT(*) AS n FROM census GROUP BY sex",
+        epsilon=1,
+    ).to_arrow()
+    assert released.column("three").to_pylist() == [3.0, 3.0]
+    assert released.column("tau").to_pylist() == [2 * math.pi] * 2
+    assert released.column("currency").to_pylist() == ["EUR", "EUR"]
+    assert released.schema.field("currency").type == pa.string()
+    for query, reason in [
+        ("SELECT RANDOM() AS r, COUNT(*) AS n FROM census", "is non-deterministic"),
+        ("SELECT 3 AS three FROM census", "the query computes no aggregate"),
+        ("SELECT 'a' || 'b' AS x, COUNT(*) AS n FROM census", "uses DPIPE, which kakeibo does not evaluate"),
+    ]:
+        with pytest.raises(QueryRefused, match=reason):
+            session.sql(query, epsilon=1)
+
+
+KEYS = Catalog.from_toml(
+    """
+[tables.devices]
+privacy_unit = "person"
+max_partitions = 2
+max_rows_per_partition = 5
+[tables.devices.columns]
+person = "int"
+model = "str"
+os = { type = "str", public_values = ["android", "ios"] }
+"""
+)
+
+
+def _devices() -> pa.Table:
+    """40 people on each of three common models, and one person alone on a rare one."""
+    people = np.arange(121)
+    models = np.where(people == 120, "rare", np.array(["a", "b", "c"])[people % 3])
+    return pa.table({"person": people, "model": models, "os": np.where(people % 2, "ios", "android")})
+
+
+def test_group_by_without_an_aggregate_releases_the_keys_by_partition_selection(tmp_path: Path) -> None:
+    """The keys alone, charged the selection's (epsilon, delta); a key one person holds is released with
+    probability <= delta / L0 per query (here 1e-9 / 2): in 100 seeded releases, never."""
+    db = DuckDBBackend()
+    db.load_table("devices", _devices())
+    with kakeibo.connect(db, catalog=KEYS, ledger=tmp_path / "l.sqlite", budget=(10**6, 0.5)) as session:
+        grouped = session.sql("SELECT model FROM devices GROUP BY model", epsilon=1, delta=1e-9)
+        assert grouped.privacy_loss.epsilon == 1 and grouped.privacy_loss.delta == Fraction(1, 10**9)
+        seen: set[str] = set()
+        for seed in range(100):
+            for query in ("SELECT DISTINCT model FROM devices", "SELECT model AS m FROM devices GROUP BY 1"):
+                table = session.sql(query, epsilon=5, delta=1e-9, rng=np.random.default_rng(seed)).to_arrow()
+                assert table.num_columns == 1
+                seen.update(table.column(0).to_pylist())
+        assert seen == {"a", "b", "c"}  # 40 people each: released; the one person on "rare": never
+        with pytest.raises(QueryRefused, match="every GROUP BY key of this query is public"):
+            session.sql("SELECT DISTINCT os FROM devices", epsilon=1, delta=1e-9)
+        with pytest.raises(QueryRefused, match="SELECT DISTINCT is supported over plain columns only"):
+            session.sql("SELECT DISTINCT model, COUNT(*) FROM devices", epsilon=1, delta=1e-9)

@@ -1,5 +1,6 @@
 """Outputs computed from noisy aggregates: ``SUM(x) / COUNT(*)``, ``ROUND(AVG(x), 1)``, ``COUNT(*) * 5``,
-``CASE WHEN COUNT(*) > 10 THEN 'many' ELSE 'few' END`` (issue 17).
+``CASE WHEN COUNT(*) > 10 THEN 'many' ELSE 'few' END`` (issue 17); and constants (``3 AS three``,
+``PI()``, ``'EUR' AS currency``), the same evaluation with no aggregate inside.
 
 **Post-processing.** Each aggregate inside such an expression is released like a selected one (noised and
 charged with the query; an aggregate selected on its own as well is released once), and the expression is
@@ -57,6 +58,7 @@ _COMPARISONS: dict[type[exp.Expr], Callable[[FloatArray, FloatArray], NDArray[np
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 #: what an expression around aggregates may contain (besides the aggregates themselves)
 _ALLOWED: tuple[type[exp.Expr], ...] = (
+    exp.Pi,
     exp.Paren,
     exp.Neg,
     exp.Literal,
@@ -97,18 +99,22 @@ def check_expression(node: exp.Expr, text: str, inputs: frozenset[str]) -> bool:
     any other column is a value outside an aggregate."""
     for part in node.walk():
         name = part.sql_name() if isinstance(part, exp.Func) else part.key.upper()
+        if isinstance(part, (exp.Rand, exp.Randn, exp.Uuid)):
+            raise QueryRefused(
+                f"{text} is non-deterministic; an output may depend on aggregates and literals only."
+            )
         if not isinstance(part, _ALLOWED):
             raise QueryRefused(
-                f"{text} applies {name} to aggregates, which kakeibo does not evaluate; use arithmetic "
-                "(+ - * /), ROUND, ABS, POWER, SQRT, LN, EXP, CEIL, FLOOR, SIGN, GREATEST, LEAST or CASE "
-                "WHEN."
+                f"{text} uses {name}, which kakeibo does not evaluate in SELECT; use arithmetic (+ - * /), "
+                "ROUND, ABS, POWER, SQRT, LN, EXP, CEIL, FLOOR, SIGN, GREATEST, LEAST, PI() or CASE WHEN on "
+                "aggregates and literals."
             )
         if isinstance(part, exp.Column) and part.name not in inputs:
             raise QueryRefused(
                 f"{text} reads the column {part.sql()} outside an aggregate, which would reveal rows; "
                 "use columns inside aggregates only."
             )
-        if isinstance(part, exp.Literal) and part.is_string and not _is_result(part):
+        if isinstance(part, exp.Literal) and part.is_string and not (_is_result(part) or part is node):
             raise QueryRefused(f"{text} uses the text {part.sql()} where a number is needed.")
         if isinstance(part, exp.Literal) and not part.is_string and numeric_literal(part) is None:
             raise QueryRefused(
@@ -120,7 +126,7 @@ def check_expression(node: exp.Expr, text: str, inputs: frozenset[str]) -> bool:
         needs = isinstance(part, exp.Pow) or (isinstance(part, exp.Round) and second is not None)
         if needs and not _small_literal(second, whole=isinstance(part, exp.Round)):
             raise QueryRefused(f"{text} needs a literal number up to 64 as the second argument of {name}.")
-    results = _case_results(node)
+    results = _case_results(node) or [strip(node)]  # a CASE's results, or the expression itself
     texts = [isinstance(r, exp.Literal) and r.is_string for r in results]
     if any(texts) and not all(t or isinstance(r, exp.Null) for t, r in zip(texts, results, strict=True)):
         raise QueryRefused(f"{text} mixes text and numbers in its results; give every branch the same type.")
@@ -216,6 +222,8 @@ def _evaluate(node: exp.Expr, columns: Mapping[str, FloatArray], rows: int) -> F
         return np.asarray(columns[node.name], dtype=np.float64)
     if isinstance(node, exp.Null):
         return np.full(rows, np.nan)
+    if isinstance(node, exp.Pi):
+        return np.full(rows, np.pi)
     if isinstance(node, exp.Literal):
         return np.full(rows, float(node.this))
     if isinstance(node, exp.Neg):
@@ -280,6 +288,8 @@ def _case_numbers(node: exp.Expr, columns: Mapping[str, FloatArray], rows: int) 
 
 
 def _case_texts(node: exp.Expr, columns: Mapping[str, FloatArray], rows: int) -> list[str | None]:
+    if isinstance(node, exp.Literal):  # a text constant
+        return [str(node.this)] * rows
     branches, default = _branches(node)
 
     def text(result: exp.Expr) -> str | None:
@@ -304,8 +314,8 @@ def _bounds(
     nothing = (np.full(rows, np.nan), np.full(rows, np.nan))
     if isinstance(node, exp.Column):
         return np.asarray(lows[node.name], dtype=np.float64), np.asarray(highs[node.name], dtype=np.float64)
-    if isinstance(node, exp.Literal):
-        value = np.full(rows, float(node.this))
+    if isinstance(node, (exp.Literal, exp.Pi)):
+        value = np.full(rows, np.pi if isinstance(node, exp.Pi) else float(node.this))
         return value, value
     if isinstance(node, exp.Neg):
         low, high = _bounds(node.this, lows, highs, rows)

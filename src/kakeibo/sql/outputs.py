@@ -100,11 +100,8 @@ class Outputs:
                     f"the output {sql_text(inner, self.dialect)} is an expression over columns; select plain "
                     "grouping columns and aggregates only."
                 )
-            else:
-                raise QueryRefused(
-                    f"the constant output {sql_text(inner, self.dialect)} is not supported; select grouping "
-                    "columns and aggregates only."
-                )
+            else:  # a constant: evaluated like an expression around no aggregate
+                items.append((alias, DerivedCall(inner.copy(), ()), inner))
         return items
 
     def _derived(self, inner: exp.Expr) -> DerivedCall:
@@ -169,10 +166,15 @@ class Outputs:
             if kind.key in selected:
                 raise QueryRefused(f"the grouping column {kind.column.name} is selected twice.")
             selected.add(kind.key)
-        if not any(isinstance(kind, (AggregateCall, DerivedCall)) for _, kind, _ in self.items):
+        reads = [
+            k
+            for _, k, _ in self.items
+            if isinstance(k, AggregateCall) or (isinstance(k, DerivedCall) and k.calls)
+        ]
+        if not reads and not refs:  # GROUP BY without an aggregate releases the keys alone
             raise QueryRefused(
-                "the query computes no aggregate; kakeibo releases aggregates only, so add one such as "
-                "COUNT(*)."
+                "the query computes no aggregate; kakeibo releases aggregates or the keys of a GROUP BY, so "
+                "add one such as COUNT(*)."
             )
         return refs
 

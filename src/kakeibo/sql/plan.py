@@ -193,6 +193,11 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
             "grouping by columns without public values needs private partition selection, which needs "
             "delta > 0 (or declare public_values for the GROUP BY columns in the catalog)."
         )
+    if not query.aggregates and not selection:
+        raise QueryRefused(
+            "every GROUP BY key of this query is public (the catalog lists its values), so releasing the "
+            "keys alone would tell nothing the catalog does not; add an aggregate such as COUNT(*)."
+        )
     needed = _needed(query, selection)
     quantile_aggregates = [agg for agg in query.aggregates if agg.function == "quantile"]
     share = eps / (len(needed) + len(quantile_aggregates))

@@ -231,11 +231,20 @@ def _clauses(select: exp.Select) -> None:
         raise QueryRefused(
             "WITH (common table expressions) is not supported; write one SELECT over a catalog table."
         )
-    if select.args.get("distinct"):
-        raise QueryRefused(
-            "SELECT DISTINCT is not supported, since it would list raw values; use GROUP BY with an "
-            "aggregate such as COUNT(*)."
-        )
+    distinct = select.args.get("distinct")
+    if distinct:
+        plain = [e.this if isinstance(e, exp.Alias) else e for e in select.expressions]
+        if (
+            distinct.args.get("on")
+            or select.args.get("group")
+            or not all(isinstance(e, exp.Column) for e in plain)
+        ):
+            raise QueryRefused(
+                "SELECT DISTINCT is supported over plain columns only (a release of the keys, as GROUP BY "
+                "without an aggregate); use GROUP BY with aggregates such as COUNT(*) otherwise."
+            )
+        select.set("distinct", None)  # SELECT DISTINCT a, b is GROUP BY a, b: the keys alone
+        select.set("group", exp.Group(expressions=[e.copy() for e in plain]))
     offset = select.args.get("offset")
     if offset is not None and numeric_literal(offset.expression) != 0:  # OFFSET 0 skips nothing
         raise QueryRefused("OFFSET is not supported; use ORDER BY and LIMIT on the released rows.")
