@@ -311,3 +311,39 @@ def test_group_by_without_an_aggregate_releases_the_keys_by_partition_selection(
             session.sql("SELECT DISTINCT os FROM devices", epsilon=1, delta=1e-9)
         with pytest.raises(QueryRefused, match="SELECT DISTINCT is supported over plain columns only"):
             session.sql("SELECT DISTINCT model, COUNT(*) FROM devices", epsilon=1, delta=1e-9)
+
+
+# -- consistency: never-negative aggregates clamped at 0 on request ----------------------------------------
+
+
+def test_nonnegative_clamps_what_cannot_be_negative_at_no_cost(session: Session) -> None:
+    """A sum near 0 at a tiny epsilon is often released negative; ``nonnegative=True`` answers from the
+    same stored release with the value and its interval clamped at 0 (free: a replay), and the clamped
+    interval still holds the exact value whenever the released one did."""
+    query = (
+        "SELECT sex, SUM(income) AS s, COUNT(*) AS n FROM census WHERE income < 1 GROUP BY sex ORDER BY sex"
+    )
+    exact = dict(_exact(session, "SELECT sex, SUM(income) FROM census WHERE income < 1 GROUP BY sex"))
+    negative = 0
+    for seed in range(40):
+        request = f"r{seed}"
+        raw = session.sql(
+            query, epsilon=0.001, rng=np.random.default_rng(seed), request_id=request
+        ).to_arrow()
+        spent = session.ledger.spent()
+        clamped = session.sql(query, epsilon=0.001, request_id=request, nonnegative=True)
+        assert session.ledger.spent() == spent  # the stored release, post-processed: no new charge
+        rows = clamped.to_arrow().to_pylist()
+        for before, after in zip(raw.to_pylist(), rows, strict=True):
+            negative += before["s"] < 0
+            for column in ("s", "s_ci_low", "s_ci_high", "n", "n_ci_low", "n_ci_high"):
+                assert after[column] == max(before[column], 0)
+            if before["s_ci_low"] <= exact.get(after["sex"], 0) <= before["s_ci_high"]:
+                assert after["s_ci_low"] <= exact.get(after["sex"], 0) <= after["s_ci_high"]
+    assert negative > 0  # the case the option exists for did occur
+    explained = session.explain(query, epsilon=0.001, nonnegative=True)
+    assert "clamped at 0 with their intervals (nonnegative=True, no cost): s, n" in explained
+    bounded = session.explain(
+        "SELECT AVG(age) AS a, MEDIAN(age) AS m FROM census", epsilon=1, nonnegative=True
+    )
+    assert "(nonnegative=True, no cost): a, m" in bounded  # age >= 18 by its bounds

@@ -35,6 +35,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
@@ -172,9 +173,11 @@ class Session:
         accuracy: tuple[float, float] | None = None,
         delta: Number | None = None,
         dialect: str | None = None,
+        nonnegative: bool = False,
     ) -> str:
         """The bounded statement, sensitivities, noise scales and expected errors -- before spending
-        (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given)."""
+        (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given); with ``nonnegative``, which
+        outputs :meth:`sql` would clamp at 0."""
         if epsilon is None and accuracy is None:
             epsilon = 1
         plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
@@ -221,6 +224,9 @@ class Session:
                 f"{', '.join(d.inputs)} (no further cost); 95% interval from each input's at "
                 f"1 - 0.05/{len(d.inputs)}, where interval arithmetic gives one"
             )
+        if nonnegative:
+            clamped = ", ".join(_never_negative(plan)) or "none"
+            lines.append(f"clamped at 0 with their intervals (nonnegative=True, no cost): {clamped}")
         lines.append("engine statement:")
         lines.append(bounded_sql(plan))
         return "\n".join(lines)
@@ -235,6 +241,7 @@ class Session:
         rng: Rng = None,
         request_id: str | None = None,
         dialect: str | None = None,
+        nonnegative: bool = False,
     ) -> Result:
         """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring).
 
@@ -244,7 +251,12 @@ class Session:
 
         The release is stored under a digest of the query, its budget and the catalog: asking the same
         again returns it at no cost. ``request_id`` (a client's idempotency key) joins that digest, so
-        a retry with the same key gets the same answer and a new key asks for a fresh release."""
+        a retry with the same key gets the same answer and a new key asks for a fresh release.
+
+        ``nonnegative=True`` clamps at 0 every aggregate whose true value cannot be negative (counts,
+        variances, standard deviations; sums, averages and quantiles of columns bounded below by 0) and
+        the ends of its interval, before HAVING, ORDER BY and LIMIT: post-processing of the stored
+        release, so it costs nothing and a replay may ask either way."""
         plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
         if plan.delta > 0 and self.ledger.budget_kind is PureDP:
             raise QueryRefused(
@@ -268,7 +280,7 @@ class Session:
             rng=rng,
             check=lambda: self._check_tables(plan),
             codec=_TABLES,
-            finish=lambda table: _post_process(plan.query, table),
+            finish=lambda table: _post_process(plan.query, _clamped(plan, table) if nonnegative else table),
         )
         return Result(out.value, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded)
 
@@ -583,6 +595,30 @@ def _aggregate(
     """An aggregate's value and ``1 - beta`` interval per released group, recombined from the noisy
     statistics as its :class:`~kakeibo.sql.aggregates.AggregateSpec` says."""
     return AGGREGATES[function].estimate(NoisyStatistics(plan, noisy), column, beta, sample)
+
+
+def _never_negative(plan: NoisePlan) -> list[str]:
+    """The aggregates whose true value cannot be negative: counts, variances and standard deviations, and
+    sums, averages and quantiles of a column bounded below by 0."""
+    query = plan.query
+    found = []
+    for agg in query.aggregates:
+        lower = None if agg.column is None else query.table.column(agg.column).lower
+        bounded = lower is not None and lower >= 0
+        if agg.function in ("count", "count_distinct_unit", "variance", "stddev") or bounded:
+            found.append(agg.alias)
+    return found
+
+
+def _clamped(plan: NoisePlan, table: pa.Table) -> pa.Table:
+    """Each never-negative aggregate and its interval's ends clamped at 0 (its true value lies in the
+    clamped interval whenever it lay in the released one)."""
+    for alias in _never_negative(plan):
+        for name in (f"{alias}{end}" for end in _ENDS):
+            column = table.column(name)
+            clamped = pc.max_element_wise(column, pa.scalar(0, type=column.type))
+            table = table.set_column(table.column_names.index(name), name, clamped)
+    return table
 
 
 #: the columns of an aggregate: its value and its interval's ends
