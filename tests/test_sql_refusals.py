@@ -99,13 +99,10 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT user_id, COUNT(*) FROM visits GROUP BY 1", "grouping by the privacy unit user_id"),
     ("SELECT category, COUNT(*) FROM visits GROUP BY category, user_id", "grouping by the privacy unit"),
     ("SELECT SUM(user_id) FROM visits", f"SUM(user_id) {UNIT_AGG} user_id, which would reveal identifiers"),
-    ("SELECT AVG(user_id) FROM visits", f"AVG(user_id) {UNIT_AGG}"),
+    ("SELECT STDDEV_SAMP(v.user_id) FROM visits v", f"STDDEV_SAMP(v.user_id) {UNIT_AGG}"),
     ("SELECT MIN(v.user_id) FROM visits v", f"MIN(v.user_id) {UNIT_AGG}"),
     ("SELECT MEDIAN(user_id) FROM visits", f"MEDIAN(user_id) {UNIT_AGG}"),
-    (
-        "SELECT COUNT(user_id) FROM visits",
-        "use COUNT(*) to count rows or COUNT(DISTINCT user_id) to count users",
-    ),
+    ("SELECT VAR_POP(user_id) FROM visits", f"VAR_POP(user_id) {UNIT_AGG}"),
     (
         "SELECT COUNT(DISTINCT category) FROM visits",
         f"COUNT(DISTINCT category) is not supported; {DISTINCT_UNIT}",

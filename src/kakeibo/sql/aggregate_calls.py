@@ -229,11 +229,8 @@ class AggregateReader:
             raise QueryRefused(f"{text} is not supported; aggregate arguments must be plain columns.")
         ref = self.tables.resolve(arg)
         self._private_column(ref, text)
-        if ref.column.name == table.privacy_unit:
-            raise QueryRefused(
-                f"{text} aggregates the privacy unit; use COUNT(*) to count rows or "
-                f"COUNT(DISTINCT {table.privacy_unit}) to count users."
-            )
+        if ref.column.name == table.privacy_unit:  # rows whose unit is NULL are dropped: it is COUNT(*)
+            return AggregateCall("count", None, None, True, f"count_{ref.column.name}")
         return AggregateCall("count", ref.column.name, None, True, f"count_{ref.column.name}")
 
     def _unit_hint(self) -> str:

@@ -420,7 +420,8 @@ class _Avg(AggregateSpec):
 
 class _Variance(AggregateSpec):
     """VAR = E[(x - mid)^2] - E[x - mid]^2 from noisy n, centred sum and centred squares; the 95% interval
-    combines three 98.33% intervals (union bound) by interval arithmetic, clipped to [0, ((U - L)/2)^2]."""
+    combines three 98.33% intervals (union bound) by interval arithmetic, clipped to [0, ((U - L)/2)^2]
+    (times n / (n - 1) for the sample variance, which can exceed the population one's ceiling)."""
 
     centred = True
     correlated_refusal = (
@@ -448,13 +449,20 @@ class _Variance(AggregateSpec):
             )
             low = np.where(positive, np.maximum(sq_low, 0) / n_high - mean_sq_high**2, 0.0)
             high = np.where(positive, np.maximum(sq_high, 0) / low_n - mean_sq_low**2, cap)
-            if sample:
+            # the most a population variance of values in [L, U] can be
+            ceiling: Any = cap
+            value_ceiling: Any = cap
+            if sample:  # a sample variance is the population one times n / (n - 1): up to 2 * cap at n = 2
+                least = np.maximum(n_low, 2)
+                ceiling = np.where(positive, cap * least / (least - 1), 2 * cap)
+                value_ceiling = cap * count / (count - 1)
                 value, low, high = (
                     value * count / (count - 1),
                     low * n_high / np.maximum(n_high - 1, 1),
-                    high * low_n / np.maximum(low_n - 1, 1),
+                    np.where(positive, high * low_n / np.maximum(low_n - 1, 1), ceiling),
                 )
-            value, low, high = (np.clip(a, 0, cap) for a in (value, low, high))
+            value = np.clip(value, 0, value_ceiling)
+            low, high = np.clip(low, 0, ceiling), np.clip(high, 0, ceiling)
         return value, low, high
 
 
