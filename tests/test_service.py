@@ -137,6 +137,27 @@ def test_a_retried_request_is_charged_once(service: tuple[TestClient, str]) -> N
     assert fresh["ledger_entry"] != first["ledger_entry"] and spent(client, key) == 0.5
 
 
+def test_a_query_names_its_dialect_and_may_ask_for_nonnegative_values(
+    service: tuple[TestClient, str],
+) -> None:
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice")
+    tsql = {"sql": "SELECT TOP 1 category, SUM(amount) AS s FROM visits GROUP BY category ORDER BY s DESC"}
+    answer = ask(client, key, **tsql, epsilon=0.25, dialect="tsql", nonnegative=True, request_id="t-1")
+    assert answer.status_code == 200, answer.text
+    [row] = answer.json()["rows"]
+    assert min(row[1:]) >= 0  # the sum and its interval's ends, clamped at 0
+    plan = client.post(
+        "/v1/explain",
+        json={"dataset": "shop", **tsql, "dialect": "tsql", "nonnegative": True},
+        headers=bearer(key),
+    )
+    assert plan.status_code == 200 and "clamped at 0 with their intervals" in plan.json()["plan"]
+    for bad in ({"dialect": "oracle"}, {"dialect": "TSQL "}, {"nonnegative": "yes"}):
+        refused = ask(client, key, sql="SELECT COUNT(*) AS n FROM visits", epsilon=0.25, **bad)
+        assert refused.status_code == 422, (bad, refused.text)
+
+
 def test_budgets_per_analyst_and_per_dataset(service: tuple[TestClient, str]) -> None:
     """alice and bob each may spend 1.0 on shop, the dataset only 1.5 in all: colluders cannot exceed it."""
     client, admin_key = service

@@ -15,7 +15,8 @@ is a row of the ledger's budget chain.
 
 Endpoints (``/docs`` and ``/openapi.json`` describe them):
 
-* ``POST /v1/query`` ``{dataset, sql, epsilon | accuracy: [alpha, beta], delta?, request_id?}``
+* ``POST /v1/query`` ``{dataset, sql, epsilon | accuracy: [alpha, beta], delta?, request_id?, dialect?,
+  nonnegative?}``
 * ``POST /v1/explain`` -- the plan, its cost and expected errors; free
 * ``GET /v1/budget`` -- spent and remaining per granted dataset (the caller's and the dataset's)
 * ``GET /v1/history`` -- the caller's ledger entries; ``GET /v1/ledger/verify``
@@ -55,7 +56,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -68,6 +69,7 @@ from ..errors import ConfigurationError
 from ..privacy import ApproxDP
 from ..sql import Catalog
 from ..sql.session import Session
+from ..sql.shape import DIALECTS
 from .auth import ADMIN, Gate, RateLimiter
 from .config import DatasetConfig, ServiceConfig
 from .dashboard import dashboard_router, loss_json
@@ -116,6 +118,12 @@ class _Question(_Request):
         default=None, description="[alpha, beta]: each COUNT and SUM within alpha with probability 1 - beta"
     )
     delta: Delta | None = Field(default=None, description="for private partition selection")
+    dialect: str = Field(
+        default="duckdb", pattern=f"^({'|'.join(DIALECTS)})$", description="the SQL dialect of the query text"
+    )
+    nonnegative: StrictBool = Field(
+        default=False, description="clamp at 0 the aggregates that cannot be negative, and their intervals"
+    )
 
 
 class QueryRequest(_Question):
@@ -372,6 +380,8 @@ def create_app(config: ServiceConfig) -> FastAPI:
                 accuracy=body.accuracy,
                 delta=body.delta,
                 request_id=body.request_id,
+                dialect=body.dialect,
+                nonnegative=body.nonnegative,
             )
         assert result.ledger_entry is not None  # the session charged its ledger
         table = result.to_arrow()
@@ -388,7 +398,12 @@ def create_app(config: ServiceConfig) -> FastAPI:
         dataset = granted(name, body.dataset)
         with mapped(dataset.engine_errors):
             text = session(name, dataset).explain(
-                body.sql, epsilon=body.epsilon, accuracy=body.accuracy, delta=body.delta
+                body.sql,
+                epsilon=body.epsilon,
+                accuracy=body.accuracy,
+                delta=body.delta,
+                dialect=body.dialect,
+                nonnegative=body.nonnegative,
             )
         return {"plan": text}
 
