@@ -125,6 +125,16 @@ class _Question(_Request):
         default=False, description="clamp at 0 the aggregates that cannot be negative, and their intervals"
     )
 
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments ``Session.sql`` and ``Session.explain`` share."""
+        return {
+            "epsilon": self.epsilon,
+            "accuracy": self.accuracy,
+            "delta": self.delta,
+            "dialect": self.dialect,
+            "nonnegative": self.nonnegative,
+        }
+
 
 class QueryRequest(_Question):
     """A query, at ``epsilon`` or at the least epsilon that meets ``accuracy`` (exactly one of them)."""
@@ -374,15 +384,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     def query(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
         with mapped(dataset.engine_errors):
-            result = session(name, dataset).sql(
-                body.sql,
-                epsilon=body.epsilon,
-                accuracy=body.accuracy,
-                delta=body.delta,
-                request_id=body.request_id,
-                dialect=body.dialect,
-                nonnegative=body.nonnegative,
-            )
+            result = session(name, dataset).sql(body.sql, request_id=body.request_id, **body.options())
         assert result.ledger_entry is not None  # the session charged its ledger
         table = result.to_arrow()
         return {
@@ -397,14 +399,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
     def explain(body: ExplainRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
         with mapped(dataset.engine_errors):
-            text = session(name, dataset).explain(
-                body.sql,
-                epsilon=body.epsilon,
-                accuracy=body.accuracy,
-                delta=body.delta,
-                dialect=body.dialect,
-                nonnegative=body.nonnegative,
-            )
+            text = session(name, dataset).explain(body.sql, **body.options())
         return {"plan": text}
 
     @app.get("/v1/budget", responses=responses(*keyed))
