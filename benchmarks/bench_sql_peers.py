@@ -27,6 +27,12 @@ Peers and how the bounds map onto them:
   polars 1.32 while kakeibo's dev environment has polars 2, so this child runs in a separate environment
   given by ``--opendp-python`` (``python -m venv V && V/bin/pip install opendp polars==1.32.0 -e .``);
   without it, it is skipped.
+
+``--corpus`` runs a different comparison instead (issue 17): every query of the SQL corpus of
+``tests/sql_corpus.py`` on kakeibo, SmartNoise SQL, Qrlew and OpenDP's polars front end, counting what each
+answers and its median time per query; each peer may run in an environment of its own
+(``--smartnoise-python``, ``--qrlew-python``, ``--opendp-python``). See ``sql_corpus_peers.py`` for the
+environments, the mapping of the catalog onto each peer and what is timed.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_sql import CATALOG, CATEGORIES, QUERY, make_visits
+from sql_corpus_peers import add_arguments, main_corpus
 
 KAPPA, L0, EPSILON = 5, 3, 1.0
 Answer = dict[str, tuple[float, float]]  # category -> (count, sum)
@@ -285,9 +292,13 @@ def main() -> None:
         help="run PipelineDP and SmartNoise only up to this many rows",
     )
     parser.add_argument("--opendp-python", help="interpreter of an environment with opendp and polars 1.32")
+    add_arguments(parser)
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.corpus:
+        main_corpus(args)
+        return
     if args.child:
         seconds, answer = CHILDREN[args.child][1](args.data, args.repeats)
         print(json.dumps({"seconds": seconds, "peak_mb": _peak_mb(), "answer": answer}))

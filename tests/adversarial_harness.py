@@ -703,14 +703,32 @@ DERIVED_TEMPLATES = (
     "{a} % 2",
 )
 
+#: GROUP BY expressions (:mod:`kakeibo.sql.group_keys`) over the columns of ``visits`` (``{p}`` is the
+#: column prefix), accepted and refused ones alike; a CASE over a drawn condition is added by the grammar
+KEY_TEMPLATES = (
+    "{p}age / 10",
+    "{p}age // 7",
+    "FLOOR({p}age / 12)",
+    "ROUND({p}age / 25)",
+    "{p}age % 5",
+    "({p}age - 60) * 2",
+    "CASE WHEN {p}amount < 50 THEN 1 WHEN {p}amount < 90 THEN 2 END",
+    "CASE {p}category WHEN 'a' THEN 'first' ELSE 'other' END",
+    "{p}amount / 10",
+    "{p}user_id // 100",
+    "{p}age + {p}birth_year",
+    "UPPER({p}name)",
+    "{p}age // 0",
+)
+
 
 def queries() -> Any:
     """A ``hypothesis`` strategy of ``(query, epsilon)`` pairs from the grammar the analyser accepts (see
     :mod:`kakeibo.sql.analyze`), with boundary literals, NULLs and literals of the wrong type mixed in so
     that refusals are exercised too::
 
-        SELECT <group columns>, <aggregates or expressions of them> FROM visits [JOIN dim ...]
-        [WHERE <boolean combination of comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...]
+        SELECT <group columns and expressions>, <aggregates or expressions of them> FROM visits
+        [JOIN dim ...] [WHERE <boolean combination of comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...]
         [HAVING <output column op literal>] [ORDER BY <output columns>] [LIMIT n]
     """
     from hypothesis import strategies as st
@@ -780,6 +798,11 @@ def queries() -> Any:
         prefix = "visits." if join == "on" else ""
         group_choices = ["category", "name", "building", "age"] + (["dim.label"] if join else [])
         groups = draw(st.lists(st.sampled_from(group_choices), max_size=2, unique=True))
+        key = st.one_of(
+            st.sampled_from(KEY_TEMPLATES).map(lambda t: t.format(p=prefix)),
+            predicate(prefix, 1).map(lambda c: f"CASE WHEN {c} THEN 'in' ELSE 'out' END"),
+        )
+        keys = draw(st.lists(key, max_size=1 if len(groups) < 2 else 0))
         aggregate = st.one_of(
             st.just("COUNT(*)"),
             st.just("COUNT(DISTINCT user_id)"),
@@ -794,6 +817,7 @@ def queries() -> Any:
         aggregates = draw(st.lists(st.one_of(aggregate, aggregate, derived), min_size=1, max_size=3))
         aliases = [f"a{i}" for i in range(len(aggregates))]
         select = [("" if "." in g else prefix) + g for g in groups]
+        select += [f"{k} AS k{i}" for i, k in enumerate(keys)]
         select += [f"{agg} AS {alias}" for agg, alias in zip(aggregates, aliases, strict=True)]
         sql = f"SELECT {', '.join(select)} FROM visits"
         if join == "using":
@@ -805,9 +829,11 @@ def queries() -> Any:
             sql += f" WHERE {prefix}user_id = {TARGET_ID} AND {draw(predicate(prefix))}"
         elif where > 2:
             sql += f" WHERE {draw(predicate(prefix))}"
-        if groups:
-            sql += " GROUP BY " + ", ".join(("" if "." in g else prefix) + g for g in groups)
-        outputs = [g.split(".")[-1] for g in groups] + aliases
+        if groups or keys:
+            by = [("" if "." in g else prefix) + g for g in groups]
+            by += [k if draw(st.booleans()) else f"k{i}" for i, k in enumerate(keys)]  # text or alias
+            sql += " GROUP BY " + ", ".join(by)
+        outputs = [g.split(".")[-1] for g in groups] + [f"k{i}" for i in range(len(keys))] + aliases
         if draw(st.integers(0, 3)) == 0:
             column = draw(st.sampled_from(aliases))
             op = draw(st.sampled_from(("=", "<", ">", ">=", "<>")))

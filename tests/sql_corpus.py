@@ -142,6 +142,7 @@ def _accepted() -> list[str]:
         "SELECT SEX, count(*) AS n FROM CENSUS GROUP BY SEX",
         "SELECT COUNT(*) AS n FROM main.census",
         "SELECT COUNT(*) AS n FROM public.telemetry",
+        "SELECT COUNT(*) AS n FROM memory.main.census WHERE region NOT LIKE '[ns]%'",
         "SELECT sex, COUNT(*) AS n FROM census GROUP BY sex FETCH FIRST 1 ROWS ONLY",
         "SELECT sex, COUNT(*) AS n FROM census GROUP BY sex LIMIT 1",
         "SELECT STD(age) AS sd FROM census",
@@ -161,6 +162,26 @@ def _accepted() -> list[str]:
         "SELECT COUNT(*) AS n FROM telemetry WHERE duration > 1800.5",
         "SELECT COUNT(*) AS n FROM census WHERE NOT (age < 30 OR age > 60)",
         "SELECT COUNT(*) AS n FROM census WHERE region IS NOT NULL",
+        # GROUP BY an expression: keys computed by kakeibo, public (kakeibo.sql.group_keys)
+        "SELECT age / 10 AS d, COUNT(*) AS n FROM census GROUP BY age / 10",
+        "SELECT age // 10 AS decade, COUNT(*) AS n, AVG(income) AS a FROM census GROUP BY age // 10",
+        "SELECT FLOOR(age / 10) AS decade, SUM(income) AS s FROM census GROUP BY 1",
+        "SELECT ROUND(age / 10) AS d, COUNT(*) AS n FROM census GROUP BY 1",
+        "SELECT educ % 4 AS m, AVG(income) AS a FROM census GROUP BY educ % 4",
+        "SELECT (age - 18) // 5 AS band, COUNT(*) AS n FROM census GROUP BY band",
+        "SELECT CASE WHEN age < 30 THEN 'young' ELSE 'old' END AS b, COUNT(*) AS n FROM census GROUP BY 1",
+        "SELECT CASE WHEN income < 25000 THEN 1 WHEN income < 75000 THEN 2 ELSE 3 END AS band, AVG(age) AS a "
+        "FROM census GROUP BY band",
+        "SELECT sex, CASE WHEN educ >= 13 THEN 'college' ELSE 'school' END AS e, COUNT(*) AS n FROM census "
+        "GROUP BY sex, e",
+        "SELECT CASE region WHEN 'north' THEN 'N' WHEN 'south' THEN 'S' END AS r, COUNT(*) AS n FROM census "
+        "GROUP BY r",
+        "SELECT COUNT(*) AS n FROM census GROUP BY age // 10 HAVING COUNT(*) > 100",
+        "SELECT age // 10 AS d, COUNT(*) AS n FROM census GROUP BY d ORDER BY d DESC LIMIT 3",
+        "SELECT CASE WHEN os = 'ios' THEN 'apple' ELSE 'other' END AS vendor, SUM(duration) AS s FROM "
+        "telemetry GROUP BY vendor",
+        "SELECT CASE WHEN device = 'laptop' THEN 'desktop' ELSE 'mobile' END AS kind, AVG(battery) AS b, "
+        "COUNT(DISTINCT person_id) AS people FROM telemetry GROUP BY kind",
     ]
     return queries
 
@@ -188,8 +209,16 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT COUNT(*) OVER () AS n FROM census", "window"),
     ("SELECT DISTINCT sex FROM census", "every GROUP BY key of this query is public"),
     ("SELECT DISTINCT income FROM census", "float column income"),
-    ("SELECT age / 10 AS decade, COUNT(*) AS n FROM census GROUP BY age / 10", "expression"),
+    ("SELECT age + educ AS s, COUNT(*) AS n FROM census GROUP BY age + educ", "reads one int column"),
+    ("SELECT UPPER(region) AS r, COUNT(*) AS n FROM census GROUP BY UPPER(region)", "region is str"),
+    ("SELECT FLOOR(income / 1000) AS k, COUNT(*) AS n FROM census GROUP BY 1", "income is float"),
+    ("SELECT age // 10 AS d, COUNT(*) AS n FROM census GROUP BY 1 HAVING d = 'x'", "compares int and text"),
+    ("SELECT age / 10 AS d, COUNT(*) AS n FROM census", "released only as a GROUP BY key"),
+    ("SELECT CASE WHEN age < 30 THEN 'young' ELSE 1 END AS b, COUNT(*) AS n FROM census GROUP BY b", "mixes"),
+    ("SELECT CASE WHEN region = 1 THEN 'a' END AS b, COUNT(*) AS n FROM census GROUP BY b", "compares"),
+    ("SELECT age // 0 AS d, COUNT(*) AS n FROM census GROUP BY 1", "divides by zero"),
     ("SELECT COUNT(*) AS n FROM other.census", "schema other"),
+    ("SELECT COUNT(*) AS n FROM dbo.census", "the schema dbo is not the engine's default one"),
     ("SELECT COUNT(*) AS n FROM secrets", "unknown table"),
     ("SELECT histogram(age) AS h FROM census", "HISTOGRAM is not supported"),
     ("SELECT COUNT(*) AS n FROM census WHERE CAST(region AS INT) = 1", "CAST"),

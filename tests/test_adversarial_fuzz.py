@@ -6,8 +6,10 @@ public ``dim``, WHERE as a random boolean combination of comparisons, BETWEEN, I
 boundary literals -- 0, -0.0, 0.5 and the double above it, 1e308, 5e-324, 2**53 + 1, 2**63, long decimals,
 strings with quotes, backslashes, % and _ -- and optional HAVING, ORDER BY and LIMIT) and epsilons from
 1e-3 to 1000; aggregates are also wrapped in expressions (``DERIVED_TEMPLATES``: arithmetic, ROUND,
-POWER, LN, SQRT, GREATEST, CASE, and MOD, which is refused). Each query runs on the base world and on the
-target world (one user added with extreme values), each with a fresh ledger, and the test asserts that
+POWER, LN, SQRT, GREATEST, CASE, and MOD, which is refused), and GROUP BY takes expressions over columns
+(``KEY_TEMPLATES``: arithmetic keys, CASE keys over drawn conditions, and refused ones). Each query runs on
+the base world and on the target world (one user added with extreme values), each with a fresh ledger,
+and the test asserts that
 acceptance, error class, error text, charge and released schema are identical, and that no error text
 holds a number the public inputs do not.
 

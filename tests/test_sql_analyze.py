@@ -555,5 +555,5 @@ def test_analyzed_query_defaults_for_hand_built_queries() -> None:
         where_box=None,
     )
     assert query.group_aliases == ("category",) and query.group_tables == ("visits",)
-    with pytest.raises(ValueError, match="one entry per GROUP BY column"):
+    with pytest.raises(ValueError, match="one entry per GROUP BY key"):
         dataclasses.replace(query, group_aliases=("a", "b"))

@@ -75,6 +75,8 @@ def test_intervals_hold_the_exact_answers_at_their_rate(session: Session) -> Non
         if exact is None:
             continue
         keys = session.plan(query, epsilon=1, delta=1e-6).query.group_aliases
+        if exact and not set(keys) <= set(exact[0]):  # a key GROUP BY lists and SELECT does not
+            continue
         by_key = {tuple(row[k] for k in keys): row for row in exact}
         for seed in range(6):
             rng = np.random.default_rng(

@@ -64,7 +64,7 @@ WINDOW = "window functions (OVER ...) are not supported"
 UNSUPPORTED_AGG = "is not supported; use one of COUNT, COUNT(DISTINCT <privacy unit>), SUM, AVG"
 JOIN_KIND = "JOIN is not supported; use an inner JOIN ... ON a = b to a public table"
 JOIN_EQ = "the JOIN condition must be a single equality between a column of visits and a column of categories"
-GROUP_EXPR = "GROUP BY accepts plain columns only"
+GROUP_EXPR = "an expression key is computed over the values of an int column with bounds"
 ORDER_OUT = "ORDER BY can only name output columns"
 DISTINCT = "is supported over plain columns only (a release of the keys, as GROUP BY without an aggregate)"
 HAVING_OUT = "HAVING can only filter on output columns"
@@ -348,11 +348,14 @@ CORPUS: list[tuple[str, str]] = [
     # --- GROUP BY -----------------------------------------------------------------------------------------
     (
         "SELECT COUNT(*) FROM visits GROUP BY LOWER(category)",
-        f"GROUP BY LOWER(category) is an expression; {GROUP_EXPR}",
+        f"GROUP BY LOWER(category): {GROUP_EXPR}, and category is str",
     ),
-    ("SELECT COUNT(*) FROM visits GROUP BY age / 10", GROUP_EXPR),
-    ("SELECT COUNT(*) FROM visits GROUP BY 'x'", GROUP_EXPR),
-    ("SELECT COUNT(*) FROM visits GROUP BY COUNT(*)", "groups by an aggregate; group by plain columns only"),
+    ("SELECT COUNT(*) FROM visits GROUP BY amount / 10", f"{GROUP_EXPR}, and amount is float"),
+    ("SELECT COUNT(*) FROM visits GROUP BY 'x'", "GROUP BY 'x' names no column"),
+    (
+        "SELECT COUNT(*) FROM visits GROUP BY COUNT(*)",
+        "groups by an aggregate; group by columns or expressions over them",
+    ),
     ("SELECT COUNT(*) FROM visits GROUP BY 1", "GROUP BY 1 refers to an aggregate"),
     ("SELECT COUNT(*) AS n FROM visits GROUP BY n", "GROUP BY n refers to an aggregate"),
     ("SELECT COUNT(*) FROM visits GROUP BY 2", "GROUP BY 2 does not name a column of the SELECT list"),
@@ -363,7 +366,7 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) FROM visits GROUP BY category, category", "GROUP BY lists category twice"),
     (
         "SELECT category, category, COUNT(*) FROM visits GROUP BY category",
-        "grouping column category is selected tw",
+        "grouping key category is selected tw",
     ),
     # --- output names -------------------------------------------------------------------------------------
     (

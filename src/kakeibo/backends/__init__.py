@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import StatementTimeout
-from ._base import DEFAULT_STATEMENT_TIMEOUT, Backend
+from ._base import DEFAULT_STATEMENT_TIMEOUT, Backend, database_name
 from .duckdb import DuckDBBackend
 
-__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "DuckDBBackend", "StatementTimeout"]
+__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "DuckDBBackend", "StatementTimeout", "database_name"]

@@ -6,6 +6,14 @@ Every backend takes ``statement_timeout`` (seconds; ``None``: no limit) and :met
 ``timeout`` for one statement. A statement still running at its deadline is cancelled inside the engine
 (PostgreSQL's ``statement_timeout``, DuckDB's ``interrupt()``, Spark's job tags) and :class:`StatementTimeout`
 is raised; the backend stays usable for the next statement.
+
+Database names
+--------------
+kakeibo reads every catalog table by its bare name, from the engine's default schema, and lets a query
+say so with a qualifier (:mod:`kakeibo.sql.tables`): ``main.t``, or a three-part ``db.main.t`` when ``db``
+is the database the backend reads from. A backend tells that name with a ``database_name()`` method (read
+once, then cached), which the built-in backends have; :func:`database_name` asks for it. The method is not
+part of :class:`Backend`, so a backend written without it still is one: its three-part names are refused.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import pyarrow as pa
 
 from ..errors import StatementTimeout
 
-__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "cancel_at_deadline", "check_timeout"]
+__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "cancel_at_deadline", "check_timeout", "database_name"]
 
 #: Seconds a statement may run unless the backend is given another ``statement_timeout``.
 DEFAULT_STATEMENT_TIMEOUT = 60.0
@@ -119,3 +127,16 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release the connection."""
         ...
+
+
+def database_name(backend: Backend) -> str | None:
+    """The name of the database ``backend`` reads its tables from, which a three-part table name may start
+    with; ``None`` when the backend has none or cannot tell (see the module docstring).
+
+    >>> from kakeibo.backends import DuckDBBackend
+    >>> database_name(DuckDBBackend(":memory:")), database_name(object())
+    ('memory', None)
+    """
+    method = getattr(backend, "database_name", None)
+    name = method() if callable(method) else None
+    return name if isinstance(name, str) else None

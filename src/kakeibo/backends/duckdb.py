@@ -46,6 +46,7 @@ class DuckDBBackend:
             self._conn = duckdb.connect(os.fspath(database), read_only=read_only)
         self._local = threading.local()
         self._cursor_lock = threading.Lock()  # cursors are made one at a time (once per thread; cheap)
+        self._database: str | None = None
 
     def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
         """Run ``sql`` on this thread's cursor: statements from several threads run concurrently (a DuckDB
@@ -53,12 +54,26 @@ class DuckDBBackend:
         seconds (default :attr:`statement_timeout`) the cursor is interrupted and
         :class:`~kakeibo.errors.StatementTimeout` raised; the cursor then takes the next statement."""
         limit = check_timeout(timeout, self.statement_timeout)
-        cursor = getattr(self._local, "cursor", None)
+        cursor = self._cursor()
+        with cancel_at_deadline(limit, cursor.interrupt):
+            return cursor.sql(sql).to_arrow_table()
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        """This thread's cursor, made on its first statement."""
+        cursor: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
         if cursor is None:
             with self._cursor_lock:
                 cursor = self._local.cursor = self._conn.cursor()
-        with cancel_at_deadline(limit, cursor.interrupt):
-            return cursor.sql(sql).to_arrow_table()
+        return cursor
+
+    def database_name(self) -> str:
+        """The name of the database the statements read their tables from, DuckDB's
+        ``current_database()``: ``memory`` for an in-memory database, a file's name without its extension
+        (``sales`` for ``sales.duckdb``). Read on the first call, then cached: kakeibo's statements never
+        switch database (no ``USE``)."""
+        if self._database is None:
+            self._database = str(self._cursor().sql("SELECT current_database()").fetchall()[0][0])
+        return self._database
 
     def load_table(self, name: str, data: pa.Table) -> None:
         self._conn.register("__kakeibo_load", data)

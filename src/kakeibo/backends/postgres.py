@@ -243,6 +243,7 @@ class PostgresBackend:
             raise ImportError("PostgresBackend needs psycopg 3: pip install 'psycopg[binary]'") from exc
         self.statement_timeout = check_timeout(statement_timeout)
         self._canceled = psycopg.errors.QueryCanceled
+        self._database: str | None = None
         # a transaction (a timed statement, a load) must not take in another thread's statements
         self._lock = threading.Lock()
         if isinstance(conninfo, str):
@@ -296,6 +297,15 @@ class PostgresBackend:
             if time.monotonic() - started >= timeout:
                 raise StatementTimeout(timeout) from exc
             raise
+
+    def database_name(self) -> str:
+        """The name of the database the connection reads its tables from, PostgreSQL's
+        ``current_database()`` (a connection stays in one database). Read on the first call, then cached."""
+        if self._database is None:
+            with self._lock, self._cursor(self.statement_timeout) as cur:
+                cur.execute(b"SELECT current_database()")
+                self._database = str(cur.fetchall()[0][0])
+        return self._database
 
     def load_table(self, name: str, data: pa.Table) -> None:
         """Create or replace table ``name`` (one transaction: DROP, CREATE, COPY; no statement timeout)."""

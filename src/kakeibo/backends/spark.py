@@ -320,6 +320,20 @@ class SparkBackend:
         """This backend's own ``SparkSession`` (its temporary views are the backend's tables)."""
         return self._session
 
+    def database_name(self) -> None:
+        """No database: a three-part table name never names this backend's tables, so kakeibo refuses it.
+
+        Spark's three-part names are ``catalog.namespace.table``, and a bare name resolves first to a
+        temporary view of the session, then to a table of the current catalog and namespace
+        (``current_catalog()``, ``current_database()``: ``spark_catalog.default`` unless changed). This
+        backend's tables are temporary views, which Spark 4 files under ``system.session`` (``session.t``,
+        ``system.session.t``), not under any catalog's database: ``spark_catalog.default.t`` names a
+        persistent table, never the view ``t`` kakeibo reads. So neither the current catalog nor the current
+        database would say where the tables are, and naming them would let a query that names another table
+        be answered from the view. (The backend itself runs only unqualified names; ``main.t`` and
+        ``public.t`` stay accepted, as for every engine, since kakeibo strips them.)"""
+        return None
+
     def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
         """Run one Spark SQL query and return its rows as Arrow (Spark's types: ``SUM`` of integers is
         ``int64``, ``AVG`` is ``float64``, ``DECIMAL`` stays ``decimal128``).

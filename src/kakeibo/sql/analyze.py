@@ -2,14 +2,16 @@
 
 :func:`analyze` parses one statement with sqlglot and accepts exactly one shape::
 
-    SELECT <grouping columns>, <aggregates>
+    SELECT <grouping keys>, <aggregates and expressions around them>
     FROM <sensitive table> [[INNER] JOIN <public table> ON a = b | USING (c)]
-    [WHERE <deterministic predicate>] [GROUP BY <columns>] [HAVING <predicate over output columns>]
-    [ORDER BY <output columns>] [LIMIT <n>]
+    [WHERE <deterministic predicate>] [GROUP BY <columns or expressions over them>]
+    [HAVING <predicate over output columns>] [ORDER BY <output columns>] [LIMIT <n>]
 
 The query may be written in any dialect of :data:`~kakeibo.sql.shape.DIALECTS` (DuckDB's by default;
 T-SQL's ``SELECT TOP n`` reads as LIMIT n), and tables may be qualified by the engine's default schema
-(``main.visits``).
+(``main.visits``; T-SQL's ``dbo.visits``). A national string (``N'north'``, as T-SQL writes Unicode text)
+is the string literal of the same text wherever one is accepted: right after parsing it becomes one, so
+every rule for text literals applies to it alike.
 Everything else is refused with :class:`~kakeibo.sql.catalog.QueryRefused`, whose message says why in one
 sentence, before any data is read: the analysis never touches the data, so a refusal costs no budget.
 Each part of the query is checked by its own module, whose docstring says why it refuses what it refuses:
@@ -18,6 +20,8 @@ Each part of the query is checked by its own module, whose docstring says why it
 * :mod:`~kakeibo.sql.tables`: FROM and JOIN, and column resolution;
 * :mod:`~kakeibo.sql.aggregate_calls`: the aggregates;
 * :mod:`~kakeibo.sql.outputs`: the SELECT list, GROUP BY, output names, ORDER BY and LIMIT;
+* :mod:`~kakeibo.sql.group_keys`: GROUP BY an expression, and the CASE the engine computes it by;
+* :mod:`~kakeibo.sql.derived`: expressions around aggregates, evaluated on the released values;
 * :mod:`~kakeibo.sql.condition_types`: WHERE and HAVING;
 * :mod:`~kakeibo.sql.region`: the region of the WHERE clause, for parallel composition.
 
@@ -31,15 +35,16 @@ Each part of the query is checked by its own module, whose docstring says why it
 (('category',), ('category', 'n', 'avg_amount'))
 >>> [(a.function, a.column) for a in q.aggregates]
 [('count', None), ('avg', 'amount')]
->>> analyze("SELECT TOP 3 category, COUNT_BIG(*) FROM dbo.visits GROUP BY category", catalog,
-...         dialect="tsql")  # doctest: +ELLIPSIS
+>>> q = analyze("SELECT TOP 3 category, COUNT_BIG(*) FROM dbo.visits WHERE category = N'b' "
+...             "GROUP BY category", catalog, dialect="tsql")
+>>> q.limit, q.output, q.aggregates[0].function
+(3, ('category', 'count'), 'count')
+>>> print(q.where.sql())
+"category" = 'b'
+>>> analyze("SELECT COUNT(*) FROM dbo.visits", catalog)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
 kakeibo.sql.catalog.QueryRefused: the schema dbo is not the engine's default one, where kakeibo reads ...
->>> q = analyze("SELECT TOP 3 category, COUNT_BIG(*) FROM main.visits GROUP BY category", catalog,
-...             dialect="tsql")
->>> q.limit, q.output, q.aggregates[0].function
-(3, ('category', 'count'), 'count')
 >>> analyze("SELECT * FROM visits", catalog)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -48,13 +53,15 @@ kakeibo.sql.catalog.QueryRefused: SELECT * would return individual rows; select 
 
 from __future__ import annotations
 
+from sqlglot import exp
+
 from .aggregate_calls import AggregateReader
 from .catalog import Catalog, QueryRefused
 from .condition_types import having_condition, where_condition
 from .outputs import Outputs, limit
 from .region import where_box
 from .shape import Aggregate, AggregateFunction, AnalyzedQuery, JoinSpec, check_dialect, parse_select
-from .tables import Tables
+from .tables import ColumnRef, Tables
 
 __all__ = ["Aggregate", "AggregateFunction", "AnalyzedQuery", "JoinSpec", "QueryRefused", "analyze"]
 
@@ -86,7 +93,7 @@ def analyze(
     if not isinstance(catalog, Catalog):
         raise TypeError(f"catalog must be a Catalog, got {type(catalog).__name__}.")
     dialect = check_dialect(dialect)
-    select = parse_select(sql, dialect)
+    select = plain_strings(parse_select(sql, dialect))
     tables = Tables(select, catalog, dialect, database)
     outputs = Outputs(select, tables, AggregateReader(tables, sql))
     where = where_condition(select, tables)
@@ -95,7 +102,10 @@ def analyze(
     return AnalyzedQuery(
         sql=sql,
         table=tables.private.spec,
-        group_by=tuple(ref.column.name for ref in outputs.group_refs),
+        group_by=tuple(
+            ref.column.name if isinstance(ref, ColumnRef) else alias
+            for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
+        ),
         aggregates=outputs.aggregates,
         output=outputs.output,
         where=where,
@@ -106,7 +116,29 @@ def analyze(
         where_box=where_box(where, tables),
         group_aliases=outputs.group_aliases,
         table_alias=tables.private.alias,
-        group_tables=tuple(ref.source.spec.name for ref in outputs.group_refs),
+        group_tables=tuple(
+            (ref.source if isinstance(ref, ColumnRef) else tables.private).spec.name
+            for ref in outputs.group_refs
+        ),
+        group_expressions=tuple(None if isinstance(ref, ColumnRef) else ref for ref in outputs.group_refs),
         derived=outputs.derived,
         dialect=dialect,
     )
+
+
+def plain_strings(select: exp.Select) -> exp.Select:
+    """``select`` with every national string literal (``N'north'``, which sqlglot reads as
+    :class:`sqlglot.exp.National` in every dialect) replaced by the plain string literal of the same text.
+
+    In T-SQL ``N'...'`` only marks the text as Unicode, and the engines kakeibo runs on compare it with a text
+    column as they compare ``'...'``; so a national string is accepted wherever a text literal is (WHERE and
+    HAVING comparisons, IN lists, LIKE patterns, constants in SELECT), by the same rules, and the engine
+    statement, written from the parsed query, carries the plain literal.
+
+    >>> from sqlglot import parse_one
+    >>> plain_strings(parse_one("SELECT N'EUR' AS c FROM t WHERE a IN (N'it''s', 'b')", dialect="tsql")).sql()
+    "SELECT 'EUR' AS c FROM t WHERE a IN ('it''s', 'b')"
+    """
+    for national in list(select.find_all(exp.National)):
+        national.replace(exp.Literal.string(national.name))
+    return select

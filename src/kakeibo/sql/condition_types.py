@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from .aggregate_calls import is_aggregate
 from .catalog import QueryRefused
-from .outputs import Outputs
+from .outputs import Outputs, key_type
 from .predicates import TotalPredicate
 from .tables import Tables, lower_name, sql_text
 
@@ -41,17 +41,7 @@ def where_condition(select: exp.Select, tables: Tables) -> exp.Expression | None
                 "output column."
             )
         _scalar(node, "WHERE", tables.dialect)
-    predicate = tables.condition("WHERE", predicate)
-    qualify = tables.public is not None
-
-    def rewrite(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Column):
-            ref = tables.resolve(node)
-            table = ref.source.qualifier if qualify else None
-            return exp.column(ref.column.name, table=table, quoted=True)
-        return node
-
-    return cast(exp.Expression, predicate.transform(rewrite))
+    return tables.engine_condition("WHERE", predicate)
 
 
 def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | None:
@@ -86,7 +76,7 @@ def _released_types(outputs: Outputs) -> dict[str, str]:
     """The released table's types: noisy counts are integers, every other aggregate a double, an expression
     around aggregates a double (a CASE of texts: text)."""
     types: dict[str, str] = {
-        alias: ref.column.type for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
+        alias: key_type(ref) for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
     }
     for agg in outputs.aggregates:
         types[agg.alias] = "int" if agg.function in ("count", "count_distinct_unit") else "float"

@@ -1,8 +1,9 @@
 """The released table: the SELECT list, GROUP BY, output names, ORDER BY and LIMIT.
 
-The SELECT list holds plain grouping columns, aggregates (:mod:`kakeibo.sql.aggregate_calls`) and
-expressions around aggregates (:mod:`kakeibo.sql.derived`: post-processing of the released aggregates,
-each aggregate inside released once, as a hidden output when it is not selected on its own). Raw rows
+The SELECT list holds grouping keys (plain columns, or expressions over columns that GROUP BY lists:
+:mod:`kakeibo.sql.group_keys`), aggregates (:mod:`kakeibo.sql.aggregate_calls`) and expressions around
+aggregates (:mod:`kakeibo.sql.derived`: post-processing of the released aggregates, each aggregate inside
+released once, as a hidden output when it is not selected on its own). Raw rows
 (``SELECT *``, a column that is neither grouped nor aggregated) would publish records, and grouping by the
 privacy unit would publish per-person values. ORDER BY and LIMIT act on the released (noisy) values only,
 so they may name output columns only.
@@ -24,11 +25,12 @@ from .aggregate_calls import (
 )
 from .catalog import QueryRefused
 from .derived import Derived, check_expression
+from .group_keys import group_expression
 from .predicates import numeric_literal, strip
-from .shape import Aggregate
+from .shape import Aggregate, GroupExpression
 from .tables import ColumnRef, Tables, lower_name, sql_text
 
-__all__ = ["DerivedCall", "Outputs", "SelectItem", "limit"]
+__all__ = ["DerivedCall", "GroupKey", "Outputs", "SelectItem", "key_type", "limit"]
 
 
 @dataclass(frozen=True)
@@ -40,14 +42,24 @@ class DerivedCall:
     calls: tuple[AggregateCall, ...]
 
 
-#: a SELECT item: (its alias, the grouping column, aggregate or expression of aggregates, its expression)
-SelectItem = tuple[str | None, ColumnRef | AggregateCall | DerivedCall, exp.Expr]
+@dataclass(frozen=True)
+class _Unkeyable:
+    """A SELECT expression over columns that cannot be a GROUP BY key, and why (raised if it is used as
+    one)."""
+
+    reason: QueryRefused
+
+
+#: a GROUP BY key: a catalog column, or an expression over columns
+GroupKey = ColumnRef | GroupExpression
+#: a SELECT item: (its alias, the grouping key, aggregate or expression of aggregates, its expression)
+SelectItem = tuple[str | None, GroupKey | _Unkeyable | AggregateCall | DerivedCall, exp.Expr]
 
 
 class Outputs:
     """The SELECT list and GROUP BY of ``select``, checked, and the output name of each column.
 
-    ``group_refs`` are the grouping columns in GROUP BY order, ``group_aliases`` their output names,
+    ``group_refs`` are the grouping keys in GROUP BY order, ``group_aliases`` their output names,
     ``aggregates`` the named aggregates and ``output`` the output names in SELECT order.
     """
 
@@ -95,11 +107,11 @@ class Outputs:
                     f"the function {self.reader.typed_name(inner)} is not supported; use "
                     f"{SUPPORTED_AGGREGATES}."
                 )
-            elif any(isinstance(n, exp.Column) for n in inner.walk()):
-                raise QueryRefused(
-                    f"the output {sql_text(inner, self.dialect)} is an expression over columns; select plain "
-                    "grouping columns and aggregates only."
-                )
+            elif any(isinstance(n, exp.Column) for n in inner.walk()):  # a key if GROUP BY lists it
+                try:
+                    items.append((alias, group_expression(inner, self.tables), inner))
+                except QueryRefused as reason:
+                    items.append((alias, _Unkeyable(reason), inner))
             else:  # a constant: evaluated like an expression around no aggregate
                 items.append((alias, DerivedCall(inner.copy(), ()), inner))
         return items
@@ -119,9 +131,9 @@ class Outputs:
 
     # -- GROUP BY -------------------------------------------------------------------------------------
 
-    def _group_by(self, select: exp.Select) -> list[ColumnRef]:
+    def _group_by(self, select: exp.Select) -> list[GroupKey]:
         group = select.args.get("group")
-        refs: list[ColumnRef] = []
+        refs: list[GroupKey] = []
         if group is not None:
             for key in ("grouping_sets", "cube", "rollup", "totals"):
                 if group.args.get(key):
@@ -129,7 +141,7 @@ class Outputs:
                         "GROUPING SETS, ROLLUP and CUBE are not supported; run one query per grouping."
                     )
             if group.args.get("all"):
-                refs = [kind for _, kind, _ in self.items if isinstance(kind, ColumnRef)]
+                refs = [kind for _, kind, _ in self.items if isinstance(kind, (ColumnRef, GroupExpression))]
             for expression in group.expressions:
                 if isinstance(expression, (exp.Rollup, exp.Cube, exp.GroupingSets)):
                     raise QueryRefused(
@@ -140,9 +152,9 @@ class Outputs:
         private = self.tables.private
         for ref in refs:
             if ref.key in seen:
-                raise QueryRefused(f"GROUP BY lists {ref.column.name} twice.")
+                raise QueryRefused(f"GROUP BY lists {_key_text(ref)} twice.")
             seen.add(ref.key)
-            if ref.source is private:
+            if isinstance(ref, ColumnRef) and ref.source is private:
                 if ref.column.name == private.spec.privacy_unit:
                     raise QueryRefused(
                         f"grouping by the privacy unit {ref.column.name} would release one group per user; "
@@ -156,15 +168,21 @@ class Outputs:
                     )
         selected: set[tuple[str, str]] = set()
         for _, kind, expression in self.items:
-            if not isinstance(kind, ColumnRef):
+            if not isinstance(kind, (ColumnRef, GroupExpression, _Unkeyable)):
                 continue
-            if kind.key not in seen:
+            if isinstance(kind, ColumnRef) and kind.key not in seen:
                 raise QueryRefused(
                     f"selecting {sql_text(expression, self.dialect)} without aggregating it would reveal "
                     "individual rows; add it to GROUP BY or wrap it in an aggregate such as COUNT or AVG."
                 )
+            if isinstance(kind, _Unkeyable) or kind.key not in seen:
+                raise QueryRefused(
+                    f"the output {sql_text(expression, self.dialect)} is an expression over columns, "
+                    "released only as a GROUP BY key: add it to GROUP BY (a CASE WHEN, or arithmetic over "
+                    "one int column with bounds) or wrap it in an aggregate."
+                )
             if kind.key in selected:
-                raise QueryRefused(f"the grouping column {kind.column.name} is selected twice.")
+                raise QueryRefused(f"the grouping key {_key_text(kind)} is selected twice.")
             selected.add(kind.key)
         reads = [
             k
@@ -178,31 +196,41 @@ class Outputs:
             )
         return refs
 
-    def _group_item(self, expression: exp.Expr) -> ColumnRef:
+    def _group_item(self, expression: exp.Expr) -> GroupKey:
         node = strip(expression)
         text = sql_text(node, self.dialect)
         if isinstance(node, exp.Literal) and not node.is_string:
             position = numeric_literal(node)
             if position is None or position.denominator != 1 or not 1 <= position <= len(self.items):
                 raise QueryRefused(f"GROUP BY {text} does not name a column of the SELECT list.")
-            kind = self.items[int(position) - 1][1]
-            if not isinstance(kind, ColumnRef):
-                raise QueryRefused(f"GROUP BY {text} refers to an aggregate; group by plain columns only.")
-            return kind
+            return self._selected_key(text, self.items[int(position) - 1][1])
         if isinstance(node, exp.Column):
             name = node.name.lower()
             if not node.args.get("table") and not any(s.spec.has_column(name) for s in self.tables.sources):
                 for alias, kind, _ in self.items:
                     if alias == name:
-                        if isinstance(kind, ColumnRef):
-                            return kind
-                        raise QueryRefused(
-                            f"GROUP BY {name} refers to an aggregate; group by plain columns only."
-                        )
+                        return self._selected_key(name, kind)
             return self.tables.resolve(node)
         if contains_aggregate(node):
-            raise QueryRefused(f"GROUP BY {text} groups by an aggregate; group by plain columns only.")
-        raise QueryRefused(f"GROUP BY {text} is an expression; GROUP BY accepts plain columns only.")
+            raise QueryRefused(
+                f"GROUP BY {text} groups by an aggregate; group by columns or expressions over them."
+            )
+        if node.find(exp.Column) is None:
+            raise QueryRefused(
+                f"GROUP BY {text} names no column and would put every row in one group; drop it."
+            )
+        return group_expression(node, self.tables)
+
+    @staticmethod
+    def _selected_key(text: str, kind: object) -> GroupKey:
+        """The grouping key a GROUP BY position or alias names in the SELECT list."""
+        if isinstance(kind, (ColumnRef, GroupExpression)):
+            return kind
+        if isinstance(kind, _Unkeyable):
+            raise kind.reason
+        raise QueryRefused(
+            f"GROUP BY {text} refers to an aggregate; group by columns or expressions over them."
+        )
 
     # -- output names ---------------------------------------------------------------------------------
 
@@ -211,6 +239,8 @@ class Outputs:
         taken = self._taken
         for alias, kind, _ in self.items:
             name = alias if alias is not None else (kind.column.name if isinstance(kind, ColumnRef) else None)
+            if name is None and isinstance(kind, GroupExpression):
+                name = self._unique("key")
             if name is not None:
                 if name in taken:
                     raise QueryRefused(
@@ -218,8 +248,10 @@ class Outputs:
                     )
                 taken.add(name)
             names.append(name)
-        selected = {kind.key for _, kind, _ in self.items if isinstance(kind, ColumnRef)}
+        selected = {kind.key for _, kind, _ in self.items if isinstance(kind, (ColumnRef, GroupExpression))}
         for ref in self.group_refs:
+            if not isinstance(ref, ColumnRef):
+                continue
             if ref.key not in selected and ref.column.name in taken:
                 raise QueryRefused(
                     f"the output name {ref.column.name!r} is also a grouping column that is not selected; "
@@ -241,11 +273,15 @@ class Outputs:
         self.derived = tuple(derived)
         group_aliases = []
         for ref in self.group_refs:
-            alias = ref.column.name
-            for i, (_, kind, _) in enumerate(self.items):
-                if isinstance(kind, ColumnRef) and kind.key == ref.key:
-                    alias = names[i] or alias
-            group_aliases.append(alias)
+            selected_as = [
+                names[i]
+                for i, (_, kind, _) in enumerate(self.items)
+                if isinstance(kind, (ColumnRef, GroupExpression)) and kind.key == ref.key
+            ]
+            if selected_as and selected_as[0] is not None:
+                group_aliases.append(selected_as[0])
+            else:  # a key GROUP BY lists and SELECT does not: released too, as every grouping column is
+                group_aliases.append(ref.column.name if isinstance(ref, ColumnRef) else unique("key"))
         output = tuple(name for name in names if name is not None)
         return tuple(group_aliases), tuple(aggregates), output
 
@@ -341,6 +377,16 @@ class Outputs:
                 )
             result.append((name, bool(ordered.args.get("desc"))))
         return tuple(result)
+
+
+def _key_text(key: GroupKey) -> str:
+    """A grouping key as a message names it."""
+    return key.column.name if isinstance(key, ColumnRef) else key.text
+
+
+def key_type(key: GroupKey) -> str:
+    """A grouping key's catalog type."""
+    return key.column.type if isinstance(key, ColumnRef) else key.type
 
 
 def _identity(aggregate: Aggregate) -> tuple[object, ...]:

@@ -282,9 +282,8 @@ def _public_keys(query: AnalyzedQuery) -> tuple[tuple[object, ...], ...] | None:
     if not query.group_by:
         return ((),)
     value_lists = []
-    for column, owner in zip(query.group_by, query.group_tables, strict=True):
-        table = query.join.table if query.join is not None and owner == query.join.table.name else query.table
-        values = table.column(column).public_values
+    for i in range(len(query.group_by)):
+        values = query.group_spec(i).public_values
         if values is None:
             return None
         value_lists.append(values)

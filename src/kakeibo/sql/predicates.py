@@ -25,10 +25,18 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   it to 18 digits), so that two literals distinct as exact numbers could select the same rows;
 * a LIKE pattern has no escape character (as in DuckDB; every ``\\`` is a plain character), at most
   :data:`MAX_LIKE_PERCENT` ``%`` wildcards (the second one at its end) and :data:`MAX_LIKE_CHARS`
-  characters, and is sent with an explicit ``ESCAPE '!'`` (its ``!`` doubled), so every engine reads it
-  alike and no row can make it fail. Spark matches LIKE as a backtracking regular expression (``%`` is
-  ``.*``): ``A%B``, ``%A%`` and ``A%B%`` match in time linear in the text (times the pattern), while
-  ``%A%B`` tries every split of the text, quadratic, and more ``%`` raise the power;
+  characters, and is sent with an explicit ``ESCAPE '!'`` (``!``, and a ``%`` or ``_`` meant literally,
+  escaped with ``!``), so every engine reads it alike and no row can make it fail. Spark matches LIKE as a
+  backtracking regular expression (``%`` is ``.*``): ``A%B``, ``%A%`` and ``A%B%`` match in time linear in
+  the text (times the pattern), while ``%A%B`` tries every split of the text, quadratic, and more ``%``
+  raise the power;
+* in a query read as T-SQL, ``[`` opens a character class, as SQL Server reads it: a class of one
+  character (``[%]``, ``[_]``, ``[[]``, ``[a]``: T-SQL's way to write a wildcard or ``[`` literally) is
+  sent as that character, escaped when needed, and counts as a character, not a wildcard; any other class
+  (``[ns]``, ``[a-c]``, ``[^a]``, ``[]``, an unclosed ``[``) is refused, since the LIKE of DuckDB,
+  PostgreSQL and Spark has no classes and would read ``[`` as a plain character, answering about other
+  rows. In every other dialect ``[`` is a plain character, as those engines read it (sqlglot passes the
+  pattern through unchanged in both cases);
 * numeric literals are read only when short (:func:`kakeibo.privacy.is_short_number`, the rule epsilon
   follows too), before any arithmetic: ``1e10000000`` would take seconds to expand.
 """
@@ -50,8 +58,10 @@ from .catalog import QueryRefused
 __all__ = [
     "MAX_LIKE_CHARS",
     "MAX_LIKE_PERCENT",
+    "CharacterClassError",
     "TotalPredicate",
     "is_text",
+    "like_units",
     "numeric_literal",
     "strip",
 ]
@@ -59,6 +69,7 @@ __all__ = [
 MAX_LIKE_CHARS = 256
 MAX_LIKE_PERCENT = 2
 LIKE_ESCAPE = "!"
+_WILDCARDS = "%_"
 INT_RANGE = 2**63
 
 _NUMBER = re.compile(r"(?P<digits>[0-9]*\.?[0-9]*)(?:[eE](?P<exponent>[+-]?[0-9]+))?")
@@ -135,13 +146,55 @@ def double_text(value: float) -> str:
     return (text[:-2] if text.endswith(".0") else text) + "e0"
 
 
-def like_pattern(pattern: str) -> str:
-    """``pattern`` (no escape character) written for ``ESCAPE '!'``.
+class CharacterClassError(ValueError):
+    """A T-SQL LIKE character class other than one literal character; its text is the class as written."""
 
-    >>> like_pattern("50!%")
-    '50!!%'
+
+def like_units(pattern: str, dialect: str) -> list[str]:
+    """The units of the LIKE ``pattern`` (read as ``dialect`` reads it, without an escape character), each
+    written for ``ESCAPE '!'``: the wildcard ``%`` or ``_``, or one literal character (``!%``, ``!_`` and
+    ``!!`` for the three that need the escape); joined, they are the pattern every engine reads alike.
+
+    In T-SQL a class of one character is that character; another class raises :class:`CharacterClassError`
+    (see the module docstring).
+
+    >>> like_units("50!%", "duckdb"), like_units("[a]", "duckdb")
+    (['5', '0', '!!', '%'], ['[', 'a', ']'])
+    >>> like_units("[[]5[%]_[!]", "tsql")
+    ['[', '5', '!%', '_', '!!']
+    >>> like_units("[ns]%", "tsql")
+    Traceback (most recent call last):
+    ...
+    kakeibo.sql.predicates.CharacterClassError: [ns]
     """
-    return pattern.replace(LIKE_ESCAPE, LIKE_ESCAPE * 2)
+    units: list[str] = []
+    position = 0
+    while position < len(pattern):
+        char = pattern[position]
+        if char == "[" and dialect == "tsql":
+            char, position = _tsql_class(pattern, position)
+            units.append(_literal(char))
+        else:
+            units.append(char if char in _WILDCARDS else _literal(char))
+            position += 1
+    return units
+
+
+def _tsql_class(pattern: str, start: int) -> tuple[str, int]:
+    """The one character the T-SQL class opening at ``pattern[start]`` stands for, and the position after
+    it; :class:`CharacterClassError` for a class of several characters, a range, a negation or no ``]``."""
+    end = pattern.find("]", start + 1)
+    if end < 0:
+        raise CharacterClassError(f"{pattern[start:]} (no closing ])")
+    inside = pattern[start + 1 : end]
+    if len(inside) != 1 or inside == "^":
+        raise CharacterClassError(pattern[start : end + 1])
+    return inside, end + 1
+
+
+def _literal(char: str) -> str:
+    """``char`` matched literally under ``ESCAPE '!'``."""
+    return LIKE_ESCAPE + char if char in _WILDCARDS + LIKE_ESCAPE else char
 
 
 class TotalPredicate:
@@ -251,20 +304,24 @@ class TotalPredicate:
     def _like(self, like: exp.Like | exp.ILike) -> exp.Expr:
         if self._operand(like, like.this) != "str" or not is_text(like.expression):
             raise self._refuse(like, "LIKE compares a text column with a text pattern")
-        pattern = strip(like.expression).name
-        percents = pattern.count("%")
-        if (
-            len(pattern) > MAX_LIKE_CHARS
-            or percents > MAX_LIKE_PERCENT
-            or (percents == 2 and pattern[-1] != "%")
-        ):
+        try:
+            units = like_units(strip(like.expression).name, self.dialect)
+        except CharacterClassError as exc:
+            raise QueryRefused(
+                f"{self.clause} {self._sql(like)} is refused: T-SQL LIKE character classes such as {exc} "
+                "are not supported, since the LIKE of DuckDB, PostgreSQL and Spark has none; write IN (...) "
+                "or LIKE conditions joined by OR instead (a class of one character, such as [%], is read as "
+                "that character)."
+            ) from None
+        percents = units.count("%")
+        if len(units) > MAX_LIKE_CHARS or percents > MAX_LIKE_PERCENT or (percents == 2 and units[-1] != "%"):
             raise self._refuse(
                 like,
                 f"a LIKE pattern may have at most {MAX_LIKE_CHARS} characters and {MAX_LIKE_PERCENT} '%' "
                 "wildcards, the second one at its end, since some engines match others in time that grows "
                 "faster than the text",
             )
-        like.set("expression", exp.Literal.string(like_pattern(pattern)))
+        like.set("expression", exp.Literal.string("".join(units)))
         return exp.Escape(this=like, expression=exp.Literal.string(LIKE_ESCAPE))
 
     # -- operands -----------------------------------------------------------------------------------------

@@ -74,10 +74,13 @@ def bounded_sql(plan: NoisePlan) -> str:
     def column(name: str, owner: str = table.name) -> str:
         return f"{qualify[owner]}.{_q(name)}" if query.join else _q(name)
 
-    groups = [
-        f"{column(col, owner)} AS {group_name(i)}"
-        for i, (col, owner) in enumerate(zip(query.group_by, query.group_tables, strict=True))
+    keys = [
+        column(col, owner) if expression is None else expression.sql.sql("duckdb")
+        for col, owner, expression in zip(
+            query.group_by, query.group_tables, query.group_expressions, strict=True
+        )
     ]
+    groups = [f"{key} AS {group_name(i)}" for i, key in enumerate(keys)]
     value_columns = sorted(
         {s.column for s in plan.statistics if s.column is not None}.union(plan.histogram_columns)
     )
@@ -103,9 +106,14 @@ def bounded_sql(plan: NoisePlan) -> str:
     if query.where is not None:
         conditions.append(f"({query.where.sql('duckdb')})")
     if plan.public_keys is not None and query.group_by:
-        for i, (col, owner) in enumerate(zip(query.group_by, query.group_tables, strict=True)):
-            values = sorted({key[i] for key in plan.public_keys}, key=repr)
-            conditions.append(f"{column(col, owner)} IN ({', '.join(_literal(v) for v in values)})")
+        for i, key in enumerate(keys):
+            expression = query.group_expressions[i]
+            if expression is not None:  # it takes its public values only, or NULL
+                if expression.not_null is not None:
+                    conditions.append(expression.not_null.sql("duckdb"))
+                continue
+            values = sorted({k[i] for k in plan.public_keys}, key=repr)
+            conditions.append(f"{key} IN ({', '.join(_literal(v) for v in values)})")
     if table.privacy_unit:
         conditions.append(f"{column(table.privacy_unit)} IS NOT NULL")
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""

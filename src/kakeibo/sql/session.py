@@ -41,7 +41,7 @@ from sqlglot import exp
 
 from .. import release
 from ..accounting import Box, Ledger, LedgerEntry, Scope
-from ..backends import Backend, DuckDBBackend
+from ..backends import Backend, DuckDBBackend, database_name
 from ..errors import ConfigurationError
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..mechanisms.base import Rng
@@ -156,7 +156,12 @@ class Session:
     ) -> NoisePlan:
         """Analyse and plan ``query`` without touching data or budget, at ``epsilon`` or at the least
         epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`)."""
-        analysed = analyze(query, self.catalog, dialect=self.dialect if dialect is None else dialect)
+        analysed = analyze(
+            query,
+            self.catalog,
+            dialect=self.dialect if dialect is None else dialect,
+            database=database_name(self.backend),  # the backend's, which a three-part table name may name
+        )
         if (epsilon is None) == (accuracy is None):
             raise TypeError("give exactly one of epsilon= and accuracy=(alpha, beta).")
         if accuracy is not None:
@@ -185,12 +190,7 @@ class Session:
             f"privacy loss: {plan.privacy_loss}",
             f"table {plan.query.table.name}: " + _bounding(plan),
             *([f"correlated users: {plan.correlation}"] if plan.correlation is not None else []),
-            "groups: "
-            + (
-                "all public keys from the catalog"
-                if plan.public_keys is not None
-                else f"private selection, released when noisy user count >= {plan.threshold}"
-            ),
+            *_groups(plan),
         ]
         for stat in plan.statistics:
             m = stat.mechanism
@@ -507,9 +507,8 @@ def _schema(plan: NoisePlan) -> pa.Schema:
     keys from the values found would let a dropped group change the released schema)."""
     query = plan.query
     fields: dict[str, pa.DataType] = {}
-    for alias, column, owner in zip(query.group_aliases, query.group_by, query.group_tables, strict=True):
-        table = query.join.table if query.join is not None and owner == query.join.table.name else query.table
-        fields[alias] = _ARROW_TYPES[table.column(column).type]
+    for i, alias in enumerate(query.group_aliases):
+        fields[alias] = _ARROW_TYPES[query.group_spec(i).type]
     for agg in query.aggregates:  # hidden ones too: filtered, sorted or computed on, dropped after that
         direct = direct_statistic(agg.function, agg.column)
         integer = any(s.name == direct and isinstance(s.mechanism, Geometric) for s in plan.statistics)
@@ -623,6 +622,28 @@ def _clamped(plan: NoisePlan, table: pa.Table) -> pa.Table:
 
 #: the columns of an aggregate: its value and its interval's ends
 _ENDS = ("", "_ci_low", "_ci_high")
+
+
+def _groups(plan: NoisePlan) -> list[str]:
+    """How the released groups are chosen, and the values of each GROUP BY expression, for
+    :meth:`Session.explain`."""
+    query = plan.query
+    if not query.group_by:
+        return ["groups: one, the whole table (no GROUP BY)"]
+    if plan.public_keys is None:
+        lines = [f"groups: private selection, released when noisy user count >= {plan.threshold}"]
+    else:
+        lines = [
+            f"groups: all {len(plan.public_keys):,} public keys (from the catalog's public_values and the "
+            "results of GROUP BY expressions)"
+        ]
+    for alias, key in zip(query.group_aliases, query.group_expressions, strict=True):
+        if key is not None:
+            values = (
+                "found by selection" if key.public_values is None else ", ".join(map(repr, key.public_values))
+            )
+            lines.append(f"  key {alias} = {key.text}: values {values}")
+    return lines
 
 
 def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:

@@ -21,7 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from ..accounting.overlap import Box
-from .catalog import QueryRefused, TableSpec
+from .catalog import ColumnSpec, ColumnType, QueryRefused, TableSpec
 from .derived import Derived
 from .predicates import numeric_literal
 
@@ -30,6 +30,7 @@ __all__ = [
     "Aggregate",
     "AggregateFunction",
     "AnalyzedQuery",
+    "GroupExpression",
     "JoinSpec",
     "check_dialect",
     "parse_select",
@@ -62,6 +63,30 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class GroupExpression:
+    """A GROUP BY key computed from columns (:mod:`kakeibo.sql.group_keys`).
+
+    ``sql`` is the engine's expression (a CASE over total conditions with literal results, or a date
+    truncation; identifiers as
+    the WHERE clause writes them), ``type`` the key's catalog type, ``public_values`` every value the key
+    can take when they follow from the query and the catalog alone (else ``None``: the keys found go through
+    partition selection), and ``text`` the analyst's expression.
+    ``not_null`` is a condition that holds exactly where the key is not NULL (``None``: it never is).
+    """
+
+    sql: exp.Expression
+    type: ColumnType
+    public_values: tuple[object, ...] | None
+    text: str
+    not_null: exp.Expression | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What tells two GROUP BY keys apart (as a column's ``(table, column)``)."""
+        return ("", self.sql.sql("duckdb"))
+
+
+@dataclass(frozen=True)
 class JoinSpec:
     """An inner equi-join of the sensitive table to a public table.
 
@@ -82,7 +107,9 @@ class AnalyzedQuery:
     * ``group_by``: grouping columns (lower case) in GROUP BY order; ``group_aliases`` holds the output name
       of each (its SQL alias, else the column name; a grouping column absent from the SELECT list keeps
       its column name and is not in ``output``); ``group_tables`` the catalog table each comes from (the
-      public table of a join, or the sensitive table).
+      public table of a join, or the sensitive table); ``group_expressions`` holds, per key, the
+      :class:`GroupExpression` it is computed by (its ``group_by`` entry is then its output name), or
+      ``None`` for a plain column (:meth:`group_spec` gives either).
     * ``output``: the output column names in SELECT order.
     * ``where``: the WHERE predicate with lower-case, quoted identifiers. Without a join its columns are
       unqualified; with a join each column is qualified by ``table_alias or table.name`` (sensitive table)
@@ -117,14 +144,31 @@ class AnalyzedQuery:
     group_tables: tuple[str, ...] = ()
     derived: tuple[Derived, ...] = ()
     dialect: str = "duckdb"
+    group_expressions: tuple[GroupExpression | None, ...] = ()
 
     def __post_init__(self) -> None:
+        if not self.group_expressions:
+            object.__setattr__(self, "group_expressions", (None,) * len(self.group_by))
         if not self.group_aliases and self.group_by:
             object.__setattr__(self, "group_aliases", self.group_by)
         if not self.group_tables and self.group_by:
             object.__setattr__(self, "group_tables", (self.table.name,) * len(self.group_by))
-        if len(self.group_aliases) != len(self.group_by) or len(self.group_tables) != len(self.group_by):
-            raise ValueError("group_aliases and group_tables must have one entry per GROUP BY column.")
+        if len({len(self.group_aliases), len(self.group_tables), len(self.group_expressions)}) != 1 or len(
+            self.group_aliases
+        ) != len(self.group_by):
+            raise ValueError(
+                "group_aliases, group_tables and group_expressions must have one entry per GROUP BY key."
+            )
+
+    def group_spec(self, i: int) -> ColumnSpec | GroupExpression:
+        """The i-th GROUP BY key: its catalog column, or the expression it is computed by (both tell the
+        key's ``type`` and ``public_values``)."""
+        expression = self.group_expressions[i]
+        if expression is not None:
+            return expression
+        owner = self.group_tables[i]
+        table = self.join.table if self.join is not None and owner == self.join.table.name else self.table
+        return table.column(self.group_by[i])
 
     def aggregate(self, alias: str) -> Aggregate:
         """The aggregate with output name ``alias``."""

@@ -3,9 +3,13 @@
 A query aggregates one sensitive catalog table, named alone (no files, table functions, VALUES or table
 modifiers) or qualified by the default schema. kakeibo reads a catalog table by its bare name, that is from
 the engine's default schema, so a qualifier may only say so: the schema ``main`` (DuckDB's default) or
-``public`` (PostgreSQL's), whatever the engine, after the database's name when the session knows it
-(``db.main.census``). Any other schema or database would name another table than the one kakeibo reads,
-and is refused. A column may carry the same qualifiers before its table (``main.census.age``).
+``public`` (PostgreSQL's), whatever the engine, and in a query read as T-SQL also ``dbo`` (SQL Server's),
+after the name of the engine's database when the session knows it (``db.main.census``, T-SQL's
+``db.dbo.census`` and ``db..census``): the session asks its backend once
+(:func:`kakeibo.backends.database_name`; DuckDB's in-memory database is ``memory``, a file's is its name
+without the extension). Any other schema or database would name another table than the one kakeibo reads,
+and is refused with the names the catalog has. A column may carry the same qualifiers before its table
+(``main.census.age``).
 Joins between sensitive tables are refused: they would break the contribution bounds the noise is
 calibrated to. A JOIN to a public table is accepted as an inner equi-join on one column (not on
 the privacy unit) whose two columns compare without a conversion. It may repeat a sensitive row once per
@@ -17,6 +21,7 @@ session checks that against the engine). Identifiers are case-insensitive and co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
@@ -25,10 +30,26 @@ from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
 from .predicates import TotalPredicate, strip
 from .shape import JoinSpec
 
-__all__ = ["DEFAULT_SCHEMAS", "ColumnRef", "Source", "Tables", "lower_name", "sql_text"]
+__all__ = ["DEFAULT_SCHEMAS", "ColumnRef", "Source", "Tables", "default_schemas", "lower_name", "sql_text"]
 
 #: the schema qualifiers that name the engine's default schema, where kakeibo reads every catalog table
 DEFAULT_SCHEMAS = ("main", "public")
+#: T-SQL's default schema, which a query read as T-SQL may name too
+TSQL_DEFAULT_SCHEMA = "dbo"
+
+
+def default_schemas(dialect: str) -> tuple[str, ...]:
+    """The schema qualifiers a query read in ``dialect`` may name the default schema with.
+
+    >>> default_schemas("duckdb"), default_schemas("tsql")
+    (('main', 'public'), ('main', 'public', 'dbo'))
+    """
+    return (*DEFAULT_SCHEMAS, TSQL_DEFAULT_SCHEMA) if dialect == "tsql" else DEFAULT_SCHEMAS
+
+
+def _either(names: tuple[str, ...]) -> str:
+    """Two or more ``names`` as alternatives, for a message: ``a or b``, ``a, b or c``."""
+    return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def lower_name(identifier: exp.Expr | str | None) -> str:
@@ -82,6 +103,7 @@ class Tables:
     ) -> None:
         self.catalog = catalog
         self.dialect = dialect
+        self.schemas = default_schemas(dialect)
         self.database = database.lower() if database else None
         self.using: str | None = None
         self.sources = self._sources(select)
@@ -139,16 +161,18 @@ class Tables:
                 f"the session's database {self.database}" if self.database else "known to be the session's"
             )
             return f"the database {database} is not {known}"
-        if schema and schema not in DEFAULT_SCHEMAS:
+        if schema and schema not in self.schemas:
             return f"the schema {schema} is not the engine's default one"
         return ""
 
     def _naming(self) -> str:
-        """Which table names are known, for a refusal."""
-        database = f", after the database {self.database}" if self.database else ""
+        """Which table names are known, for a refusal. It does not spell the engine's database name, which
+        only a refusal of another database name shows: the other refusals depend on the query and the catalog
+        alone (the adversarial tests compare them between neighbouring databases, each with its own name)."""
+        database = ", optionally after the session's database" if self.database else ""
         return (
             f"the catalog has: {', '.join(self.catalog.tables)}, named without a schema or qualified by "
-            f"{' or '.join(DEFAULT_SCHEMAS)}{database}"
+            f"{_either(self.schemas)}{database}"
         )
 
     def _sources(self, select: exp.Select) -> list[Source]:
@@ -267,7 +291,7 @@ class Tables:
         if self._other_qualifier(column):
             raise QueryRefused(
                 f"the column reference {sql_text(column, self.dialect)} has too many qualifiers; qualify a "
-                f"column by its table or alias, or by {' or '.join(DEFAULT_SCHEMAS)} and the table."
+                f"column by its table or alias, or by {_either(self.schemas)} and the table."
             )
         qualifier = lower_name(column.args.get("table"))
         if qualifier:
@@ -293,3 +317,20 @@ class Tables:
         """``predicate`` checked total over the query's tables, literals in their engine-exact form
         (:mod:`kakeibo.sql.predicates`)."""
         return TotalPredicate(clause, lambda c: self.resolve(c).column.type, self.dialect).check(predicate)
+
+    def engine_column(self, column: exp.Column) -> exp.Column:
+        """The column ``column`` names, as the engine statement writes it: lower case and quoted, qualified
+        by its table's alias (or name) when the query joins a public table."""
+        ref = self.resolve(column)
+        table = ref.source.qualifier if self.public is not None else None
+        return exp.column(ref.column.name, table=table, quoted=True)
+
+    def engine_condition(self, clause: str, predicate: exp.Expr) -> exp.Expression:
+        """``predicate`` checked (:meth:`condition`) and written for the engine statement (its columns as
+        :meth:`engine_column` writes them)."""
+        checked = self.condition(clause, predicate)
+
+        def rewrite(node: exp.Expr) -> exp.Expr:
+            return self.engine_column(node) if isinstance(node, exp.Column) else node
+
+        return cast(exp.Expression, checked.transform(rewrite))
