@@ -158,6 +158,19 @@ def test_a_query_names_its_dialect_and_may_ask_for_nonnegative_values(
         assert refused.status_code == 422, (bad, refused.text)
 
 
+def test_a_query_without_a_dialect_is_read_in_the_catalogs(tmp_path: Path) -> None:
+    """A dataset whose catalog says ``dialect = "tsql"`` reads T-SQL when the request names no dialect."""
+    config, admin_key = write_service(tmp_path)
+    (tmp_path / "catalog.toml").write_text('dialect = "tsql"\n' + CATALOG)
+    with TestClient(create_app(ServiceConfig.from_toml(config))) as client:
+        key = make_analyst(client, admin_key, "alice")
+        top = "SELECT TOP 1 category, COUNT(*) AS n FROM dbo.visits GROUP BY category ORDER BY n DESC"
+        answer = ask(client, key, sql=top, epsilon=0.25)
+        assert answer.status_code == 200 and len(answer.json()["rows"]) == 1, answer.text
+        refused = ask(client, key, sql=top, epsilon=0.25, dialect="duckdb")
+        assert refused.status_code == 400 and "could not be parsed" in refused.text, refused.text
+
+
 def test_budgets_per_analyst_and_per_dataset(service: tuple[TestClient, str]) -> None:
     """alice and bob each may spend 1.0 on shop, the dataset only 1.5 in all: colluders cannot exceed it."""
     client, admin_key = service

@@ -26,14 +26,13 @@ from kakeibo.sql.predicates import MAX_LIKE_CHARS
 N = 3000
 EPSILON = 1e6
 
-CATALOG = Catalog.from_toml(
-    """
+CATALOG_TOML = """
 [tables.notes]
 [tables.notes.columns]
 region = "str"
 age = { type = "int", lower = 18, upper = 90 }
 """
-)
+CATALOG = Catalog.from_toml(CATALOG_TOML)
 
 #: region values: the usual ones, and texts holding the characters T-SQL patterns escape with brackets
 REGIONS = [
@@ -468,3 +467,27 @@ def test_spark_has_no_database_for_its_views(spark_backend: Any, tmp_path: Path)
         ROWS.count("west"),
     )
     assert_answers(released_count(session, ESCAPED_CLASSES), _escaped_classes_exact())
+
+
+# --- a catalog that names its dialect ------------------------------------------------------------------
+
+
+def test_a_catalog_names_the_dialect_its_queries_are_read_in(backend: DuckDBBackend, tmp_path: Path) -> None:
+    """``dialect = "tsql"`` at the top of a catalog: a session reads T-SQL unless it or the query says
+    otherwise; the catalog keeps its dialect through to_dict and TOML, and refuses an unknown one."""
+    text = 'dialect = "TSQL"\n' + CATALOG_TOML
+    catalog = Catalog.from_toml(text)
+    assert catalog.dialect == "tsql" and Catalog.from_dict(catalog.to_dict()) == catalog
+    assert catalog != Catalog.from_toml(CATALOG_TOML)
+    tsql = "SELECT TOP 1 COUNT(*) AS n FROM dbo.notes WHERE region = N'north'"
+    with kakeibo.connect(backend, catalog=catalog, ledger=tmp_path / "l.sqlite", budget=100) as session:
+        assert session.dialect == "tsql"
+        assert session.plan(tsql, epsilon=1).query.limit == 1
+        with pytest.raises(QueryRefused, match="the query could not be parsed"):  # TOP is not DuckDB's
+            session.plan(tsql, epsilon=1, dialect="duckdb")
+    with kakeibo.connect(
+        backend, catalog=catalog, ledger=tmp_path / "m.sqlite", budget=100, dialect="postgres"
+    ) as session:
+        assert session.dialect == "postgres"
+    with pytest.raises(ValueError, match="the catalog's dialect 'oracle' is not one of duckdb, postgres"):
+        Catalog.from_toml('dialect = "oracle"\n' + CATALOG_TOML)

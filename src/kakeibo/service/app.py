@@ -68,8 +68,8 @@ from ..backends import Backend, DuckDBBackend
 from ..errors import ConfigurationError
 from ..privacy import ApproxDP
 from ..sql import Catalog
+from ..sql.catalog import DIALECTS
 from ..sql.session import Session
-from ..sql.shape import DIALECTS
 from .auth import ADMIN, Gate, RateLimiter
 from .config import DatasetConfig, ServiceConfig
 from .dashboard import dashboard_router, loss_json
@@ -118,8 +118,10 @@ class _Question(_Request):
         default=None, description="[alpha, beta]: each COUNT and SUM within alpha with probability 1 - beta"
     )
     delta: Delta | None = Field(default=None, description="for private partition selection")
-    dialect: str = Field(
-        default="duckdb", pattern=f"^({'|'.join(DIALECTS)})$", description="the SQL dialect of the query text"
+    dialect: str | None = Field(
+        default=None,
+        pattern=f"^({'|'.join(DIALECTS)})$",
+        description="the SQL dialect of the query text (by default the dataset catalog's, else duckdb)",
     )
     nonnegative: StrictBool = Field(
         default=False, description="clamp at 0 the aggregates that cannot be negative, and their intervals"

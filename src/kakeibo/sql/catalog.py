@@ -13,6 +13,8 @@ row-level table: one row). Tables marked ``public = true`` hold non-sensitive da
 
 A catalog is a TOML file or the same structure as a Python mapping::
 
+    dialect = "tsql"                  # optional: the SQL dialect queries are written in (default duckdb)
+
     [tables.visits]
     privacy_unit = "user_id"          # omit for row-level privacy (each row is a person)
     max_partitions = 3
@@ -458,8 +460,14 @@ def _correlation_from_dict(table: str, data: object, base: Path | None) -> Corre
     return CorrelationSpec(_resolve(data["edges"], base), tau=data["tau"])
 
 
+#: the SQL dialects a query may be written in (sqlglot's names); :mod:`kakeibo.sql` loads each at import
+DIALECTS = ("duckdb", "postgres", "tsql", "bigquery", "spark", "mysql", "sqlite", "snowflake")
+
+
 class Catalog:
-    """The tables an analyst may query, with their privacy units, contribution limits and column bounds.
+    """The tables an analyst may query, with their privacy units, contribution limits and column bounds,
+    and the SQL dialect its queries are written in when it names one (a top-level ``dialect = "tsql"``:
+    a session reads queries in it unless it or the query names another).
 
     >>> catalog = Catalog.from_toml('''
     ... [tables.visits]
@@ -479,8 +487,15 @@ class Catalog:
     """
 
     tables: Mapping[str, TableSpec]
+    dialect: str | None
 
-    def __init__(self, tables: Iterable[TableSpec]) -> None:
+    def __init__(self, tables: Iterable[TableSpec], *, dialect: str | None = None) -> None:
+        if dialect is not None and (not isinstance(dialect, str) or dialect.lower() not in DIALECTS):
+            raise ValueError(
+                f"the catalog's dialect {dialect!r} is not one of {', '.join(DIALECTS)}; omit it to read "
+                "queries as DuckDB's SQL."
+            )
+        self.dialect = None if dialect is None else dialect.lower()
         found: dict[str, TableSpec] = {}
         for table in tables:
             if not isinstance(table, TableSpec):
@@ -502,12 +517,14 @@ class Catalog:
         """
         if not isinstance(data, Mapping):
             raise TypeError("a catalog must be a mapping with a 'tables' entry.")
-        refuse_unknown_keys(data, frozenset({"tables"}), "the catalog")
+        refuse_unknown_keys(data, frozenset({"tables", "dialect"}), "the catalog")
         tables = data.get("tables")
         if not isinstance(tables, Mapping) or not tables:
             raise ValueError("the catalog declares no tables; add a [tables.NAME] section.")
         base = None if base_dir is None else Path(base_dir)
-        return cls(_table_from_dict(name, spec, base) for name, spec in tables.items())
+        return cls(
+            (_table_from_dict(name, spec, base) for name, spec in tables.items()), dialect=data.get("dialect")
+        )
 
     @classmethod
     def from_toml(cls, path_or_text: str | os.PathLike[str]) -> Catalog:
@@ -534,16 +551,22 @@ class Catalog:
 
     def to_dict(self) -> dict[str, Any]:
         """The catalog as the structure :meth:`from_dict` reads (and TOML holds)."""
-        return {"tables": {name: table.to_dict() for name, table in self.tables.items()}}
+        tables = {"tables": {name: table.to_dict() for name, table in self.tables.items()}}
+        return tables if self.dialect is None else {"dialect": self.dialect, **tables}
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Catalog) and dict(self.tables) == dict(other.tables)
+        return (
+            isinstance(other, Catalog)
+            and dict(self.tables) == dict(other.tables)
+            and self.dialect == other.dialect
+        )
 
     def __hash__(self) -> int:
-        return hash(self.tables)
+        return hash((self.tables, self.dialect))
 
     def __repr__(self) -> str:
-        return f"Catalog(tables={list(self.tables)})"
+        dialect = "" if self.dialect is None else f", dialect={self.dialect!r}"
+        return f"Catalog(tables={list(self.tables)}{dialect})"
 
 
 def _looks_like_path(text: str) -> bool:

@@ -129,10 +129,11 @@ class Session:
         delta: Number | None = None,
         dataset: str | None = None,
         source: str | None = None,
-        dialect: str = "duckdb",
+        dialect: str | None = None,
     ) -> None:
         self.backend = backend
-        self.dialect = check_dialect(dialect)  # the SQL dialect queries are read in
+        # the SQL dialect queries are read in: the session's, else the catalog's, else DuckDB's
+        self.dialect = check_dialect(dialect or catalog.dialect or "duckdb")
         self.catalog = catalog
         self.ledger = ledger
         self.analyst = analyst
@@ -688,7 +689,7 @@ def connect(
     analyst: str | None = None,
     delta: Number | None = None,
     source: str | None = None,
-    dialect: str = "duckdb",
+    dialect: str | None = None,
 ) -> Session:
     """Open a DP SQL session.
 
@@ -702,11 +703,11 @@ def connect(
     in-memory database or a backend object this session's engine only (name a backend's database, such as
     ``"postgres:db.example/sales"``, to reuse releases across sessions). ``dialect`` is the SQL dialect
     queries are written in (``"duckdb"``, ``"postgres"``, ``"tsql"``, ...: see
-    :data:`kakeibo.sql.shape.DIALECTS`), whatever the engine; ``sql``, ``plan`` and ``explain`` take
-    ``dialect=`` for one query.
+    :data:`kakeibo.sql.catalog.DIALECTS`), whatever the engine: by default the catalog's ``dialect``, else
+    DuckDB's; ``sql``, ``plan`` and ``explain`` take ``dialect=`` for one query.
     """
-    dialect = check_dialect(dialect)  # before anything is opened
     cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
+    dialect = check_dialect(dialect or cat.dialect or "duckdb")  # before the database is opened
     backend = database if isinstance(database, Backend) else _open_duckdb(os.fspath(database), cat)
     if source is None and not isinstance(database, Backend) and os.fspath(database) != ":memory:":
         source = f"duckdb:{os.path.abspath(database)}"

@@ -21,7 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from ..accounting.overlap import Box
-from .catalog import ColumnSpec, ColumnType, QueryRefused, TableSpec
+from .catalog import DIALECTS, ColumnSpec, ColumnType, QueryRefused, TableSpec
 from .derived import Derived
 from .predicates import numeric_literal
 
@@ -35,9 +35,6 @@ __all__ = [
     "check_dialect",
     "parse_select",
 ]
-
-#: the SQL dialects a query may be written in (sqlglot's names); :mod:`kakeibo.sql` loads each at import
-DIALECTS = ("duckdb", "postgres", "tsql", "bigquery", "spark", "mysql", "sqlite", "snowflake")
 
 AggregateFunction = Literal["count", "count_distinct_unit", "sum", "avg", "variance", "stddev", "quantile"]
 
