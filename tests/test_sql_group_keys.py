@@ -228,6 +228,8 @@ def test_select_list_and_group_by_name_the_same_key_by_text_alias_or_position() 
     # a column of the table takes precedence over an output alias of the same name, as in SQL
     query = analyze("SELECT x // 10 AS dec, COUNT(*) AS n FROM t GROUP BY dec, day", CATALOG)
     assert query.group_by == ("dec", "day") and query.group_expressions[1] is None
+    with pytest.raises(QueryRefused, match="GROUP BY day names the column day, which takes precedence"):
+        analyze("SELECT x // 10 AS day, COUNT(*) AS n FROM t GROUP BY day", CATALOG)
     with pytest.raises(QueryRefused, match="GROUP BY u // 10: an expression key"):
         analyze("SELECT u // 10 AS d, COUNT(*) AS n FROM t GROUP BY d", CATALOG)
 
@@ -419,3 +421,18 @@ def test_one_row_moves_one_key_by_one_and_its_release_keeps_its_epsilon() -> Non
     )
     assert result.seeded and not result.refutes(1.0), str(result)
     assert result.epsilon_lower_bound > 0.5, f"the audit lost its power:\n{result}"
+
+
+def test_a_key_over_a_joined_public_table_is_qualified_like_where() -> None:
+    """With a join, the key's columns are written qualified by their table, as the WHERE clause's are, so
+    the engine reads the public table's column and no other."""
+    from adversarial_harness import CATALOG as JOINED
+
+    query = analyze(
+        "SELECT CASE WHEN dim.label = 'L1' THEN 'one' ELSE 'other' END AS kk, v.age // 10 AS dec, COUNT(*) "
+        "AS n FROM visits AS v JOIN dim ON v.category = dim.category GROUP BY kk, dec",
+        JOINED,
+    )
+    case, decade = (key.sql.sql("duckdb") for key in query.group_expressions if key is not None)
+    assert case == "CASE WHEN \"dim\".\"label\" = 'L1' THEN 'one' ELSE 'other' END"
+    assert decade.startswith('CASE WHEN "v"."age" < 10 THEN CAST(0 AS BIGINT)') and decade.count("WHEN") == 13

@@ -167,7 +167,8 @@ class Outputs:
                         "public_values."
                     )
         selected: set[tuple[str, str]] = set()
-        for _, kind, expression in self.items:
+        grouped_columns = {ref.column.name for ref in refs if isinstance(ref, ColumnRef)}
+        for alias, kind, expression in self.items:
             if not isinstance(kind, (ColumnRef, GroupExpression, _Unkeyable)):
                 continue
             if isinstance(kind, ColumnRef) and kind.key not in seen:
@@ -176,10 +177,16 @@ class Outputs:
                     "individual rows; add it to GROUP BY or wrap it in an aggregate such as COUNT or AVG."
                 )
             if isinstance(kind, _Unkeyable) or kind.key not in seen:
+                shadowed = (
+                    f" (GROUP BY {alias} names the column {alias}, which takes precedence over the output "
+                    "name, as in SQL; choose another alias)"
+                    if alias in grouped_columns
+                    else ""
+                )
                 raise QueryRefused(
                     f"the output {sql_text(expression, self.dialect)} is an expression over columns, "
                     "released only as a GROUP BY key: add it to GROUP BY (a CASE WHEN, or arithmetic over "
-                    "one int column with bounds) or wrap it in an aggregate."
+                    f"one int column with bounds) or wrap it in an aggregate{shadowed}."
                 )
             if kind.key in selected:
                 raise QueryRefused(f"the grouping key {_key_text(kind)} is selected twice.")
