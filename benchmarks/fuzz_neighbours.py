@@ -1,8 +1,9 @@
 """The differential fuzzer of ``tests/test_adversarial_fuzz.py``, run long, plus the latency side channels.
 
-Each generated query (``adversarial_harness.queries``: the grammar the DP SQL analyser accepts, with
-boundary literals, NULLs and wrong-typed literals) runs on a pair of neighbouring databases -- the base,
-and the base plus one user with extreme values -- with a fresh ledger for each call. A *mismatch* is any
+Each generated call (``adversarial_harness.queries``: the grammar the DP SQL analyser accepts, with
+boundary literals, NULLs and wrong-typed literals, in a drawn dialect, with or without ``nonnegative``)
+runs on a pair of neighbouring databases -- the base, and the base plus one user with extreme values --
+with a fresh ledger for each call. A *mismatch* is any
 difference an analyst could see: acceptance, error class, error text, charge, released schema, or a
 number in an error text that no public input holds. Unlike the unit test, which stops at the first
 mismatch, this records every one and prints a table::
@@ -61,7 +62,9 @@ class Tally:
     accepted: int = 0
     refused: int = 0
     seconds: float = 0.0
-    mismatches: list[tuple[str, object, list[str], dict[str, harness.Outcome]]] = field(default_factory=list)
+    mismatches: list[tuple[harness.Drawn, list[str], dict[str, harness.Outcome]]] = field(
+        default_factory=list
+    )
 
 
 @contextlib.contextmanager
@@ -94,7 +97,7 @@ def fuzz(worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path,
     from hypothesis import seed as hypothesis_seed
 
     tally = Tally(worlds.engine)
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str, bool]] = set()
     start = time.perf_counter()
 
     @settings(
@@ -106,14 +109,19 @@ def fuzz(worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path,
         suppress_health_check=list(HealthCheck),
     )
     @given(harness.queries())
-    def run(example: tuple[str, object]) -> None:
-        query, epsilon = example
-        key = (query, repr(epsilon))
+    def run(drawn: harness.Drawn) -> None:
+        query, epsilon = drawn.query, drawn.epsilon
+        key = (query, repr(epsilon), drawn.dialect, drawn.nonnegative)
         if key in seen:
             return
         seen.add(key)
         outcomes, problems = harness.compare(
-            worlds, query, epsilon, ledger_dir=ledgers, timeout=timeout if worlds.engine == "spark" else None
+            worlds,
+            query,
+            epsilon,
+            ledger_dir=ledgers,
+            timeout=timeout if worlds.engine == "spark" else None,
+            **drawn.options(),
         )
         tally.tried += 1
         pair = [outcomes[w] for w in harness.WORLDS]
@@ -122,7 +130,7 @@ def fuzz(worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path,
         elif not any(o.accepted for o in pair):
             tally.refused += 1
         if problems:
-            tally.mismatches.append((query, epsilon, problems, outcomes))
+            tally.mismatches.append((drawn, problems, outcomes))
 
     if seed is not None:
         run = hypothesis_seed(seed)(run)
@@ -190,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         if not t.mismatches:
             continue
         print(f"\nfirst mismatches on {t.engine}:")
-        for query, epsilon, problems, outcomes in t.mismatches[: args.show]:
-            print(f"- {_short(query, 400)}  (epsilon={epsilon!r})")
+        for drawn, problems, outcomes in t.mismatches[: args.show]:
+            print(f"- {_short(drawn.query, 400)}  ({drawn.options()}, epsilon={drawn.epsilon!r})")
             for problem in problems:
                 print(f"    {_short(problem, 300)}")
             print(f"    base:   {outcomes['base'].short(200)}")

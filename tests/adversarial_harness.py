@@ -63,6 +63,7 @@ __all__ = [
     "ENGINES",
     "TARGET_ID",
     "WORLDS",
+    "Drawn",
     "Outcome",
     "Worlds",
     "assert_indistinguishable",
@@ -393,18 +394,21 @@ def outcome(
     delta: object = None,
     rng_seed: int | None = 0,
     timeout: float | None = None,
+    dialect: str | None = None,
+    nonnegative: bool = False,
 ) -> Outcome:
     """Run ``session.sql(query, epsilon=epsilon)`` on one world with a fresh ledger and record it.
 
     ``rng_seed=None`` uses the secure default generator; otherwise both worlds draw from
     ``numpy.random.default_rng(rng_seed)``. ``timeout`` (Spark only) cancels the engine's jobs when the call
-    outruns it; the outcome then has ``timed_out`` set (and the call's own error).
+    outruns it; the outcome then has ``timed_out`` set (and the call's own error). ``dialect`` and
+    ``nonnegative`` are passed to ``session.sql`` as they are.
     """
     directory = Path(ledger_dir) if ledger_dir is not None else Path(tempfile.mkdtemp(prefix="kakeibo-adv-"))
     path = directory / f"ledger-{world}-{next(_ledger_counter)}.sqlite"
     ledger = Ledger(path, budget=LEDGER_BUDGET)
     session = kakeibo.connect(worlds.backends[world], catalog=CATALOG, ledger=ledger, delta=DEFAULT_DELTA)
-    kwargs: dict[str, Any] = {"epsilon": epsilon}
+    kwargs: dict[str, Any] = {"epsilon": epsilon, "dialect": dialect, "nonnegative": nonnegative}
     if delta is not None:
         kwargs["delta"] = delta
     if rng_seed is not None:
@@ -499,14 +503,15 @@ def _cheap_public_texts(query: str, epsilon: object) -> list[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def _statements(query: str, epsilon_key: str, epsilon: object) -> tuple[str, ...]:
+def _statements(query: str, epsilon_key: str, epsilon: object, dialect: str | None) -> tuple[str, ...]:
     try:
         import sqlglot
 
         from kakeibo.sql import analyze, plan_query
         from kakeibo.sql.rewrite import bounded_sql
 
-        plan = plan_query(analyze(query, CATALOG), epsilon=epsilon, delta=DEFAULT_DELTA)  # type: ignore[arg-type]
+        analyzed = analyze(query, CATALOG, dialect=dialect)
+        plan = plan_query(analyzed, epsilon=epsilon, delta=DEFAULT_DELTA)  # type: ignore[arg-type]
         statement = bounded_sql(plan)
         translated = [sqlglot.transpile(statement, read="duckdb", write=d)[0] for d in ("postgres", "spark")]
         return (statement, *translated, str(plan.privacy_loss))
@@ -514,13 +519,15 @@ def _statements(query: str, epsilon_key: str, epsilon: object) -> tuple[str, ...
         return ()
 
 
-def public_texts(query: str, epsilon: object) -> list[str]:
+def public_texts(query: str, epsilon: object, dialect: str | None = None) -> list[str]:
     """Texts made of public inputs only: the query, the catalog, epsilon, the default delta, the ledger's
     budget, and -- when the query can be planned -- the bounded statement kakeibo sends to each engine."""
-    return [*_cheap_public_texts(query, epsilon), *_statements(query, repr(epsilon), epsilon)]
+    return [*_cheap_public_texts(query, epsilon), *_statements(query, repr(epsilon), epsilon, dialect)]
 
 
-def data_dependent_numbers(text: str | None, query: str, epsilon: object) -> list[str]:
+def data_dependent_numbers(
+    text: str | None, query: str, epsilon: object, dialect: str | None = None
+) -> list[str]:
     """Numbers in an error ``text`` that no public input holds.
 
     A number of the text (a run of digits not part of a name such as ``INT64``; positions in the statement
@@ -535,13 +542,18 @@ def data_dependent_numbers(text: str | None, query: str, epsilon: object) -> lis
     for item in _cheap_public_texts(query, epsilon):
         found -= _numbers(item)
     if found:  # only then plan the query (slow for some hostile queries) for its statement's numbers
-        for item in _statements(query, repr(epsilon), epsilon):
+        for item in _statements(query, repr(epsilon), epsilon, dialect):
             found -= _numbers(item)
     return sorted(found, key=lambda n: (len(n), n))
 
 
 def mismatch(
-    outcomes: Mapping[str, Outcome], query: str, epsilon: object, *, empty: Outcome | None = None
+    outcomes: Mapping[str, Outcome],
+    query: str,
+    epsilon: object,
+    *,
+    empty: Outcome | None = None,
+    dialect: str | None = None,
 ) -> list[str]:
     """What differs between the two worlds' outcomes, and which numbers of an error text come from the data
     (empty when the pair is indistinguishable). A number the ``empty`` world's error text (same query, no
@@ -555,7 +567,8 @@ def mismatch(
     null = set(_NUMBER.findall(empty.error_text or "")) if empty is not None else set()
     for world in WORLDS:
         result = outcomes[world]
-        leaked = [n for n in data_dependent_numbers(result.error_text, query, epsilon) if n not in null]
+        numbers = data_dependent_numbers(result.error_text, query, epsilon, dialect)
+        leaked = [n for n in numbers if n not in null]
         if leaked:
             problems.append(f"the {world} world's error text holds data-dependent numbers {leaked[:8]}")
         if result.timed_out:
@@ -569,11 +582,12 @@ def compare(
     """Run ``query`` on both worlds (and, when an error text holds numbers the public inputs do not, on
     the empty database too) and return the outcomes with :func:`mismatch`'s problems."""
     outcomes = neighbour_outcomes(worlds, query, epsilon, **kwargs)
+    dialect = kwargs.get("dialect")
     empty = None
-    if any(data_dependent_numbers(outcomes[w].error_text, query, epsilon) for w in WORLDS):
+    if any(data_dependent_numbers(outcomes[w].error_text, query, epsilon, dialect) for w in WORLDS):
         empty = outcome(worlds, EMPTY, query, epsilon, **kwargs)
         outcomes[EMPTY] = empty
-    return outcomes, mismatch(outcomes, query, epsilon, empty=empty)
+    return outcomes, mismatch(outcomes, query, epsilon, empty=empty, dialect=dialect)
 
 
 def _show(value: object, width: int = 400) -> str:
@@ -722,14 +736,50 @@ KEY_TEMPLATES = (
 )
 
 
+#: aggregates under the names other dialects give them (:mod:`kakeibo.sql.aggregate_calls`), ``{c}`` a
+#: bounded column
+SYNONYM_TEMPLATES = (
+    "COUNT_BIG(*)",
+    "STD({c})",
+    "STDDEV_POP({c})",
+    "VAR_SAMP({c})",
+    "VARIANCE({c})",
+    "APPROX_QUANTILE({c}, 0.9)",
+    "PERCENTILE_CONT(0.25) WITHIN GROUP (ORDER BY {c})",
+)
+#: constants and scalar functions of no column in the select list; the nondeterministic ones are refused
+CONSTANTS = ("3", "'label'", "PI()", "1e308", "NULL", "RANDOM()", "NOW()")
+#: dialects a query is read in (mostly DuckDB's, whose text the grammar writes; T-SQL adds ``TOP n``)
+FUZZ_DIALECTS = ("duckdb", "duckdb", "duckdb", "postgres", "tsql", "bigquery")
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One generated call: the query text and the arguments of ``session.sql`` that go with it."""
+
+    query: str
+    epsilon: object
+    dialect: str
+    nonnegative: bool
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`compare` beside the query and epsilon."""
+        return {"dialect": self.dialect, "nonnegative": self.nonnegative}
+
+
 def queries() -> Any:
-    """A ``hypothesis`` strategy of ``(query, epsilon)`` pairs from the grammar the analyser accepts (see
+    """A ``hypothesis`` strategy of :class:`Drawn` calls from the grammar the analyser accepts (see
     :mod:`kakeibo.sql.analyze`), with boundary literals, NULLs and literals of the wrong type mixed in so
     that refusals are exercised too::
 
-        SELECT <group columns and expressions>, <aggregates or expressions of them> FROM visits
-        [JOIN dim ...] [WHERE <boolean combination of comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...]
-        [HAVING <output column op literal>] [ORDER BY <output columns>] [LIMIT n]
+        SELECT [DISTINCT | TOP n] <group columns and expressions>, <aggregates, their synonyms, expressions
+            of them, constants> FROM visits [JOIN dim ...]
+        [WHERE <boolean combination of comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...]
+        [HAVING <output column, or an aggregate not selected, op literal>] [ORDER BY <output columns>]
+        [LIMIT n]
+
+    The select list may hold keys alone (a key release by partition selection), written as a GROUP BY or as
+    ``SELECT DISTINCT``; each call is read in a drawn dialect and may ask for ``nonnegative`` clamping.
     """
     from hypothesis import strategies as st
 
@@ -793,9 +843,10 @@ def queries() -> Any:
         return f"({draw(predicate(prefix, depth - 1))} {kind} {draw(predicate(prefix, depth - 1))})"
 
     @st.composite
-    def query(draw: Any) -> tuple[str, object]:
+    def query(draw: Any) -> Drawn:
         join = draw(st.sampled_from(("", "", "", "using", "on")))
         prefix = "visits." if join == "on" else ""
+        dialect = draw(st.sampled_from(FUZZ_DIALECTS))
         group_choices = ["category", "name", "building", "age"] + (["dim.label"] if join else [])
         groups = draw(st.lists(st.sampled_from(group_choices), max_size=2, unique=True))
         key = st.one_of(
@@ -810,16 +861,30 @@ def queries() -> Any:
             st.tuples(st.sampled_from(("SUM", "AVG", "MEDIAN")), st.sampled_from(BOUNDED_COLUMNS)).map(
                 lambda t: f"{t[0]}({prefix}{t[1]})"
             ),
+            st.tuples(st.sampled_from(SYNONYM_TEMPLATES), st.sampled_from(BOUNDED_COLUMNS)).map(
+                lambda t: t[0].format(c=prefix + t[1])
+            ),
         )
         derived = st.tuples(st.sampled_from(DERIVED_TEMPLATES), aggregate, aggregate).map(
             lambda t: t[0].format(a=t[1], b=t[2])
         )
-        aggregates = draw(st.lists(st.one_of(aggregate, aggregate, derived), min_size=1, max_size=3))
+        keys_alone = bool(groups or keys) and draw(st.integers(0, 4)) == 0
+        aggregates = (
+            []
+            if keys_alone
+            else draw(st.lists(st.one_of(aggregate, aggregate, derived), min_size=1, max_size=3))
+        )
+        constants = draw(st.lists(st.sampled_from(CONSTANTS), max_size=0 if keys_alone else 1))
         aliases = [f"a{i}" for i in range(len(aggregates))]
         select = [("" if "." in g else prefix) + g for g in groups]
         select += [f"{k} AS k{i}" for i, k in enumerate(keys)]
         select += [f"{agg} AS {alias}" for agg, alias in zip(aggregates, aliases, strict=True)]
-        sql = f"SELECT {', '.join(select)} FROM visits"
+        select += [f"{c} AS c{i}" for i, c in enumerate(constants)]
+        distinct = keys_alone and draw(st.booleans())  # the same key release, written as SELECT DISTINCT
+        limits = ("0", "1", "3", "10", "1e3", "9223372036854775807")
+        limit = draw(st.sampled_from(limits)) if draw(st.integers(0, 4)) == 0 else ""
+        top = f"TOP {limit} " if limit and dialect == "tsql" else ""  # T-SQL's own row limit
+        sql = f"SELECT {'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM visits"
         if join == "using":
             sql += " JOIN dim USING (category)"
         elif join == "on":
@@ -829,20 +894,22 @@ def queries() -> Any:
             sql += f" WHERE {prefix}user_id = {TARGET_ID} AND {draw(predicate(prefix))}"
         elif where > 2:
             sql += f" WHERE {draw(predicate(prefix))}"
-        if groups or keys:
+        if (groups or keys) and not distinct:
             by = [("" if "." in g else prefix) + g for g in groups]
             by += [k if draw(st.booleans()) else f"k{i}" for i, k in enumerate(keys)]  # text or alias
             sql += " GROUP BY " + ", ".join(by)
         outputs = [g.split(".")[-1] for g in groups] + [f"k{i}" for i in range(len(keys))] + aliases
-        if draw(st.integers(0, 3)) == 0:
-            column = draw(st.sampled_from(aliases))
+        having = draw(st.integers(0, 5))
+        if having in (1, 2):
+            # an output column, or an aggregate named only here (noised and charged as if selected)
+            column = draw(st.sampled_from(aliases)) if aliases and having == 1 else draw(aggregate)
             op = draw(st.sampled_from(("=", "<", ">", ">=", "<>")))
             sql += f" HAVING {column} {op} {draw(st.sampled_from(NUMERIC_LITERALS))}"
         if draw(st.integers(0, 3)) == 0:
             order = draw(st.lists(st.sampled_from(outputs), min_size=1, max_size=2, unique=True))
             sql += " ORDER BY " + ", ".join(f"{c} {draw(st.sampled_from(('ASC', 'DESC')))}" for c in order)
-        if draw(st.integers(0, 4)) == 0:
-            sql += f" LIMIT {draw(st.sampled_from(('0', '1', '3', '10', '1e3', '9223372036854775807')))}"
-        return sql, draw(st.sampled_from(EPSILONS))
+        if limit and not top:
+            sql += f" LIMIT {limit}"
+        return Drawn(sql, draw(st.sampled_from(EPSILONS)), dialect, draw(st.booleans()))
 
     return query()

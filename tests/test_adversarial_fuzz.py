@@ -1,17 +1,20 @@
 """A differential fuzzer for DP SQL: generated queries on neighbouring databases must look the same.
 
-``hypothesis`` draws queries from the grammar the analyser accepts (``adversarial_harness.queries``:
-group columns, COUNT / COUNT(col) / COUNT(DISTINCT user_id) / SUM / AVG / MEDIAN, an optional JOIN to the
-public ``dim``, WHERE as a random boolean combination of comparisons, BETWEEN, IN, LIKE and IS NULL with
-boundary literals -- 0, -0.0, 0.5 and the double above it, 1e308, 5e-324, 2**53 + 1, 2**63, long decimals,
-strings with quotes, backslashes, % and _ -- and optional HAVING, ORDER BY and LIMIT) and epsilons from
-1e-3 to 1000; aggregates are also wrapped in expressions (``DERIVED_TEMPLATES``: arithmetic, ROUND,
-POWER, LN, SQRT, GREATEST, CASE, and MOD, which is refused), and GROUP BY takes expressions over columns
-(``KEY_TEMPLATES``: arithmetic keys, CASE keys over drawn conditions, and refused ones). Each query runs on
-the base world and on the target world (one user added with extreme values), each with a fresh ledger,
-and the test asserts that
-acceptance, error class, error text, charge and released schema are identical, and that no error text
-holds a number the public inputs do not.
+``hypothesis`` draws calls from the grammar the analyser accepts (``adversarial_harness.queries``):
+group columns; COUNT / COUNT(col) / COUNT(DISTINCT user_id) / SUM / AVG / MEDIAN and the synonyms of other
+dialects (``SYNONYM_TEMPLATES``: COUNT_BIG, STD, VAR_SAMP, APPROX_QUANTILE, PERCENTILE_CONT, ...);
+aggregates wrapped in expressions (``DERIVED_TEMPLATES``: arithmetic, ROUND, POWER, LN, SQRT, GREATEST,
+CASE, and MOD, which is refused); constants and nondeterministic functions in the select list; keys alone
+(GROUP BY without an aggregate, or SELECT DISTINCT); GROUP BY expressions over columns (``KEY_TEMPLATES``:
+arithmetic keys, CASE keys over drawn conditions, and refused ones); an optional JOIN to the public
+``dim``; WHERE as a random boolean combination of comparisons, BETWEEN, IN, LIKE and IS NULL with boundary
+literals -- 0, -0.0, 0.5 and the double above it, 1e308, 5e-324, 2**53 + 1, 2**63, long decimals, strings
+with quotes, backslashes, % and _; optional HAVING (on an output, or on an aggregate named only there),
+ORDER BY, and LIMIT or T-SQL's TOP; epsilons from 1e-3 to 1000; each call read in a drawn dialect (DuckDB,
+PostgreSQL, T-SQL, BigQuery), with or without ``nonnegative`` clamping. Each call runs on the base world
+and on the target world (one user added with extreme values), each with a fresh ledger, and the test
+asserts that acceptance, error class, error text, charge and released schema are identical, and that no
+error text holds a number the public inputs do not.
 
 The run is bounded and reproducible (``derandomize=True``, no example database): 120 examples on DuckDB, 40
 on PostgreSQL, 20 on Spark. ``benchmarks/fuzz_neighbours.py`` runs
@@ -27,6 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from adversarial_harness import (
+    Drawn,
     Worlds,
     assert_indistinguishable,
     duckdb_worlds,
@@ -76,15 +80,17 @@ def ledgers(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("fuzz-ledgers")
 
 
-def _check(worlds: Worlds, ledgers: Path, query: str, epsilon: object) -> None:
+def _check(worlds: Worlds, ledgers: Path, drawn: Drawn) -> None:
     timeout = SPARK_TIMEOUT if worlds.engine == "spark" else None
-    assert_indistinguishable(worlds, query, epsilon, ledger_dir=ledgers, timeout=timeout)
+    assert_indistinguishable(
+        worlds, drawn.query, drawn.epsilon, ledger_dir=ledgers, timeout=timeout, **drawn.options()
+    )
 
 
 def test_fuzz(worlds: Worlds, ledgers: Path) -> None:
     @_settings(EXAMPLES[worlds.engine])
     @given(queries())
-    def prop(example: tuple[str, object]) -> None:
-        _check(worlds, ledgers, *example)
+    def prop(drawn: Drawn) -> None:
+        _check(worlds, ledgers, drawn)
 
     prop()
