@@ -11,10 +11,15 @@ the fragment the sentence contains), for the peers' benchmark to read too.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 
+import kakeibo
+from kakeibo.backends import DuckDBBackend
 from kakeibo.sql import Catalog
+from kakeibo.sql.session import Session
 
 CATALOG_TOML = """
 [tables.census]
@@ -39,6 +44,14 @@ sessions = { type = "int", lower = 0, upper = 50 }
 duration = { type = "float", lower = 0, upper = 3600 }
 """
 CATALOG = Catalog.from_toml(CATALOG_TOML)
+
+
+def connect(ledger: Path, budget: tuple[float, float]) -> Session:
+    """A session on an in-memory DuckDB holding :func:`tables`, charging a new ledger at ``ledger``."""
+    db = DuckDBBackend()
+    for name, table in tables().items():
+        db.load_table(name, table)
+    return kakeibo.connect(db, catalog=CATALOG, ledger=ledger, budget=budget)
 
 
 def tables(seed: int = 0) -> dict[str, pa.Table]:

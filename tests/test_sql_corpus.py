@@ -19,22 +19,16 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import kakeibo
-from kakeibo.backends import DuckDBBackend
 from kakeibo.sql import QueryRefused
 from kakeibo.sql.session import Session
-from sql_corpus import ACCEPTED, CATALOG, REFUSED, tables
+from sql_corpus import ACCEPTED, REFUSED, connect
 
 QUANTILES = ("MEDIAN", "QUANTILE", "PERCENTILE", "MIN(", "MAX(")
 
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    db = DuckDBBackend()
-    for name, table in tables().items():
-        db.load_table(name, table)
-    ledger = Path(tmp_path_factory.mktemp("corpus")) / "ledger.sqlite"
-    with kakeibo.connect(db, catalog=CATALOG, ledger=ledger, budget=(10**9, 0.5)) as s:
+    with connect(Path(tmp_path_factory.mktemp("corpus")) / "ledger.sqlite", budget=(10**9, 0.5)) as s:
         yield s
 
 

@@ -19,11 +19,9 @@ from pathlib import Path
 
 import pytest
 
-import kakeibo
-from kakeibo.backends import DuckDBBackend
 from kakeibo.sql import QueryRefused, Session
 from kakeibo.sql.catalog import DIALECTS
-from sql_corpus import ACCEPTED, CATALOG, REFUSED, tables
+from sql_corpus import ACCEPTED, REFUSED, connect
 
 VOCABULARY = (
     *[
@@ -150,11 +148,7 @@ def _broken(query: str, rng: random.Random) -> str:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    db = DuckDBBackend()
-    for name, table in tables().items():
-        db.load_table(name, table)
-    ledger = Path(tmp_path_factory.mktemp("no-crash")) / "ledger.sqlite"
-    with kakeibo.connect(db, catalog=CATALOG, ledger=ledger, budget=(10**12, 0.5)) as s:
+    with connect(Path(tmp_path_factory.mktemp("no-crash")) / "ledger.sqlite", budget=(10**12, 0.5)) as s:
         yield s
 
 

@@ -369,6 +369,11 @@ def test_an_unknown_dialect_is_refused_with_the_accepted_ones(
 ) -> None:
     accepted = "use one of duckdb, postgres, tsql, bigquery, spark, mysql, sqlite or snowflake."
     assert refusal("SELECT COUNT(*) FROM census", dialect=dialect).endswith(accepted)
+    if dialect is None:  # a session without a dialect reads the catalog's, else DuckDB's
+        session = kakeibo.connect(backend, catalog=CATALOG, ledger=tmp_path / "l.sqlite", budget=1)
+        assert session.dialect == "duckdb"
+        session.ledger.close()  # the module's backend stays open
+        return
     with pytest.raises(QueryRefused, match=re.escape(accepted)):
         kakeibo.connect(backend, catalog=CATALOG, ledger=tmp_path / "l.sqlite", budget=1, dialect=dialect)
     assert not (tmp_path / "l.sqlite").exists()  # refused before the ledger is opened

@@ -133,7 +133,7 @@ class Session:
     ) -> None:
         self.backend = backend
         # the SQL dialect queries are read in: the session's, else the catalog's, else DuckDB's
-        self.dialect = check_dialect(dialect or catalog.dialect or "duckdb")
+        self.dialect = check_dialect((catalog.dialect or "duckdb") if dialect is None else dialect)
         self.catalog = catalog
         self.ledger = ledger
         self.analyst = analyst
@@ -707,7 +707,7 @@ def connect(
     DuckDB's; ``sql``, ``plan`` and ``explain`` take ``dialect=`` for one query.
     """
     cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
-    dialect = check_dialect(dialect or cat.dialect or "duckdb")  # before the database is opened
+    dialect = check_dialect((cat.dialect or "duckdb") if dialect is None else dialect)  # before opening
     backend = database if isinstance(database, Backend) else _open_duckdb(os.fspath(database), cat)
     if source is None and not isinstance(database, Backend) and os.fspath(database) != ":memory:":
         source = f"duckdb:{os.path.abspath(database)}"
