@@ -97,7 +97,7 @@ def fuzz(worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path,
     from hypothesis import seed as hypothesis_seed
 
     tally = Tally(worlds.engine)
-    seen: set[tuple[str, str, str, bool]] = set()
+    seen: set[harness.Drawn] = set()
     start = time.perf_counter()
 
     @settings(
@@ -110,11 +110,10 @@ def fuzz(worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path,
     )
     @given(harness.queries())
     def run(drawn: harness.Drawn) -> None:
-        query, epsilon = drawn.query, drawn.epsilon
-        key = (query, repr(epsilon), drawn.dialect, drawn.nonnegative)
-        if key in seen:
+        if drawn in seen:
             return
-        seen.add(key)
+        seen.add(drawn)
+        query, epsilon = drawn.query, drawn.epsilon
         outcomes, problems = harness.compare(
             worlds,
             query,

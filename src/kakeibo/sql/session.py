@@ -132,8 +132,7 @@ class Session:
         dialect: str | None = None,
     ) -> None:
         self.backend = backend
-        # the SQL dialect queries are read in: the session's, else the catalog's, else DuckDB's
-        self.dialect = check_dialect((catalog.dialect or "duckdb") if dialect is None else dialect)
+        self.dialect = _session_dialect(dialect, catalog)
         self.catalog = catalog
         self.ledger = ledger
         self.analyst = analyst
@@ -666,6 +665,12 @@ def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
     return con.sql(sql).to_arrow_table().select(shown)
 
 
+def _session_dialect(dialect: object, catalog: Catalog) -> str:
+    """The SQL dialect a session reads queries in: ``dialect`` when given (checked, so ``""`` is refused),
+    else the catalog's, else DuckDB's."""
+    return check_dialect((catalog.dialect or "duckdb") if dialect is None else dialect)
+
+
 def _open_duckdb(path: str, catalog: Catalog) -> DuckDBBackend:
     """A DuckDB file for a session: read-only (a session only reads, and other processes -- the CLI, another
     analyst's notebook -- may open the file too), unless the catalog's source files need views created in
@@ -707,7 +712,7 @@ def connect(
     DuckDB's; ``sql``, ``plan`` and ``explain`` take ``dialect=`` for one query.
     """
     cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
-    dialect = check_dialect((cat.dialect or "duckdb") if dialect is None else dialect)  # before opening
+    dialect = _session_dialect(dialect, cat)  # refused before the database is opened
     backend = database if isinstance(database, Backend) else _open_duckdb(os.fspath(database), cat)
     if source is None and not isinstance(database, Backend) and os.fspath(database) != ":memory:":
         source = f"duckdb:{os.path.abspath(database)}"
