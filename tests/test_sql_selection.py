@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pytest
 from scipy import stats
 
 import kakeibo
@@ -27,6 +28,8 @@ CATALOG = Catalog.from_toml(
     '[tables.t.columns]\nu = { type = "int" }\nk = { type = "str" }\n'
 )
 QUERY = "SELECT k, COUNT(*) AS n FROM t GROUP BY k"
+#: the same selection with and without an aggregate: keys alone (issue 17) are released by it and nothing else
+SELECTING = (QUERY, "SELECT k FROM t GROUP BY k", "SELECT DISTINCT k FROM t")
 
 
 def _table(seed: int) -> pa.Table:
@@ -42,23 +45,27 @@ def _table(seed: int) -> pa.Table:
     )
 
 
-def test_a_key_held_by_one_user_is_released_with_probability_at_most_delta_over_l0(tmp_path: Path) -> None:
+@pytest.mark.parametrize("query", SELECTING)
+def test_a_key_held_by_one_user_is_released_with_probability_at_most_delta_over_l0(
+    tmp_path: Path, query: str
+) -> None:
     """delta = 0.03 and L0 = 3: each one-user key may be released with probability <= 0.01. The exact
     probability ``p = Pr(1 + Z >= tau)`` (Z the two-sided geometric noise of the plan's users count,
     ``Pr(Z >= m) = e^(-m/s) / (1 + e^(-1/s))``) must be <= 0.01; the observed number of released one-user
     keys among 10^5 must not reject ``p`` in a two-sided exact binomial test at level 1e-6 (so a threshold
     wrong in either direction is caught) nor reject ``p <= 0.01`` one-sided at 1e-6. The popular keys
-    (2,000 users each) are all released; the ledger is charged once, (epsilon, delta)."""
+    (2,000 users each) are all released; the ledger is charged once, (epsilon, delta). The same holds for
+    the keys alone, written as a GROUP BY without an aggregate or as SELECT DISTINCT."""
     db = DuckDBBackend()
     db.load_table("t", _table(seed=1))
     session = kakeibo.connect(db, catalog=CATALOG, ledger=tmp_path / "l.sqlite", budget=ApproxDP(10, 0.1))
-    plan = session.plan(QUERY, epsilon=1, delta=0.03)
+    plan = session.plan(query, epsilon=1, delta=0.03)
     scale, tau = plan.statistic("users").mechanism.scale, plan.threshold  # type: ignore[attr-defined]
     assert tau is not None and plan.max_partitions == 3
     exact = math.exp(-(tau - 1) / scale) / (1 + math.exp(-1 / scale))
     assert exact <= 0.03 / 3
 
-    released = session.sql(QUERY, epsilon=1, delta=0.03, rng=np.random.default_rng(2)).to_pandas()
+    released = session.sql(query, epsilon=1, delta=0.03, rng=np.random.default_rng(2)).to_pandas()
     keys = set(released["k"])
     solo = sum(1 for k in keys if k.startswith("solo"))
     assert {"pop0", "pop1", "pop2"} <= keys
