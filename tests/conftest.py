@@ -1,1 +1,1 @@
-pytest_plugins = ["backend_fixtures"]
+pytest_plugins = ["backend_fixtures", "tpch_fixtures"]

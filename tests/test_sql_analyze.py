@@ -304,7 +304,7 @@ def test_accepted_query_structure(
     assert query.output == output
     assert aggs(query) == expected
     assert query.group_tables == (query.table.name,) * len(group_by)
-    assert query.join is None
+    assert query.joins == ()
 
 
 def test_at_least_thirty_accepted_shapes() -> None:
@@ -316,7 +316,7 @@ def test_table_and_defaults() -> None:
     query = analyze("SELECT COUNT(*) FROM people", CATALOG)
     assert query.table is CATALOG.table("people")
     assert (query.where, query.having, query.order_by, query.limit) == (None, None, (), None)
-    assert (query.join, query.where_box, query.table_alias) == (None, None, None)
+    assert (query.joins, query.where_box, query.table_alias) == ((), None, None)
 
 
 # WHERE is handed back with lower-case quoted identifiers, unqualified when there is no join.
@@ -401,7 +401,7 @@ def test_join_to_public_table() -> None:
         CATALOG,
     )
     assert query.table is CATALOG.table("visits")
-    assert query.join == JoinSpec(CATALOG.table("categories"), "category", "category", "c")
+    assert query.joins == (JoinSpec(CATALOG.table("categories"), "category", "v", "category", "c"),)
     assert (query.group_by, query.group_tables, query.output) == (("label",), ("categories",), ("label", "n"))
     assert query.table_alias == "v"
     assert query.where is not None
@@ -416,7 +416,7 @@ def test_join_written_from_the_public_side_and_on_different_names() -> None:
         CATALOG,
     )
     assert query.table.name == "visits"
-    assert query.join == JoinSpec(CATALOG.table("categories"), "region", "label", None)
+    assert query.joins == (JoinSpec(CATALOG.table("categories"), "label", "visits", "region"),)
     assert query.group_tables == ("categories",)
     assert query.table_alias is None
 
@@ -427,7 +427,7 @@ def test_join_using_qualifies_where_and_resolves_the_shared_column() -> None:
         "WHERE category = 'food' AND weight > 1 AND age >= 18 GROUP BY category, label",
         CATALOG,
     )
-    assert query.join == JoinSpec(CATALOG.table("categories"), "category", "category", None)
+    assert query.joins == (JoinSpec(CATALOG.table("categories"), "category", "visits", "category"),)
     assert query.group_by == ("category", "label")
     assert query.group_tables == ("visits", "categories")
     assert query.where is not None
@@ -551,7 +551,6 @@ def test_analyzed_query_defaults_for_hand_built_queries() -> None:
         having=None,
         order_by=(),
         limit=None,
-        join=None,
         where_box=None,
     )
     assert query.group_aliases == ("category",) and query.group_tables == ("visits",)

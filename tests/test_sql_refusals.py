@@ -55,15 +55,15 @@ user_id = "int"
 RAW_ROWS = "would return individual rows"
 NOT_AGGREGATED = "without aggregating it would reveal individual rows"
 NESTED = "which kakeibo does not evaluate in SELECT; use arithmetic (+ - * /), ROUND"
-PLAIN_ARGS = "aggregate arguments must be plain columns"
+INSIDE = "is not supported inside an aggregate; use bounded numeric columns, numbers, + - * / and CASE WHEN"
 UNBOUNDED = "has no clamping bounds in the catalog"
 UNIT_AGG = "aggregates the privacy unit"
 ONLY_SELECT = "only SELECT queries are answered"
 SUBQUERY = "subqueries are not supported"
 WINDOW = "window functions (OVER ...) are not supported"
 UNSUPPORTED_AGG = "is not supported; use one of COUNT, COUNT(DISTINCT <privacy unit>), SUM, AVG"
-JOIN_KIND = "JOIN is not supported; use an inner JOIN ... ON a = b to a public table"
-JOIN_EQ = "the JOIN condition must be a single equality between a column of visits and a column of categories"
+JOIN_KIND = "JOIN is not supported; use an inner JOIN ... ON a = b along a declared reference or to a public"
+JOIN_EQ = "the JOIN condition must be equalities between columns of two tables, such as ON a = b, not"
 GROUP_EXPR = "an expression key is computed over the values of an int column with bounds"
 ORDER_OUT = "ORDER BY can only name output columns"
 DISTINCT = "is supported over plain columns only (a release of the keys, as GROUP BY without an aggregate)"
@@ -186,9 +186,13 @@ CORPUS: list[tuple[str, str]] = [
     # --- joins ---------------------------------------------------------------------------------------
     (
         "SELECT COUNT(*) FROM visits JOIN payments USING (user_id)",
-        "joining two sensitive tables (visits and pay",
+        "joining the sensitive tables visits and payments on visits.user_id = payments.user_id does "
+        "not follow",
     ),
-    ("SELECT COUNT(*) FROM visits JOIN people ON visits.age = people.age", "JOIN only to public tables"),
+    (
+        "SELECT COUNT(*) FROM visits JOIN people ON visits.age = people.age",
+        "does not follow a declared reference",
+    ),
     ("SELECT COUNT(*) FROM visits JOIN categories USING (user_id)", "joining on the privacy unit user_id"),
     (
         "SELECT COUNT(*) FROM visits v JOIN categories c ON v.user_id = c.user_id",
@@ -203,23 +207,30 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) FROM visits ANTI JOIN categories USING (category)", f"ANTI {JOIN_KIND}"),
     ("SELECT COUNT(*) FROM visits ASOF JOIN categories USING (category)", f"ASOF {JOIN_KIND}"),
     ("SELECT COUNT(*) FROM visits POSITIONAL JOIN categories", f"POSITIONAL {JOIN_KIND}"),
-    ("SELECT COUNT(*) FROM visits, categories", "a JOIN needs an ON or USING condition; cross joins are not"),
+    (
+        "SELECT COUNT(*) FROM visits, categories",
+        "no equality in ON or WHERE joins table categories to the others",
+    ),
+    (
+        "SELECT COUNT(*) FROM visits INNER JOIN categories",
+        "a JOIN needs an ON or USING condition; cross joins are not",
+    ),
     ("SELECT COUNT(*) FROM visits JOIN categories ON visits.category = 5", JOIN_EQ),
     ("SELECT COUNT(*) FROM visits JOIN categories ON visits.category > categories.category", JOIN_EQ),
     ("SELECT COUNT(*) FROM visits JOIN categories ON TRUE", JOIN_EQ),
     ("SELECT COUNT(*) FROM visits JOIN categories ON visits.category = UPPER(categories.category)", JOIN_EQ),
     (
         "SELECT COUNT(*) FROM visits JOIN categories ON visits.category = categories.category "
-        "AND visits.region = categories.label",
+        "AND visits.region > categories.label",
         JOIN_EQ,
     ),
     (
         "SELECT COUNT(*) FROM visits JOIN categories ON visits.category = visits.region",
-        "must compare a column of",
+        JOIN_EQ,
     ),
     (
         "SELECT COUNT(*) FROM visits JOIN categories ON categories.category = categories.label",
-        "must compare a",
+        JOIN_EQ,
     ),
     (
         "SELECT COUNT(*) FROM visits JOIN categories USING (nope)",
@@ -227,7 +238,7 @@ CORPUS: list[tuple[str, str]] = [
     ),
     (
         "SELECT COUNT(*) FROM visits JOIN categories USING (category, label)",
-        "USING must name exactly one column",
+        "the JOIN column 'label' is not a column of table visits",
     ),
     (
         "SELECT COUNT(*) FROM visits JOIN categories ON visits.category = categories.nope",
@@ -235,7 +246,7 @@ CORPUS: list[tuple[str, str]] = [
     ),
     (
         "SELECT COUNT(*) FROM visits JOIN categories USING (category) JOIN categories c2 USING (category)",
-        "at most",
+        "table categories appears twice; self-joins are not supported yet",
     ),
     ("SELECT COUNT(*) FROM visits JOIN visits v2 USING (category)", "self-joins are not supported"),
     ("SELECT COUNT(*) FROM visits v JOIN categories v ON v.category = v.category", "distinct aliases"),
@@ -245,11 +256,7 @@ CORPUS: list[tuple[str, str]] = [
     ),
     (
         "SELECT SUM(weight) FROM visits JOIN categories USING (category)",
-        "aggregates a column of the public table",
-    ),
-    (
-        "SELECT COUNT(label) FROM visits JOIN categories USING (category)",
-        "aggregates a column of the public table",
+        "column weight has no clamping bounds in the catalog, so SUM over it has unbounded sensitivity",
     ),
     (
         "SELECT category, COUNT(*) FROM visits JOIN categories ON visits.category = categories.category "
@@ -274,17 +281,24 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT ROUND(SUM(amount), 0.5) FROM visits", "needs a literal number up to 64 as the second argument"),
     ("SELECT POWER(COUNT(*), 65) FROM visits", "needs a literal number up to 64 as the second argument of"),
     ("SELECT SUM(amount) * RANDOM() FROM visits", "is non-deterministic; an output may depend on aggregates"),
-    ("SELECT SUM(amount * 2) FROM visits", f"SUM(amount * 2) is not supported; {PLAIN_ARGS}"),
-    ("SELECT AVG(age + 1) FROM visits", PLAIN_ARGS),
     (
-        "SELECT SUM(CASE WHEN amount > 3 THEN 1 ELSE 0 END) FROM visits",
-        f"{PLAIN_ARGS} (move conditions into WHERE",
+        "SELECT SUM(amount / age) FROM visits",
+        "age can be 0 (its bounds are [0, 120]), and a division by 0 fails",
     ),
-    ("SELECT SUM(CAST(amount AS INT)) FROM visits", PLAIN_ARGS),
-    ("SELECT SUM(ABS(amount)) FROM visits", PLAIN_ARGS),
-    ("SELECT COUNT(amount > 3) FROM visits", PLAIN_ARGS),
-    ("SELECT COUNT(NULL) FROM visits", PLAIN_ARGS),
-    ("SELECT PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY amount * 2) FROM visits", PLAIN_ARGS),
+    ("SELECT SUM(amount * user_id) FROM visits", "user_id identifies people's rows"),
+    (
+        "SELECT SUM(amount * weight) FROM visits JOIN categories USING (category)",
+        "column weight has no clamping",
+    ),
+    ("SELECT SUM(amount * 1e90 * 1e20) FROM visits", "beyond 1e100"),
+    ("SELECT SUM(CASE amount WHEN 3 THEN 1 ELSE 0 END) FROM visits", "write CASE WHEN <column> = <value>"),
+    ("SELECT SUM(CASE WHEN amount + 1 > 3 THEN 1 ELSE 0 END) FROM visits", "CASE WHEN"),
+    ("SELECT SUM(CASE WHEN amount > 3 THEN 'a' ELSE 0 END) FROM visits", "the text 'a' is not a number"),
+    ("SELECT SUM(category * 2) FROM visits", "the column category has type str"),
+    ("SELECT SUM(CAST(amount AS INT)) FROM visits", INSIDE),
+    ("SELECT SUM(ABS(amount)) FROM visits", INSIDE),
+    ("SELECT COUNT(amount > 3) FROM visits", INSIDE),
+    ("SELECT COUNT(NULL) FROM visits", "the expression is NULL on every row"),
     ("SELECT SUM(COUNT(*)) FROM visits", "nests one aggregate inside another"),
     ("SELECT UPPER(category), COUNT(*) FROM visits GROUP BY category", "is an expression over columns"),
     (

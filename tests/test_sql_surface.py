@@ -216,7 +216,7 @@ ROW_LEVEL_DISTINCT = "row-level privacy, so COUNT(DISTINCT ...) cannot be bounde
         ("SELECT VARP(income, age) FROM census", "VARP takes exactly one column", "tsql"),
         ("SELECT STD(sex) FROM census", "needs a numeric column, but sex has type str", "duckdb"),
         ("SELECT STD(pid) FROM census", "column pid has no clamping bounds", "duckdb"),
-        ("SELECT STD(income + 1) FROM census", "aggregate arguments must be plain columns", "duckdb"),
+        ("SELECT STD(ABS(income)) FROM census", "is not supported inside an aggregate", "duckdb"),
         ("SELECT COUNT_BIG(age, educ) FROM census", f"{ONE_ARGUMENT}: *, a column or DISTINCT", "duckdb"),
         ("SELECT COUNT_BIG() FROM census", ONE_ARGUMENT, "duckdb"),
         ("SELECT COUNT_BIG(DISTINCT age) FROM census", ROW_LEVEL_DISTINCT, "duckdb"),
@@ -451,7 +451,7 @@ def test_schema_qualified_columns_in_where_having_and_a_join(
         "GROUP BY public.levels.label HAVING s > 0 ORDER BY main.levels.label"
     )
     analysed = analyze(query, CATALOG)
-    assert analysed.join is not None and analysed.join.table.name == "levels"
+    assert [join.table.name for join in analysed.joins] == ["levels"]
     assert analysed.where_box is not None  # the WHERE region is read through the qualified names
     rows = released(session, query)
     want = exact(

@@ -22,8 +22,9 @@ from sqlglot import exp
 
 from .catalog import QueryRefused
 from .predicates import numeric_literal, strip
-from .shape import AggregateFunction
-from .tables import ColumnRef, Tables, lower_name, sql_text
+from .shape import AggregateFunction, ValueColumn
+from .tables import Tables, lower_name, sql_text
+from .values import Values
 
 __all__ = ["SUPPORTED_AGGREGATES", "AggregateCall", "AggregateReader", "contains_aggregate", "is_aggregate"]
 
@@ -100,6 +101,12 @@ class AggregateReader:
         self.tables = tables
         self.sql = sql
         self.dialect = tables.dialect
+        self._values = Values(tables)
+
+    @property
+    def values(self) -> dict[str, ValueColumn]:
+        """What each aggregate's ``column`` reads, by that name (:mod:`kakeibo.sql.values`)."""
+        return self._values.values
 
     def read(self, node: exp.Expr) -> AggregateCall:
         """Recognise one aggregate call (see the module docstring) or refuse it."""
@@ -200,48 +207,48 @@ class AggregateReader:
         arg = strip(arg)
         if isinstance(arg, exp.Literal):
             return AggregateCall("count", None, None, True, "count")
-        table = self.tables.private.spec
         if isinstance(arg, exp.Distinct):
-            if table.privacy_unit is None:
-                raise QueryRefused(
-                    f"{text} is not supported: table {table.name} has row-level privacy, so "
-                    "COUNT(DISTINCT ...) cannot be bounded; use COUNT(*)."
-                )
-            targets = arg.expressions
-            if len(targets) != 1:
-                listed = ", ".join(sql_text(t, self.dialect) for t in targets)
-                raise QueryRefused(
-                    f"COUNT(DISTINCT {listed}) is not supported; COUNT(DISTINCT ...) is only available for "
-                    f"the privacy unit, as COUNT(DISTINCT {table.privacy_unit})."
-                )
-            target = strip(targets[0])
-            if isinstance(target, exp.Column):
-                ref = self.tables.resolve(target)
-                if ref.source is self.tables.private and ref.column.name == table.privacy_unit:
-                    return AggregateCall(
-                        "count_distinct_unit", None, None, True, f"count_distinct_{ref.column.name}"
-                    )
-            raise QueryRefused(
-                f"{text} is not supported; COUNT(DISTINCT ...) is only available for the privacy unit "
-                f"{table.privacy_unit}, as COUNT(DISTINCT {table.privacy_unit})."
-            )
+            return self._count_distinct(arg, text)
         if not isinstance(arg, exp.Column):
-            raise QueryRefused(f"{text} is not supported; aggregate arguments must be plain columns.")
+            if contains_aggregate(arg):
+                raise QueryRefused(f"{text} nests one aggregate inside another, which is not supported.")
+            name = self._values.expression(arg, text)
+            return AggregateCall("count", name, None, True, f"count_{name}")
         ref = self.tables.resolve(arg)
-        self._private_column(ref, text)
-        if ref.column.name == table.privacy_unit:  # rows whose unit is NULL are dropped: it is COUNT(*)
+        if self.tables.is_unit(ref):  # rows whose unit is NULL are dropped: it is COUNT(*)
             return AggregateCall("count", None, None, True, f"count_{ref.column.name}")
-        return AggregateCall("count", ref.column.name, None, True, f"count_{ref.column.name}")
+        name = self._values.column(ref, arg)
+        return AggregateCall("count", name, None, True, f"count_{name}")
+
+    def _count_distinct(self, arg: exp.Distinct, text: str) -> AggregateCall:
+        if not self.tables.person:
+            raise QueryRefused(
+                f"{text} is not supported: table {self.tables.private.spec.name} has row-level privacy, so "
+                "COUNT(DISTINCT ...) cannot be bounded; use COUNT(*)."
+            )
+        targets = arg.expressions
+        unit = self._unit_hint()
+        if len(targets) != 1:
+            listed = ", ".join(sql_text(t, self.dialect) for t in targets)
+            raise QueryRefused(
+                f"COUNT(DISTINCT {listed}) is not supported; COUNT(DISTINCT ...) is only available for the "
+                f"privacy unit, as COUNT(DISTINCT {unit})."
+            )
+        target = strip(targets[0])
+        if isinstance(target, exp.Column):
+            ref = self.tables.resolve(target)
+            if self.tables.is_unit(ref):
+                return AggregateCall(
+                    "count_distinct_unit", None, None, True, f"count_distinct_{ref.column.name}"
+                )
+        raise QueryRefused(
+            f"{text} is not supported; COUNT(DISTINCT ...) is only available for the privacy unit {unit}, as "
+            f"COUNT(DISTINCT {unit})."
+        )
 
     def _unit_hint(self) -> str:
-        return self.tables.private.spec.privacy_unit or "<privacy unit>"
-
-    def _private_column(self, ref: ColumnRef, text: str) -> None:
-        if ref.source is not self.tables.private:
-            raise QueryRefused(
-                f"{text} aggregates a column of the public table {ref.source.spec.name}, which is not "
-                "supported; aggregate columns of the sensitive table."
-            )
+        unit = self.tables.unit
+        return "<privacy unit>" if unit is None or unit[0].startswith("__") else unit[1]
 
     def _value_column(self, arg: exp.Expr | None, function: str, text: str) -> str:
         """The bounded numeric column a SUM/AVG/variance/quantile reads, or a refusal."""
@@ -256,18 +263,15 @@ class AggregateReader:
         if contains_aggregate(arg):
             raise QueryRefused(f"{text} nests one aggregate inside another, which is not supported.")
         if not isinstance(arg, exp.Column):
-            raise QueryRefused(
-                f"{text} is not supported; aggregate arguments must be plain columns (move conditions into "
-                "WHERE)."
-            )
+            return self._values.expression(arg, text)
         ref = self.tables.resolve(arg)
-        self._private_column(ref, text)
-        table = self.tables.private.spec
         spec = ref.column
-        if spec.name == table.privacy_unit:
+        if self.tables.is_unit(ref) or any(r.column == spec.name for r in ref.source.spec.references):
             raise QueryRefused(
                 f"{text} aggregates the privacy unit {spec.name}, which would reveal identifiers; use "
                 f"COUNT(DISTINCT {spec.name}) to count users."
+                if self.tables.is_unit(ref)
+                else f"{text} aggregates {spec.name}, which identifies people's rows; aggregate values."
             )
         if spec.type not in ("int", "float"):
             raise QueryRefused(f"{text} needs a numeric column, but {spec.name} has type {spec.type}.")
@@ -276,7 +280,7 @@ class AggregateReader:
                 f"column {spec.name} has no clamping bounds in the catalog, so {function} over it has "
                 "unbounded sensitivity; the data owner must declare lower and upper bounds."
             )
-        return spec.name
+        return self._values.column(ref, arg)
 
     def _quantile(self, column: exp.Expr | None, q_node: exp.Expr | None, text: str) -> AggregateCall:
         q = self._quantile_value(q_node, text)

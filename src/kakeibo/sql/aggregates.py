@@ -149,6 +149,12 @@ class StatisticKind(ABC):
     def weighted(self, sql: Operands, weights: Weights) -> str:
         """The statistic over a group's weighted rows."""
 
+    def truncated(self, sql: Operands, tau: float) -> str:
+        """The statistic over a group's kept users with each user's total truncated at ``tau``: a candidate of
+        the R2T race (:mod:`kakeibo.sql.truncation`), for the statistics whose contributions are never
+        negative."""
+        raise QueryRefused(f"the statistic {self.name} has no truncated form for the R2T race.")
+
 
 def _bounds(column: ColumnSpec | None) -> tuple[float, float]:
     """The clamping bounds of a summed column; refused when it has none."""
@@ -178,6 +184,9 @@ class _RowCount(StatisticKind):
     def weighted(self, sql: Operands, weights: Weights) -> str:
         return f"SUM({weights.rows})"
 
+    def truncated(self, sql: Operands, tau: float) -> str:
+        return f"COALESCE(SUM(LEAST({sql.rows}, {int(tau)})), 0)"
+
 
 class _ValueCount(StatisticKind):
     """COUNT(c): a user adds ``min(non-null rows, kappa)``."""
@@ -196,6 +205,9 @@ class _ValueCount(StatisticKind):
 
     def weighted(self, sql: Operands, weights: Weights) -> str:
         return f"SUM(CASE WHEN {sql.value} IS NOT NULL THEN {weights.value} ELSE 0 END)"
+
+    def truncated(self, sql: Operands, tau: float) -> str:
+        return f"COALESCE(SUM(LEAST({sql.count}, {int(tau)})), 0)"
 
 
 class _UserCount(StatisticKind):
@@ -238,6 +250,10 @@ class _ValueSum(StatisticKind):
 
     def weighted(self, sql: Operands, weights: Weights) -> str:
         return f"SUM({sql.value} * {weights.value})"
+
+    def truncated(self, sql: Operands, tau: float) -> str:
+        """The clamped values are at least 0 (the plan refuses a race otherwise), so is each user's total."""
+        return f"COALESCE(SUM(LEAST(COALESCE({sql.total}, 0), {tau!r})), 0)"
 
 
 class _CentredSum(StatisticKind):
@@ -302,12 +318,15 @@ class NoisyStatistics:
     def interval(self, name: str, beta: float) -> Estimate:
         """A statistic's noisy value and its ``1 - beta`` interval: its mechanism's error bound either way."""
         value = self.values[name]
+        race = self.plan.statistic(name).race
+        if race is not None:  # an under-estimate of the untruncated value: its interval is one-sided
+            return (value, *race.interval(self.values[f"{name}__shifted"], beta))
         half = self.plan.statistic(name).mechanism.error_bound(beta)
         return value, value - half, value + half
 
     def bounds(self, column: str | None) -> tuple[float, float]:
         """The clamping bounds of an aggregate's column."""
-        spec = self.plan.query.table.column(column or "")
+        spec = self.plan.query.value(column or "").spec
         return float(spec.lower or 0), float(spec.upper or 0)
 
 

@@ -53,6 +53,8 @@ kakeibo.sql.catalog.QueryRefused: SELECT * would return individual rows; select 
 
 from __future__ import annotations
 
+from typing import cast
+
 from sqlglot import exp
 
 from .aggregate_calls import AggregateReader
@@ -95,8 +97,12 @@ def analyze(
     dialect = check_dialect(dialect)
     select = plain_strings(parse_select(sql, dialect))
     tables = Tables(select, catalog, dialect, database)
-    outputs = Outputs(select, tables, AggregateReader(tables, sql))
+    reader = AggregateReader(tables, sql)
+    outputs = Outputs(select, tables, reader)
     where = where_condition(select, tables)
+    if tables.join_filters:
+        on = [tables.engine_condition("JOIN ... ON", c) for c in tables.join_filters]
+        where = cast(exp.Expression, exp.and_(*([where] if where is not None else []), *on))
     having = having_condition(select, outputs)
     order_by = outputs.order_by(select)
     return AnalyzedQuery(
@@ -112,7 +118,6 @@ def analyze(
         having=having,
         order_by=order_by,
         limit=limit(select),
-        join=tables.join,
         where_box=where_box(where, tables),
         group_aliases=outputs.group_aliases,
         table_alias=tables.private.alias,
@@ -123,6 +128,11 @@ def analyze(
         group_expressions=tuple(None if isinstance(ref, ColumnRef) else ref for ref in outputs.group_refs),
         derived=outputs.derived,
         dialect=dialect,
+        joins=tables.joins,
+        person=tables.person,
+        unit=tables.unit,
+        grain=tables.grain,
+        values=tuple(reader.values.values()),
     )
 
 

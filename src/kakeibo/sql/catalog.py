@@ -11,6 +11,16 @@ regions over that column disjoint per user, see :mod:`kakeibo.accounting.overlap
 The neighbour relation the catalog declares is: *add or remove one privacy unit with all of its rows* (for a
 row-level table: one row). Tables marked ``public = true`` hold non-sensitive data that may be JOINed.
 
+A sensitive table may instead **reference** another one: ``references = { o_custkey = "customer.c_custkey" }``
+says that each row's ``o_custkey`` is a key of ``customer``, so the row belongs to the person its ``customer``
+row belongs to. Following references from any table reaches a table that names its ``privacy_unit`` (the
+table of persons); the neighbour relation then removes one person with every row that reaches them,
+however many references away (the relation of R2T, Dong et al. SIGMOD 2022, and of ZetaSQL's privacy-unit
+propagation). A referenced column must be its table's privacy unit or declared ``unique`` (kakeibo checks it
+against the engine before a query joins on it; the neighbour relation ranges over databases that keep the
+catalog's declarations), so a row reaches exactly one person. A table references at most one other table:
+a row that reached two people would need R2T's linear program, which kakeibo does not run yet.
+
 A catalog is a TOML file or the same structure as a Python mapping::
 
     dialect = "tsql"                  # optional: the SQL dialect queries are written in (default duckdb)
@@ -22,6 +32,7 @@ A catalog is a TOML file or the same structure as a Python mapping::
     source = "visits.parquet"         # optional: read by the DuckDB backend (relative to the TOML file)
     [tables.visits.columns]
     user_id  = { type = "int" }
+    visit_id = { type = "int", unique = true }
     category = { type = "str", public_values = ["food", "rent"] }
     amount   = { type = "float", lower = 0, upper = 100 }
     age      = { type = "int", lower = 0, upper = 120, user_constant = true }
@@ -29,11 +40,23 @@ A catalog is a TOML file or the same structure as a Python mapping::
     edges = "friends.csv"             # pairs of user_id values, optional weight (relative to the TOML file)
     tau = 1.0
 
+    [tables.purchases]               # rows of the person a visit belongs to
+    references = { visit_id = "visits.visit_id" }
+    max_partitions = 2                # limits of a query whose rows are purchases (see below)
+    max_rows_per_partition = 20
+    [tables.purchases.columns]
+    visit_id = "int"
+    price    = { type = "float", lower = 0, upper = 500 }
+
     [tables.categories]
     public = true                     # no personal data: may be JOINed to a sensitive table
     [tables.categories.columns]
     category = { type = "str", unique = true }  # no value twice: a row-level table may join on it
     label    = "str"
+
+The limits of a query that joins tables along references are those of its *grain* table, the one whose
+rows the join results are (the query's table that no other of its tables references): at most
+``max_partitions`` groups per person, and in each group at most ``max_rows_per_partition`` join results.
 
 Column types must be the engine's (``int``: any integer type, ``float``: REAL or DOUBLE, not DECIMAL,
 ``str``, ``bool``, ``date``); the session checks them against the engine's schema before the first query
@@ -62,6 +85,7 @@ from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
 from ..errors import Error
 from .correlation import CorrelationSpec
+from .truncation import DEFAULT_BASE, DEFAULT_BOUND
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,6 +99,7 @@ __all__ = [
     "CorrelationSpec",
     "FrozenMap",
     "QueryRefused",
+    "Reference",
     "TableSpec",
     "refuse_unknown_keys",
 ]
@@ -257,6 +282,38 @@ class ColumnSpec:
         return out
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A column of one sensitive table that holds a key of another: ``column`` of this table equals
+    ``key`` of ``table`` (lower case), as a foreign key does.
+
+    >>> Reference.parse("orders", "o_custkey", "Customer.C_CUSTKEY")
+    Reference(column='o_custkey', table='customer', key='c_custkey')
+    >>> Reference.parse("orders", "o_custkey", "customer")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the reference of orders.o_custkey must name a table and its column, as ...; got 'customer'.
+    """
+
+    column: str
+    table: str
+    key: str
+
+    @classmethod
+    def parse(cls, table: str, column: str, target: object) -> Reference:
+        """``column = "table.key"`` of a catalog's ``references`` entry."""
+        parts = target.split(".") if isinstance(target, str) else []
+        if len(parts) != 2 or not all(part.strip() for part in parts):
+            raise ValueError(
+                f"the reference of {table}.{column} must name a table and its column, as "
+                f'"customer.c_custkey"; got {target!r}.'
+            )
+        return cls(_check_name(column, "a column name"), parts[0].strip().lower(), parts[1].strip().lower())
+
+    def __str__(self) -> str:
+        return f"{self.column} -> {self.table}.{self.key}"
+
+
 def _positive_int(table: str, key: str, value: object) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) < 1:
         raise ValueError(f"{key} of table {table!r} must be a positive integer, got {value!r}.")
@@ -273,7 +330,10 @@ class TableSpec:
     different person, so both limits are 1. A ``public`` table holds no personal data; it may only be
     JOINed to a sensitive table. ``source`` is a Parquet or CSV file the DuckDB backend reads as the table.
     ``correlation`` declares a graph over the privacy units (:mod:`kakeibo.sql.correlation`); it is read
-    and checked here, so a bad edge file fails when the catalog loads.
+    and checked here, so a bad edge file fails when the catalog loads. ``references`` (at most one
+    :class:`Reference`) says that the table's rows belong to the person the referenced table's rows belong
+    to; such a table has no ``privacy_unit`` of its own, and its limits apply to queries whose join results
+    are its rows (the :class:`Catalog` checks where its references lead).
 
     >>> columns = [ColumnSpec("user_id", "int"), ColumnSpec("amount", "float", lower=0, upper=100)]
     >>> visits = TableSpec(
@@ -294,10 +354,13 @@ class TableSpec:
     columns: Mapping[str, ColumnSpec]
     privacy_unit: str | None = None
     max_partitions: int = 1
-    max_rows_per_partition: int = 1
+    max_rows_per_partition: int | Literal["auto"] = 1
     public: bool = False
     source: str | None = None
     correlation: CorrelationSpec | None = None
+    references: tuple[Reference, ...] = ()
+    max_rows_bound: int = DEFAULT_BOUND
+    truncation_base: float = DEFAULT_BASE
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a table name")
@@ -322,10 +385,17 @@ class TableSpec:
             raise TypeError(f"public of table {name!r} must be true or false.")
         if self.source is not None and (not isinstance(self.source, str) or not self.source):
             raise TypeError(f"source of table {name!r} must be a file path, got {self.source!r}.")
-        kappa = _positive_int(name, "max_rows_per_partition", self.max_rows_per_partition)
+        kappa = self._kappa()
         l0 = _positive_int(name, "max_partitions", self.max_partitions)
         object.__setattr__(self, "max_rows_per_partition", kappa)
         object.__setattr__(self, "max_partitions", l0)
+        references = tuple(self.references)
+        if not all(isinstance(r, Reference) for r in references):
+            raise TypeError(f"the references of table {name!r} must be Reference objects.")
+        object.__setattr__(self, "references", references)
+        if references:
+            self._check_references(columns)
+            return
         if self.privacy_unit is None:
             if kappa != 1 or l0 != 1:
                 raise ValueError(
@@ -352,10 +422,69 @@ class TableSpec:
             except (OSError, ValueError) as error:
                 raise ValueError(f"table {name!r}: {error}") from error
 
+    def _kappa(self) -> int | Literal["auto"]:
+        """``max_rows_per_partition`` checked, with the race's settings when it is ``"auto"``."""
+        name = self.name
+        if self.max_rows_per_partition == "auto":
+            if self.privacy_unit is None and not self.references:
+                raise ValueError(
+                    f'table {name!r} has row-level privacy, so max_rows_per_partition is 1, not "auto".'
+                )
+            object.__setattr__(
+                self, "max_rows_bound", _positive_int(name, "max_rows_bound", self.max_rows_bound)
+            )
+            base = self.truncation_base
+            if not _is_number(base) or not 1 < float(base) <= 1000:
+                raise ValueError(
+                    f"truncation_base of table {name!r} must be a number in (1, 1000], got {base!r}."
+                )
+            object.__setattr__(self, "truncation_base", float(base))
+            return "auto"
+        if (self.max_rows_bound, self.truncation_base) != (DEFAULT_BOUND, DEFAULT_BASE):
+            raise ValueError(
+                f"max_rows_bound and truncation_base of table {name!r} set the race of "
+                'max_rows_per_partition = "auto"; the table sets a fixed limit.'
+            )
+        return _positive_int(name, "max_rows_per_partition", self.max_rows_per_partition)
+
+    @property
+    def auto_truncation(self) -> bool:
+        """Whether the table's per-group contributions are truncated by the R2T race
+        (:mod:`kakeibo.sql.truncation`), not at a fixed ``max_rows_per_partition``."""
+        return self.max_rows_per_partition == "auto"
+
+    def _check_references(self, columns: Mapping[str, ColumnSpec]) -> None:
+        """What a table's references may be, seen from the table alone (:class:`Catalog` checks the rest)."""
+        name = self.name
+        if self.public:
+            raise ValueError(f"table {name!r} is public, so it cannot reference a person's table.")
+        if self.privacy_unit is not None:
+            raise ValueError(
+                f"table {name!r} names a privacy_unit and references another table; its person is found one "
+                "way only: drop the privacy_unit, or the references."
+            )
+        if self.correlation is not None:
+            raise ValueError(
+                f"table {name!r} references another table, so its correlation graph belongs there."
+            )
+        if len(self.references) > 1:
+            raise ValueError(
+                f"table {name!r} references {len(self.references)} tables; a row that belonged to several "
+                "people is not supported yet, so a table references one table."
+            )
+        for reference in self.references:
+            if reference.column not in columns:
+                raise ValueError(f"the reference {reference} of table {name!r} names no column of it.")
+
     @property
     def row_level(self) -> bool:
-        """Whether each row is a different person (no privacy unit column)."""
-        return self.privacy_unit is None
+        """Whether each row is a different person (no privacy unit column, no reference to a person)."""
+        return self.privacy_unit is None and not self.references
+
+    @property
+    def reference(self) -> Reference | None:
+        """The table's one reference, if it has one."""
+        return self.references[0] if self.references else None
 
     def has_column(self, name: str) -> bool:
         """Whether the table has a column called ``name`` (any case)."""
@@ -381,12 +510,30 @@ class TableSpec:
             out["source"] = self.source
         if self.correlation is not None:
             out["correlation"] = self.correlation.to_dict()
+        if self.references:
+            out["references"] = {r.column: f"{r.table}.{r.key}" for r in self.references}
+            out["max_partitions"] = self.max_partitions
+            out["max_rows_per_partition"] = self.max_rows_per_partition
+        if self.auto_truncation:
+            out["max_rows_bound"] = self.max_rows_bound
+            out["truncation_base"] = self.truncation_base
         out["columns"] = {name: spec.to_dict() for name, spec in self.columns.items()}
         return out
 
 
 _TABLE_KEYS = frozenset(
-    {"privacy_unit", "max_partitions", "max_rows_per_partition", "public", "source", "columns", "correlation"}
+    {
+        "privacy_unit",
+        "max_partitions",
+        "max_rows_per_partition",
+        "public",
+        "source",
+        "columns",
+        "correlation",
+        "references",
+        "max_rows_bound",
+        "truncation_base",
+    }
 )
 _CORRELATION_KEYS = frozenset({"edges", "tau"})
 _COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant", "unique"})
@@ -438,7 +585,20 @@ def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
         public=data.get("public", False),
         source=_resolve(data.get("source"), base),
         correlation=_correlation_from_dict(name, data.get("correlation"), base),
+        references=_references_from_dict(name, data.get("references")),
+        max_rows_bound=data.get("max_rows_bound", DEFAULT_BOUND),
+        truncation_base=data.get("truncation_base", DEFAULT_BASE),
     )
+
+
+def _references_from_dict(table: str, data: object) -> tuple[Reference, ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, Mapping) or not data:
+        raise TypeError(
+            f'references of table {table!r} must be a table such as {{ o_custkey = "customer.c_custkey" }}.'
+        )
+    return tuple(Reference.parse(table, column, target) for column, target in data.items())
 
 
 def _resolve(path: _V, base: Path | None) -> _V | str:
@@ -504,6 +664,8 @@ class Catalog:
                 raise ValueError(f"the catalog declares table {table.name!r} twice.")
             found[table.name] = table
         self.tables = FrozenMap(found)
+        for table in found.values():
+            self.chain(table.name)  # every chain of references is checked when the catalog loads
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> Catalog:
@@ -548,6 +710,64 @@ class Catalog:
         except KeyError:
             known = ", ".join(self.tables)
             raise QueryRefused(f"unknown table {name.lower()!r}; the catalog has: {known}.") from None
+
+    def chain(self, name: str) -> tuple[Reference, ...]:
+        """The references from table ``name`` to the table of its persons (empty for that table itself, a
+        row-level table and a public one); :class:`ValueError` when the catalog's references do not lead to
+        one (an unknown table or column, a key that is not unique, a cycle).
+
+        >>> catalog = Catalog.from_dict({"tables": {
+        ...     "customer": {"privacy_unit": "id", "columns": {"id": {"type": "int", "unique": True}}},
+        ...     "orders": {"references": {"customer_id": "customer.id"},
+        ...                "columns": {"key": {"type": "int", "unique": True}, "customer_id": "int"}},
+        ...     "items": {"references": {"order_key": "orders.key"}, "columns": {"order_key": "int"}}}})
+        >>> [str(r) for r in catalog.chain("items")], catalog.person("items").name
+        (['order_key -> orders.key', 'customer_id -> customer.id'], 'customer')
+        """
+        table = self.tables[name.lower()]
+        path: list[Reference] = []
+        seen = [table.name]
+        while (reference := table.reference) is not None:
+            where = f"the reference {reference} of table {table.name!r}"
+            target = self.tables.get(reference.table)
+            if target is None:
+                raise ValueError(f"{where} names no table of the catalog.")
+            if target.public:
+                raise ValueError(
+                    f"{where} leads to the public table {target.name}; references lead to the tables of "
+                    "persons (join public tables in queries instead)."
+                )
+            if reference.key not in target.columns:
+                raise ValueError(f"{where} names no column of table {target.name}.")
+            key = target.columns[reference.key]
+            if not (key.unique or reference.key == target.privacy_unit):
+                raise ValueError(
+                    f"{where} names a column that is neither the privacy unit of {target.name} nor declared "
+                    "unique there, so a row could reach several people."
+                )
+            if key.type != table.columns[reference.column].type:
+                raise ValueError(
+                    f"{where} compares a {table.columns[reference.column].type} column with a {key.type} "
+                    "one; a join on it would convert values row by row."
+                )
+            if target.name in seen:
+                raise ValueError(f"the references of tables {', '.join(seen)} form a cycle.")
+            path.append(reference)
+            seen.append(target.name)
+            table = target
+        if path and table.privacy_unit is None:
+            raise ValueError(
+                f"the references of table {name.lower()!r} lead to table {table.name}, which names no "
+                "privacy_unit; declare it there (the column that identifies a person)."
+            )
+        return tuple(path)
+
+    def person(self, name: str) -> TableSpec | None:
+        """The table of the persons the rows of table ``name`` belong to (the table itself when it names a
+        privacy unit), or ``None`` for a row-level or public table."""
+        chain = self.chain(name)
+        table = self.tables[chain[-1].table] if chain else self.tables[name.lower()]
+        return table if table.privacy_unit is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         """The catalog as the structure :meth:`from_dict` reads (and TOML holds)."""

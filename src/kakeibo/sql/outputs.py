@@ -149,13 +149,12 @@ class Outputs:
                     )
                 refs.append(self._group_item(expression))
         seen: set[tuple[str, str]] = set()
-        private = self.tables.private
         for ref in refs:
             if ref.key in seen:
                 raise QueryRefused(f"GROUP BY lists {_key_text(ref)} twice.")
             seen.add(ref.key)
-            if isinstance(ref, ColumnRef) and ref.source is private:
-                if ref.column.name == private.spec.privacy_unit:
+            if isinstance(ref, ColumnRef) and not ref.source.spec.public:
+                if self.tables.is_unit(ref):
                     raise QueryRefused(
                         f"grouping by the privacy unit {ref.column.name} would release one group per user; "
                         "group by other columns."

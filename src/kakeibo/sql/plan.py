@@ -35,6 +35,7 @@ from .aggregates import AGGREGATES, USERS, StatisticKind, direct_statistic
 from .analyze import AnalyzedQuery, QueryRefused
 from .correlation import CorrelationBound
 from .quantiles import Buckets, QuantileEstimate, make_quantile
+from .truncation import Race, make_race
 
 __all__ = [
     "NoisePlan",
@@ -44,6 +45,9 @@ __all__ = [
     "plan_query",
     "selection_threshold",
 ]
+
+#: the level of every released interval, and 1 - beta of the R2T race
+CONFIDENCE = 0.95
 
 #: the epsilons a query may ask for: beyond them noise scales leave the exact samplers' range (or a float's)
 EPSILON_RANGE = (Fraction(1, 2**40), Fraction(2**40))
@@ -58,6 +62,7 @@ class Statistic:
     column: str | None
     per_group_sensitivity: float
     mechanism: Mechanism
+    race: Race | None = None  # truncated by the R2T race: one mechanism per threshold, ``mechanism`` the last
 
     @property
     def integer(self) -> bool:
@@ -126,6 +131,11 @@ def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, del
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < 1:
         raise ValueError(f"accuracy beta must lie strictly between 0 and 1, got {beta!r}.")
     names = [direct_statistic(agg.function, agg.column) for agg in query.aggregates]
+    if query.auto_truncation:
+        raise QueryRefused(
+            "accuracy= needs an error that does not depend on the data, but the R2T race truncates at a "
+            'threshold it chooses from the data (max_rows_per_partition = "auto"); give epsilon=.'
+        )
     if None in names:
         raise QueryRefused(
             "accuracy= is available for COUNT, COUNT(DISTINCT unit) and SUM, whose error does not depend on "
@@ -178,16 +188,16 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         raise ValueError(f"epsilon must lie between 2**-40 and 2**40, got {_shown(eps)}.")
     if not 0 <= dlt < 1:
         raise ValueError(f"delta must lie in [0, 1), got {_shown(dlt)}.")
-    table = query.table
-    kappa = table.max_rows_per_partition if table.privacy_unit else 1
-    l0 = (table.max_partitions if table.privacy_unit else 1) if query.group_by else 1
+    person = query.person
+    kappa = query.max_rows_per_partition
+    l0 = query.max_partitions if query.group_by else 1
     public = _public_keys(query)
     selection = bool(query.group_by) and public is None
     correlation = None
-    if table.correlation is not None:
-        assert table.privacy_unit is not None  # the catalog requires one for a correlation graph
+    if person is not None and person.correlation is not None:  # the analyser allows it on that table alone
+        assert person.privacy_unit is not None  # the catalog requires one for a correlation graph
         _refuse_correlated(query, selection)
-        correlation = table.correlation.bound(table.column(table.privacy_unit).type)
+        correlation = person.correlation.bound(person.column(person.privacy_unit).type)
     if selection and dlt == 0:
         raise QueryRefused(
             "grouping by columns without public values needs private partition selection, which needs "
@@ -198,12 +208,14 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
             "every GROUP BY key of this query is public (the catalog lists its values), so releasing the "
             "keys alone would tell nothing the catalog does not; add an aggregate such as COUNT(*)."
         )
+    if query.auto_truncation:
+        _refuse_race(query)
     needed = _needed(query, selection)
     quantile_aggregates = [agg for agg in query.aggregates if agg.function == "quantile"]
     share = eps / (len(needed) + len(quantile_aggregates))
     statistics = []
     for kind, column in needed:
-        spec = None if column is None else table.column(column)
+        spec = None if column is None else query.value(column).spec
         per_group = kind.per_group(kappa, spec)
         if correlation is not None:  # every group may move with a correlated user (its keys are public)
             replace = _replace_sensitivity(kind.contribution(kappa, spec), bool(query.group_by), l0)
@@ -214,7 +226,20 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
             mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
         else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
             mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
-        statistics.append(Statistic(kind.statistic(column), kind, column, per_group, mechanism))
+        race = None
+        if query.auto_truncation and kind is not USERS:
+            assert query.grain is not None
+            race = make_race(
+                row_bound=1.0 if spec is None or kind.integer else float(spec.upper or 0),
+                integer=kind.integer,
+                max_rows=query.grain.max_rows_bound,
+                base=query.grain.truncation_base,
+                epsilon=share,
+                max_partitions=l0,
+                beta=1 - CONFIDENCE,
+            )
+            mechanism, per_group = race.mechanisms[-1], race.taus[-1]
+        statistics.append(Statistic(kind.statistic(column), kind, column, per_group, mechanism, race))
     threshold = None
     if selection:
         users = next(s for s in statistics if s.kind is USERS)
@@ -223,7 +248,7 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
     quantiles = []
     for agg in quantile_aggregates:
         assert agg.column is not None and agg.quantile is not None
-        spec = table.column(agg.column)  # the analyser refused unbounded columns
+        spec = query.value(agg.column).spec  # the analyser refused unbounded columns
         quantiles.append(
             make_quantile(agg.alias, spec, agg.quantile, epsilon=share, kappa=kappa, max_partitions=l0)
         )
@@ -239,6 +264,26 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         quantiles=tuple(quantiles),
         correlation=correlation,
     )
+
+
+def _refuse_race(query: AnalyzedQuery) -> None:
+    """Refuse what the R2T race (:mod:`kakeibo.sql.truncation`) does not cover: it races sums of
+    contributions that are never negative (counts, sums of values bounded below by 0)."""
+    grain = query.grain.name if query.grain is not None else query.table.name
+    for agg in query.aggregates:
+        if agg.function not in ("count", "count_distinct_unit", "sum"):
+            raise QueryRefused(
+                f"{agg.alias}: table {grain} truncates contributions by the R2T race "
+                '(max_rows_per_partition = "auto"), which races counts and sums; write an average as '
+                "SUM(x) / COUNT(x), and give the table a fixed max_rows_per_partition for variances and "
+                "quantiles."
+            )
+        lower = None if agg.column is None else query.value(agg.column).spec.lower
+        if agg.function == "sum" and lower is not None and lower < 0:
+            raise QueryRefused(
+                f"{agg.alias}: the R2T race truncates each person's total from above, so it needs "
+                f"values that are never negative, but {agg.column} can be as low as {lower:g}."
+            )
 
 
 def _shown(value: Fraction) -> str:

@@ -24,8 +24,8 @@ def where_box(where: exp.Expression | None, tables: Tables) -> Box | None:
     """The region of the checked WHERE predicate (its literals are the values the engine compares), see
     :attr:`~kakeibo.sql.shape.AnalyzedQuery.where_box`."""
     table = tables.private.spec
-    if where is None:
-        return None
+    if where is None or any(join.kind != "public" for join in tables.joins):
+        return None  # the rows are join results, not the records of one table: no region of the dataset
     conjuncts: list[exp.Expr] = []
     stack = [where]
     while stack:

@@ -40,7 +40,7 @@ from sqlglot import exp
 from .aggregates import Operands, Weights
 from .plan import NoisePlan
 
-__all__ = ["bounded_sql", "bucket_name", "group_name"]
+__all__ = ["bounded_sql", "bucket_name", "group_name", "race_name"]
 
 
 def _q(name: str) -> str:
@@ -55,6 +55,11 @@ def _literal(value: object) -> str:
     return exp.Literal.string(str(value)).sql("duckdb")
 
 
+def race_name(statistic: str, j: int) -> str:
+    """Name of the j-th candidate of a statistic's R2T race in the engine's result."""
+    return f"{statistic}__r{j}"
+
+
 def group_name(i: int) -> str:
     """Name of the i-th group column in the engine's result."""
     return f"__g{i}"
@@ -67,12 +72,11 @@ def bucket_name(column: str) -> str:
 
 def bounded_sql(plan: NoisePlan) -> str:
     """The engine statement for ``plan`` in DuckDB's dialect (see the module docstring)."""
-    query, table = plan.query, plan.query.table
-    private_q, public_q, source = _sources(plan)
-    qualify = {table.name: private_q, **({query.join.table.name: public_q} if query.join else {})}
+    query = plan.query
+    source, qualify = _sources(plan)
 
-    def column(name: str, owner: str = table.name) -> str:
-        return f"{qualify[owner]}.{_q(name)}" if query.join else _q(name)
+    def column(name: str, owner: str) -> str:
+        return f"{qualify[owner]}.{_q(name)}" if query.joins else _q(name)
 
     keys = [
         column(col, owner) if expression is None else expression.sql.sql("duckdb")
@@ -86,16 +90,17 @@ def bounded_sql(plan: NoisePlan) -> str:
     )
     clamped = []
     for col in value_columns:
-        spec = table.column(col)
+        read = query.value(col)
+        spec, computed = read.spec, read.sql.sql("duckdb")
         if spec.type not in (
             "int",
             "float",
         ):  # COUNT(col) of text, dates, bools: never cast, only NULL-tested
             clamped.append(
-                f"CASE WHEN {column(col)} IS NULL THEN NULL ELSE CAST(1 AS DOUBLE) END AS {_q('__v_' + col)}"
+                f"CASE WHEN {computed} IS NULL THEN NULL ELSE CAST(1 AS DOUBLE) END AS {_q('__v_' + col)}"
             )
             continue
-        value = f"CAST({column(col)} AS DOUBLE)"
+        value = f"CAST({computed} AS DOUBLE)"
         if spec.lower is not None and spec.upper is not None:  # GREATEST and LEAST skip NULLs: keep them
             clamp = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
             value = f"CASE WHEN {value} IS NULL THEN NULL ELSE {clamp} END"
@@ -114,39 +119,46 @@ def bounded_sql(plan: NoisePlan) -> str:
                 continue
             values = sorted({k[i] for k in plan.public_keys}, key=repr)
             conditions.append(f"{key} IN ({', '.join(_literal(v) for v in values)})")
-    if table.privacy_unit:
-        conditions.append(f"{column(table.privacy_unit)} IS NOT NULL")
+    unit = []
+    if query.unit is not None:
+        holder, name = query.unit
+        unit_column = f"{_q(holder)}.{_q(name)}" if query.joins else _q(name)
+        conditions.append(f"{unit_column} IS NOT NULL")
+        unit = [f"{unit_column} AS __unit"]
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    unit = [f"{column(table.privacy_unit)} AS __unit"] if table.privacy_unit else []
     filtered = f"SELECT {', '.join([*unit, *groups, *clamped]) or '1 AS __one'} FROM {source}{where}"
     gcols = [group_name(i) for i in range(len(query.group_by))]
     if plan.quantiles:
         return _histograms(plan, filtered, gcols, value_columns)
-    if table.privacy_unit:
+    if query.user_level:
         return _user_level(plan, filtered, gcols, value_columns)
     return _row_level(plan, filtered, gcols)
 
 
-def _sources(plan: NoisePlan) -> tuple[str, str, str]:
-    """Qualifiers of the sensitive and public tables and the FROM clause. A join to a public table runs
-    before bounding, so a sensitive row repeated by several matching public rows is still bounded."""
-    query, table = plan.query, plan.query.table
-    if query.join is None:
-        return "", "", _q(table.name)
-    private_q = _q(query.table_alias or table.name)
-    public_q = _q(query.join.alias or query.join.table.name)
-    source = (
-        f"{_q(table.name)} AS {private_q} JOIN {_q(query.join.table.name)} AS {public_q} "
-        f"ON {private_q}.{_q(query.join.left_column)} = {public_q}.{_q(query.join.right_column)}"
-    )
-    return private_q, public_q, source
+def _sources(plan: NoisePlan) -> tuple[str, dict[str, str]]:
+    """The FROM clause, and the qualifier of each table by name. Joins run before bounding, so a sensitive
+    row repeated by several matching rows of another table is still bounded per person."""
+    query = plan.query
+    root = _q(query.table_alias or query.table.name)
+    if not query.joins:
+        return _q(query.table.name), {query.table.name: root}
+    qualify = {query.table.name: root}
+    parts = [f"{_q(query.table.name)} AS {root}"]
+    for join in query.joins:
+        qualifier = _q(join.qualifier)
+        qualify[join.table.name] = qualifier
+        parts.append(
+            f"JOIN {_q(join.table.name)} AS {qualifier} "
+            f"ON {qualifier}.{_q(join.column)} = {_q(join.left_qualifier)}.{_q(join.left_column)}"
+        )
+    return " ".join(parts), qualify
 
 
 def _operands(plan: NoisePlan, column: str | None) -> Operands:
     """The names a statistic of ``column`` reads in the statement (see the module docstring)."""
     return Operands(
         kappa=plan.max_rows_per_partition,
-        column=None if column is None else plan.query.table.column(column),
+        column=None if column is None else plan.query.value(column).spec,
         value=_q(f"__v_{column}"),
         rows="__rows",
         count=_q(f"__n_{column}"),
@@ -179,10 +191,16 @@ def _ranked(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: lis
 
 
 def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: list[str]) -> str:
-    outputs = [
-        _cast(stat.kind.user_level(_operands(plan, stat.column)), stat.integer) + f" AS {_q(stat.name)}"
-        for stat in plan.statistics
-    ]
+    outputs = []
+    for stat in plan.statistics:
+        sql = _operands(plan, stat.column)
+        if stat.race is None:
+            outputs.append(_cast(stat.kind.user_level(sql), stat.integer) + f" AS {_q(stat.name)}")
+            continue
+        for j, tau in enumerate(stat.race.taus):  # the race's candidates: each user's total truncated at tau
+            outputs.append(
+                _cast(stat.kind.truncated(sql, tau), stat.integer) + f" AS {_q(race_name(stat.name, j))}"
+            )
     group_by = f" GROUP BY {', '.join(gcols)}" if gcols else ""
     return (
         f"WITH {_ranked(plan, filtered, gcols, value_columns)} "
@@ -194,7 +212,7 @@ def _histograms(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
     """The statement of a query with quantiles: one row per (group, ``__qi``, ``__bucket``) with the
     weighted statistics and the bucket's bounded ``__mass`` (see the module docstring)."""
     kappa, l0 = plan.max_rows_per_partition, plan.max_partitions
-    user_level = plan.query.table.privacy_unit is not None
+    user_level = plan.query.user_level
     if user_level:
         kept = ", ".join(
             ["k.__rows AS __k_rows", *(f"k.{_q('__n_' + c)} AS {_q('__k_n_' + c)}" for c in value_columns)]

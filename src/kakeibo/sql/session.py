@@ -51,13 +51,11 @@ from .aggregates import AGGREGATES, NoisyStatistics
 from .analyze import AnalyzedQuery, QueryRefused, analyze
 from .catalog import Catalog, TableSpec
 from .derived import Derived, derived_bounds, derived_values
-from .plan import NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
-from .rewrite import bounded_sql, group_name
+from .plan import CONFIDENCE, NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
+from .rewrite import bounded_sql, group_name, race_name
 from .shape import check_dialect
 
 __all__ = ["CatalogMismatch", "Result", "Session", "connect", "read_release"]
-
-CONFIDENCE = 0.95
 
 
 class CatalogMismatch(ConfigurationError):  # noqa: N818 -- the name reads as the event it reports
@@ -188,12 +186,15 @@ class Session:
         plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
         lines = [
             f"privacy loss: {plan.privacy_loss}",
-            f"table {plan.query.table.name}: " + _bounding(plan),
+            *_bounding(plan),
             *([f"correlated users: {plan.correlation}"] if plan.correlation is not None else []),
             *_groups(plan),
         ]
         for stat in plan.statistics:
             m = stat.mechanism
+            if stat.race is not None:
+                lines.append(f"  {stat.name:<16} {stat.race.describe()}")
+                continue
             sensitivity = (
                 f"per-group sensitivity {stat.per_group_sensitivity:g}"
                 if plan.correlation is None
@@ -269,7 +270,7 @@ class Session:
             plan.privacy_loss,
             label=plan.query.sql,
             analyst=self.analyst,
-            dataset=self.dataset or plan.query.table.name,
+            dataset=self.dataset or plan.query.dataset,
             region=self._region(plan),
             request_id=self._request_id(plan, request_id),
         )
@@ -285,12 +286,20 @@ class Session:
         return Result(out.value, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded)
 
     def _check_tables(self, plan: NoisePlan) -> None:
-        """The engine's public facts the plan relies on: catalog types, declared-unique join keys."""
-        join = plan.query.join
-        for table in (plan.query.table, *([join.table] if join else [])):
+        """The engine's public facts the plan relies on: catalog types, declared-unique join keys (of public
+        tables, and the keys references lead to)."""
+        query = plan.query
+        for table in query.tables:
             self._check_types(table)
-        if join is not None and join.table.column(join.right_column).unique:
-            self._check_unique(join.table, join.right_column)
+        names = {table.name for table in query.tables}
+        for join in query.joins:
+            if join.kind == "public" and join.table.column(join.column).unique:
+                self._check_unique(join.table, join.column)
+        for table in query.tables:
+            for reference in table.references:
+                target = self.catalog.table(reference.table)
+                if reference.table in names and reference.key != target.privacy_unit:
+                    self._check_unique(target, reference.key)
 
     def _check_types(self, table: TableSpec) -> None:
         """Refuse a table whose engine column types differ from the catalog's (read from an empty result:
@@ -315,7 +324,9 @@ class Session:
         self._checked_tables.add(table.name)
 
     def _check_unique(self, table: TableSpec, column: str) -> None:
-        """Refuse a join on a public column declared unique that is not (reading a public table is free)."""
+        """Refuse a join on a column declared unique that is not. Reading a public table is free; the key a
+        reference leads to is part of the schema the neighbour relation ranges over (databases that keep the
+        catalog's declarations), so whether it holds says nothing about a person either."""
         if (table.name, column) in self._checked_unique:
             return
         dialect = self.backend.dialect
@@ -323,7 +334,7 @@ class Session:
         repeated = self.backend.execute(f"SELECT COUNT({col}) - COUNT(DISTINCT {col}) AS r FROM {name}")
         if repeated.column(0)[0].as_py() != 0:
             raise CatalogMismatch(
-                f"the catalog declares {table.name}.{column} unique, but the engine's public table repeats "
+                f"the catalog declares {table.name}.{column} unique, but the engine's table repeats "
                 "values of it; a join on it would repeat sensitive rows."
             )
         self._checked_unique.add((table.name, column))
@@ -336,9 +347,10 @@ class Session:
 
     def _request_id(self, plan: NoisePlan, client_key: str | None = None) -> str:
         """The ledger request id of a release: a digest of everything that determines what it means."""
-        tables = [plan.query.table] + ([plan.query.join.table] if plan.query.join else [])
         catalog: list[tuple[object, ...]] = [
-            (t.name, t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.columns) for t in tables
+            (t.name, t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.columns)
+            + ((t.references,) if t.references else ())
+            for t in plan.query.tables
         ]
         if plan.correlation is not None:  # the graph itself, not only where it was declared
             catalog.append((plan.correlation.digest, plan.correlation.tau))
@@ -405,14 +417,47 @@ def _accuracy(accuracy: object) -> tuple[float, float]:
     return accuracy[0], accuracy[1]
 
 
-def _bounding(plan: NoisePlan) -> str:
-    table = plan.query.table
-    if table.privacy_unit is None:
-        return "row-level (each row is a person)"
-    return (
-        f"user-level on {table.privacy_unit}, kappa={plan.max_rows_per_partition} rows per group, "
-        f"L0={plan.max_partitions} groups per user"
-    )
+def _bounding(plan: NoisePlan) -> list[str]:
+    """How one person's contribution is bounded, the join path to the person and the bounds of every
+    expression an aggregate reads, for :meth:`Session.explain`."""
+    query = plan.query
+    if not query.user_level:
+        lines = [f"table {query.table.name}: row-level (each row is a person)"]
+    else:
+        assert query.person is not None and query.unit is not None and query.grain is not None
+        kappa = (
+            "each person's group total truncated by the R2T race"
+            if query.auto_truncation
+            else f"kappa={plan.max_rows_per_partition} rows per group"
+        )
+        lines = [
+            f"table {query.table.name}: user-level on {query.person.name}.{query.person.privacy_unit}, "
+            f"{kappa}, L0={plan.max_partitions} groups per user"
+            + (
+                ""
+                if query.grain is query.table and not query.joins
+                else f" (the limits of {query.grain.name})"
+            )
+        ]
+    for join in query.joins:
+        how = {"reference": "along its reference", "public": "public", "person": "to reach the person"}[
+            join.kind
+        ]
+        lines.append(
+            f"  join {join.table.name}"
+            + (f" AS {join.alias}" if join.alias else "")
+            + f" ON {join.qualifier}.{join.column} = {join.left_qualifier}.{join.left_column} ({how})"
+        )
+    if query.unit is not None and query.joins:
+        lines.append(f"  privacy unit of each joined row: {query.unit[0]}.{query.unit[1]}")
+    for value in query.values:
+        if value.text:
+            lines.append(
+                f"  {value.spec.name} = {value.text}: bounds [{value.spec.lower:.6g}, "
+                f"{value.spec.upper:.6g}] by "
+                "interval arithmetic on the catalog's column bounds"
+            )
+    return lines
 
 
 def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
@@ -433,7 +478,11 @@ def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
         noisy["users"] = noisy["users"][keep]
     kept = [k for k, flag in zip(keys, keep, strict=True) if flag]
     for stat in plan.statistics:
-        if stat.name not in noisy:
+        if stat.race is not None:
+            noisy[stat.name], noisy[f"{stat.name}__shifted"] = stat.race.release(
+                true[stat.name][keep], source
+            )
+        elif stat.name not in noisy:
             values = _in_range(stat.mechanism, true[stat.name][keep])
             noisy[stat.name] = np.asarray(stat.mechanism.release(values, rng=source))
     columns: dict[str, Any] = {alias: [k[i] for k in kept] for i, alias in enumerate(query.group_aliases)}
@@ -455,19 +504,32 @@ def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
 
 def _true_statistics(plan: NoisePlan, stats: pa.Table) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
     """The group keys to release from (the public keys, or the groups the engine found) and each
-    statistic's true value per key (0 for a public key the engine found no rows for)."""
+    statistic's true value per key (0 for a public key the engine found no rows for); a statistic truncated
+    by the R2T race has one column per threshold."""
     ngroups = len(plan.query.group_by)
     rows = stats.to_pydict()
     found = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(stats.num_rows)]
-    values = {s.name: [0 if v is None else v for v in rows[s.name]] for s in plan.statistics}  # NULL: no rows
+
+    def column(name: str) -> list[Any]:
+        return [0 if v is None else v for v in rows[name]]  # NULL: no rows
+
+    values: dict[str, np.ndarray] = {}
+    for s in plan.statistics:
+        if s.race is None:
+            values[s.name] = np.asarray(column(s.name))
+        else:
+            candidates = [column(race_name(s.name, j)) for j in range(s.race.candidates)]
+            values[s.name] = np.asarray(candidates).T.reshape(stats.num_rows, s.race.candidates)
     if plan.public_keys is None:
-        return found, {name: np.asarray(column) for name, column in values.items()}
+        return found, values
     index = {k: r for r, k in enumerate(found)}
     keys = list(plan.public_keys)
-    return keys, {
-        name: np.array([column[index[k]] if k in index else 0 for k in keys])
-        for name, column in values.items()
-    }
+    rows_of = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
+    out = {}
+    for name, array in values.items():
+        padded = np.concatenate([array, np.zeros((1, *array.shape[1:]), dtype=array.dtype)])
+        out[name] = padded[rows_of]  # -1: the row of zeros
+    return keys, out
 
 
 def _in_range(mechanism: Mechanism, values: Any) -> Any:
@@ -602,7 +664,7 @@ def _never_negative(plan: NoisePlan) -> list[str]:
     query = plan.query
     found = []
     for agg in query.aggregates:
-        lower = None if agg.column is None else query.table.column(agg.column).lower
+        lower = None if agg.column is None else query.value(agg.column).spec.lower
         bounded = lower is not None and lower >= 0
         if agg.function in ("count", "count_distinct_unit", "variance", "stddev") or bounded:
             found.append(agg.alias)

@@ -85,16 +85,38 @@ class GroupExpression:
 
 @dataclass(frozen=True)
 class JoinSpec:
-    """An inner equi-join of the sensitive table to a public table.
+    """A table joined into the rows a query aggregates: ``table``, under ``alias`` (``None``: its name), ON
+    its ``column`` = ``left_column`` of the table an earlier step joined as ``left_qualifier``.
 
-    ``left_column`` is the sensitive table's join column, ``right_column`` the public table's; ``alias``
-    is the public table's alias in the query (``None`` when it has none).
+    ``kind`` says why: ``"reference"``, a sensitive table along a reference the catalog declares;
+    ``"public"``, a public table; ``"person"``, a table the query does not name, which kakeibo joins to
+    reach the person the rows belong to (its alias is ``__person_<i>``).
     """
 
     table: TableSpec
+    column: str
+    left_qualifier: str
     left_column: str
-    right_column: str
     alias: str | None = None
+    kind: Literal["reference", "public", "person"] = "public"
+
+    @property
+    def qualifier(self) -> str:
+        """The name the statement knows the table by."""
+        return self.alias or self.table.name
+
+
+@dataclass(frozen=True)
+class ValueColumn:
+    """What an aggregate reads from each row (:mod:`kakeibo.sql.values`): ``spec`` is named as the
+    aggregate's ``column`` and carries the bounds it is clamped to (the catalog's for a column; for an
+    expression, the ones interval arithmetic derives from its columns' bounds); ``sql`` is the expression
+    the engine computes, its columns written as WHERE writes them; ``text`` the analyst's expression
+    (``""`` for a plain column)."""
+
+    spec: ColumnSpec
+    sql: exp.Expression
+    text: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,9 +130,15 @@ class AnalyzedQuery:
       :class:`GroupExpression` it is computed by (its ``group_by`` entry is then its output name), or
       ``None`` for a plain column (:meth:`group_spec` gives either).
     * ``output``: the output column names in SELECT order.
-    * ``where``: the WHERE predicate with lower-case, quoted identifiers. Without a join its columns are
-      unqualified; with a join each column is qualified by ``table_alias or table.name`` (sensitive table)
-      or ``join.alias or join.table.name`` (public table).
+    * ``where``: the WHERE predicate (and the ON conditions that join no table) with lower-case, quoted
+      identifiers. Without a join its columns are unqualified; with joins each column is qualified by its
+      table's alias or name (``table_alias or table.name`` for ``table``, the first sensitive table).
+    * ``joins``: the tables joined to ``table``, in the statement's order (:class:`JoinSpec`); ``person``
+      the table of persons (``None``: each row is a person), ``unit`` the ``(qualifier, column)`` holding
+      the privacy unit in the joined rows, ``grain`` the table whose rows the join results are, whose
+      limits bound the query (:attr:`max_partitions`, :attr:`max_rows_per_partition`).
+    * ``values``: what each aggregate's ``column`` reads per row, when it is not a column of ``table``
+      (:meth:`value`).
     * ``having``: the HAVING predicate over output names only (aggregates written in HAVING are replaced
       by the output column of the same aggregate).
     * ``order_by``: ``(output name, descending)`` pairs; ``limit``: the LIMIT count.
@@ -134,7 +162,6 @@ class AnalyzedQuery:
     having: exp.Expression | None
     order_by: tuple[tuple[str, bool], ...]
     limit: int | None
-    join: JoinSpec | None
     where_box: Box | None
     group_aliases: tuple[str, ...] = ()
     table_alias: str | None = None
@@ -142,8 +169,18 @@ class AnalyzedQuery:
     derived: tuple[Derived, ...] = ()
     dialect: str = "duckdb"
     group_expressions: tuple[GroupExpression | None, ...] = ()
+    joins: tuple[JoinSpec, ...] = ()
+    person: TableSpec | None = None
+    unit: tuple[str, str] | None = None
+    grain: TableSpec | None = None
+    values: tuple[ValueColumn, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.grain is None:
+            object.__setattr__(self, "grain", self.table)
+        if self.person is None and self.table.privacy_unit is not None:
+            object.__setattr__(self, "person", self.table)
+            object.__setattr__(self, "unit", (self.table_alias or self.table.name, self.table.privacy_unit))
         if not self.group_expressions:
             object.__setattr__(self, "group_expressions", (None,) * len(self.group_by))
         if not self.group_aliases and self.group_by:
@@ -157,15 +194,62 @@ class AnalyzedQuery:
                 "group_aliases, group_tables and group_expressions must have one entry per GROUP BY key."
             )
 
+    @property
+    def dataset(self) -> str:
+        """What the query's rows are about, the ledger's dataset for its charge: the table of persons (every
+        table that references it is about the same people), else the queried table."""
+        return (self.person or self.table).name
+
+    @property
+    def user_level(self) -> bool:
+        """Whether the rows belong to persons with many rows (else each row is a person)."""
+        return self.unit is not None
+
+    @property
+    def max_partitions(self) -> int:
+        """L0: the most groups of one person the query keeps (the grain table's limit; 1 per row)."""
+        assert self.grain is not None
+        return self.grain.max_partitions if self.user_level else 1
+
+    @property
+    def auto_truncation(self) -> bool:
+        """Whether each person's contribution to a group is truncated by the R2T race
+        (:mod:`kakeibo.sql.truncation`): the grain table's ``max_rows_per_partition`` is ``"auto"``."""
+        assert self.grain is not None
+        return self.user_level and self.grain.auto_truncation
+
+    @property
+    def max_rows_per_partition(self) -> int:
+        """kappa: the most rows of one person in one group the query keeps (the grain table's limit; 1, and
+        unused but for the distinct users, under :attr:`auto_truncation`)."""
+        assert self.grain is not None
+        kappa = self.grain.max_rows_per_partition
+        return kappa if self.user_level and kappa != "auto" else 1
+
+    @property
+    def tables(self) -> tuple[TableSpec, ...]:
+        """Every table the statement reads: the query's and those kakeibo joins to reach the person."""
+        return (self.table, *(join.table for join in self.joins))
+
+    def table_spec(self, name: str) -> TableSpec:
+        """The table called ``name`` among :attr:`tables`."""
+        return next(table for table in self.tables if table.name == name)
+
+    def value(self, name: str) -> ValueColumn:
+        """What an aggregate's ``column`` reads from each row: a column, or an expression over columns."""
+        for value in self.values:
+            if value.spec.name == name:
+                return value
+        qualifier = (self.table_alias or self.table.name) if self.joins else None
+        return ValueColumn(self.table.column(name), exp.column(name, table=qualifier, quoted=True))
+
     def group_spec(self, i: int) -> ColumnSpec | GroupExpression:
         """The i-th GROUP BY key: its catalog column, or the expression it is computed by (both tell the
         key's ``type`` and ``public_values``)."""
         expression = self.group_expressions[i]
         if expression is not None:
             return expression
-        owner = self.group_tables[i]
-        table = self.join.table if self.join is not None and owner == self.join.table.name else self.table
-        return table.column(self.group_by[i])
+        return self.table_spec(self.group_tables[i]).column(self.group_by[i])
 
     def aggregate(self, alias: str) -> Aggregate:
         """The aggregate with output name ``alias``."""

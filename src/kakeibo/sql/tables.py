@@ -21,12 +21,12 @@ session checks that against the engine). Identifiers are case-insensitive and co
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import Literal, cast
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
+from .catalog import Catalog, ColumnSpec, QueryRefused, Reference, TableSpec
 from .predicates import TotalPredicate, strip
 from .shape import JoinSpec
 
@@ -93,9 +93,70 @@ class ColumnRef:
         return (self.source.spec.name, self.column.name)
 
 
+@dataclass(frozen=True)
+class _Equality:
+    """``left = right``: columns of two tables of the query."""
+
+    left: ColumnRef
+    right: ColumnRef
+
+    def node(self) -> exp.EQ:
+        def column(ref: ColumnRef) -> exp.Column:
+            return exp.column(ref.column.name, table=ref.source.qualifier)
+
+        return exp.EQ(this=column(self.left), expression=column(self.right))
+
+
+def _join_spec(new: ColumnRef, old: ColumnRef, kind: Literal["reference", "public"]) -> JoinSpec:
+    """The join of ``new``'s table on ``new = old``."""
+    return JoinSpec(
+        new.source.spec, new.column.name, old.source.qualifier, old.column.name, new.source.alias, kind
+    )
+
+
+def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
+    """The top-level conjunction of ``node``, in order."""
+    node = strip(node)
+    if isinstance(node, exp.And):
+        return [*_conjuncts(node.this), *_conjuncts(node.expression)]
+    return [node]
+
+
+def _reference_step(
+    equalities: list[_Equality], attached: list[Source]
+) -> tuple[_Equality, ColumnRef, ColumnRef] | None:
+    """The first equality that joins a sensitive table to the ``attached`` ones along a declared reference:
+    (the equality, its referencing column, its referenced column)."""
+    for equality in equalities:
+        for child, parent in ((equality.left, equality.right), (equality.right, equality.left)):
+            if (child.source in attached) == (parent.source in attached):
+                continue
+            if child.source.spec.public or parent.source.spec.public:
+                continue
+            if child.source.spec.reference == Reference(child.column.name, *parent.key):
+                return equality, child, parent
+    return None
+
+
+def _public_step(
+    equalities: list[_Equality], attached: list[Source]
+) -> tuple[_Equality, ColumnRef, ColumnRef] | None:
+    """The first equality that joins a public table to the ``attached`` ones: (the equality, the public
+    table's column, the other column)."""
+    for equality in equalities:
+        for new, old in ((equality.left, equality.right), (equality.right, equality.left)):
+            if new.source not in attached and old.source in attached and new.source.spec.public:
+                return equality, new, old
+    return None
+
+
 class Tables:
-    """The FROM clause of ``select`` checked against ``catalog``: its sensitive table (``private``), the
-    public table it joins (``public``, with ``join`` describing the join) and column resolution.
+    """The FROM clause of ``select`` checked against ``catalog``: the first sensitive table (``private``,
+    where the engine statement starts), the tables joined to it (``joins``, in the statement's order, the
+    tables kakeibo adds to reach the person included), the table of persons (``person``; ``None`` for a
+    row-level table), where the privacy unit is (``unit``: qualifier and column), the table whose rows the
+    join results are (``grain``, whose limits bound the query), ON conditions that join no table
+    (``join_filters``, evaluated with WHERE), and column resolution.
     ``database`` is the name of the engine's database, when known: a three-part name may start with it."""
 
     def __init__(
@@ -105,10 +166,15 @@ class Tables:
         self.dialect = dialect
         self.schemas = default_schemas(dialect)
         self.database = database.lower() if database else None
-        self.using: str | None = None
+        self.using: set[str] = set()
         self.sources = self._sources(select)
         self.private, self.public = self._roles()
-        self.join = self._join(select)
+        self.person: TableSpec | None = None
+        self.unit: tuple[str, str] | None = None
+        self.grain = self.private.spec
+        self.joins: tuple[JoinSpec, ...] = ()
+        self.join_filters: tuple[exp.Expr, ...] = ()
+        self._relation(select)
 
     # -- tables ---------------------------------------------------------------------------------------
 
@@ -182,101 +248,219 @@ class Tables:
         sources = [self._table(from_.this)]
         for join in select.args.get("joins") or []:
             sources.append(self._table(join.this))
-        if len(sources) > 2:
-            raise QueryRefused("at most one JOIN (to a public table) is supported.")
+        names = [s.spec.name for s in sources]
+        repeated = next((name for name in names if names.count(name) > 1), None)
+        if repeated is not None:
+            raise QueryRefused(
+                f"table {repeated} appears twice; self-joins are not supported yet (a join result could "
+                "belong to two people)."
+            )
+        qualifiers = [s.qualifier for s in sources]
+        repeated = next((q for q in qualifiers if qualifiers.count(q) > 1), None)
+        if repeated is not None:
+            raise QueryRefused(
+                f"two tables of the query go by the name {repeated!r}; give them distinct aliases."
+            )
         return sources
 
     def _roles(self) -> tuple[Source, Source | None]:
-        """The sensitive table and the public one (if any)."""
-        names = [s.spec.name for s in self.sources]
-        if len(set(names)) != len(names):
-            raise QueryRefused(f"table {names[0]} appears twice; self-joins are not supported.")
-        qualifiers = [s.qualifier for s in self.sources]
-        if len(set(qualifiers)) != len(qualifiers):
+        """The first sensitive table (where the engine statement starts) and the first public one (if any)."""
+        sensitive = [s for s in self.sources if not s.spec.public]
+        if not sensitive:
+            names = ", ".join(s.spec.name for s in self.sources)
             raise QueryRefused(
-                f"two tables of the query go by the name {qualifiers[0]!r}; give them distinct aliases."
-            )
-        private = [s for s in self.sources if not s.spec.public]
-        if not private:
-            raise QueryRefused(
-                f"the query reads only public data ({', '.join(names)}); private queries must aggregate a "
-                "sensitive table."
-            )
-        if len(private) > 1:
-            raise QueryRefused(
-                f"joining two sensitive tables ({private[0].spec.name} and {private[1].spec.name}) is not "
-                "supported; JOIN only to public tables."
+                f"the query reads only public data ({names}); private queries must aggregate a sensitive "
+                "table."
             )
         publics = [s for s in self.sources if s.spec.public]
-        return private[0], publics[0] if publics else None
+        return sensitive[0], publics[0] if publics else None
 
-    def _join(self, select: exp.Select) -> JoinSpec | None:
-        joins = select.args.get("joins") or []
-        if not joins:
+    # -- joins ----------------------------------------------------------------------------------------
+
+    def _equalities(self, select: exp.Select) -> tuple[list[_Equality], list[exp.Expr]]:
+        """Every equality between columns of two tables the query states: from ON and USING (which must hold
+        nothing else) and from WHERE's top-level conjunctions (comma joins); and the ON conditions, which the
+        statement writes into its WHERE clause unless they join a table."""
+        found: list[_Equality] = []
+        on_conditions: list[exp.Expr] = []
+        for position, join in enumerate(select.args.get("joins") or [], start=1):
+            method, kind, side = (lower_name(join.args.get(k)) for k in ("method", "kind", "side"))
+            label = " ".join(x.upper() for x in (method, side, kind) if x)
+            if method or side or kind not in ("", "inner"):
+                raise QueryRefused(
+                    f"{label} JOIN is not supported; use an inner JOIN ... ON a = b along a declared "
+                    "reference or to a public table."
+                )
+            for key, value in join.args.items():
+                if value and key not in ("this", "on", "using", "kind"):
+                    raise QueryRefused(f"the JOIN modifier {key.rstrip('_').upper()} is not supported.")
+            joined = self.sources[position]
+            using, on = join.args.get("using"), join.args.get("on")
+            if using:
+                for identifier in using:
+                    found.append(self._using(lower_name(identifier), joined, position))
+            elif on is not None:
+                for conjunct in _conjuncts(on):
+                    equality = self._equality(conjunct)
+                    if equality is None:
+                        raise QueryRefused(
+                            "the JOIN condition must be equalities between columns of two tables, such as "
+                            f"ON a = b, not {sql_text(conjunct, self.dialect)}; filter rows in WHERE."
+                        )
+                    found.append(equality)
+                    on_conditions.append(conjunct)
+            elif kind == "inner":
+                raise QueryRefused("a JOIN needs an ON or USING condition; cross joins are not supported.")
+        where = select.args.get("where")
+        if where is not None:
+            for conjunct in _conjuncts(where.this):
+                equality = self._equality(conjunct)
+                if equality is not None:
+                    found.append(equality)
+        return found, on_conditions
+
+    def _using(self, column: str, joined: Source, position: int) -> _Equality:
+        earlier = [s for s in self.sources[:position] if s.spec.has_column(column)]
+        for source in (joined, *earlier[:1]):
+            if not source.spec.has_column(column):
+                raise QueryRefused(f"the JOIN column {column!r} is not a column of table {source.spec.name}.")
+        if not earlier:
+            raise QueryRefused(
+                f"the JOIN column {column!r} is not a column of table {self.sources[0].spec.name}."
+            )
+        if len(earlier) > 1:
+            raise QueryRefused(
+                f"JOIN ... USING ({column}) could join {' or '.join(s.spec.name for s in earlier)}; write ON "
+                "with qualified columns."
+            )
+        self.using.add(column)
+        left = ColumnRef(earlier[0], earlier[0].spec.column(column))
+        return _Equality(left, ColumnRef(joined, joined.spec.column(column)))
+
+    def _equality(self, node: exp.Expr) -> _Equality | None:
+        """``a = b`` between columns of two different tables, else ``None``."""
+        node = strip(node)
+        if not isinstance(node, exp.EQ):
             return None
-        join = joins[0]
-        assert self.public is not None
-        private, public = self.private, self.public
-        method, kind, side = (lower_name(join.args.get(k)) for k in ("method", "kind", "side"))
-        label = " ".join(x.upper() for x in (method, side, kind) if x)
-        if method or side or kind not in ("", "inner"):
+        sides = strip(node.this), strip(node.expression)
+        if not all(isinstance(side, exp.Column) for side in sides):
+            return None
+        left, right = (self.resolve(cast(exp.Column, side)) for side in sides)
+        return None if left.source is right.source else _Equality(left, right)
+
+    def _relation(self, select: exp.Select) -> None:
+        """The join tree (see the module docstring): sensitive tables along declared references, public tables
+        on equalities, then the tables that lead to the person; the privacy unit and the grain."""
+        equalities, on_conditions = self._equalities(select)
+        sensitive = [s for s in self.sources if not s.spec.public]
+        attached, joins, used = [self.private], [], []
+        children, parents = set(), set()
+        while len(attached) < len(sensitive):
+            step = _reference_step(equalities, attached)
+            if step is None:
+                raise self._sensitive_join_refusal(equalities, attached)
+            equality, child, parent = step
+            new, old = (child, parent) if parent.source in attached else (parent, child)
+            joins.append(_join_spec(new, old, "reference"))
+            attached.append(new.source)
+            used.append(equality)
+            children.add(child.source.spec.name)
+            parents.add(parent.source.spec.name)
+        leaves = [s for s in sensitive if s.spec.name not in parents]
+        if len(leaves) > 1:
             raise QueryRefused(
-                f"{label} JOIN is not supported; use an inner JOIN ... ON a = b to a public table."
+                f"tables {' and '.join(s.spec.name for s in leaves)} both belong to one person through "
+                "references, so joining them pairs each row of one with each row of the other; that is not "
+                "supported yet: query them one at a time."
             )
-        for key, value in join.args.items():
-            if value and key not in ("this", "on", "using", "kind"):
-                raise QueryRefused(f"the JOIN modifier {key.rstrip('_').upper()} is not supported.")
-        using = join.args.get("using")
-        on = join.args.get("on")
-        if using:
-            if len(using) != 1:
-                raise QueryRefused("JOIN ... USING must name exactly one column.")
-            column = lower_name(using[0])
-            for source in (private, public):
-                if not source.spec.has_column(column):
-                    raise QueryRefused(
-                        f"the JOIN column {column!r} is not a column of table {source.spec.name}."
-                    )
-            self.using = column
-            left, right = column, column
-        elif on is not None:
-            condition = strip(on)
-            if not (
-                isinstance(condition, exp.EQ)
-                and isinstance(strip(condition.this), exp.Column)
-                and isinstance(strip(condition.expression), exp.Column)
+        self.grain = leaves[0].spec
+        top = next(s for s in sensitive if s.spec.name not in children)
+        self.person = self.catalog.person(top.spec.name)
+        person_joins, self.unit = self._path_to_person(top)
+        if self.person is not None and self.person.correlation is not None and self.person is not top.spec:
+            raise QueryRefused(
+                f"the users of table {self.person.name} are correlated, and queries that join it along "
+                "references are not supported yet; query it alone."
+            )
+        while len(attached) < len(self.sources):
+            public_step = _public_step(equalities, attached)
+            if public_step is None:
+                names = ", ".join(s.spec.name for s in self.sources if s not in attached)
+                raise QueryRefused(
+                    f"no equality in ON or WHERE joins table {names} to the others; cross joins are not "
+                    "supported."
+                )
+            equality, new, old = public_step
+            self._check_public_join(new, old)
+            joins.append(_join_spec(new, old, "public"))
+            attached.append(new.source)
+            used.append(equality)
+        self.joins = (*joins, *person_joins)
+        for equality in equalities:  # the engine compares these columns: without a conversion?
+            self.condition("JOIN ... ON", equality.node())
+        self.join_filters = tuple(c for c in on_conditions if self._equality(c) not in used)
+
+    def _path_to_person(self, top: Source) -> tuple[tuple[JoinSpec, ...], tuple[str, str] | None]:
+        """The tables kakeibo joins to reach the person from the query's ``top`` table (whose reference leads
+        out of the query), and the ``(qualifier, column)`` that holds the privacy unit (``None``:
+        row-level). A reference to the person table's privacy unit needs no join: it holds the unit."""
+        spec, qualifier = top.spec, top.qualifier
+        hidden: list[JoinSpec] = []
+        while spec.privacy_unit is None:
+            reference = spec.reference
+            if reference is None:
+                return (), None
+            target = self.catalog.tables[reference.table]
+            if reference.key == target.privacy_unit:
+                return tuple(hidden), (qualifier, reference.column)
+            alias = f"__person_{len(hidden) + 1}"
+            hidden.append(JoinSpec(target, reference.key, qualifier, reference.column, alias, "person"))
+            spec, qualifier = target, alias
+        return tuple(hidden), (qualifier, spec.privacy_unit)
+
+    def _sensitive_join_refusal(self, equalities: list[_Equality], attached: list[Source]) -> QueryRefused:
+        """Why a sensitive table of the query cannot be joined to the ones before it."""
+        for equality in equalities:
+            ends = (equality.left, equality.right)
+            if (
+                all(not ref.source.spec.public for ref in ends)
+                and sum(r.source in attached for r in ends) == 1
             ):
-                raise QueryRefused(
-                    f"the JOIN condition must be a single equality between a column of {private.spec.name} "
-                    f"and a column of {public.spec.name}, such as ON a = b."
+                left, right = ends
+                return QueryRefused(
+                    f"joining the sensitive tables {left.source.spec.name} and {right.source.spec.name} on "
+                    f"{left.source.qualifier}.{left.column.name} = "
+                    f"{right.source.qualifier}.{right.column.name} "
+                    "does not follow a declared reference, so a join result could belong to two people; "
+                    "join sensitive tables along the catalog's references (other joins of sensitive tables, "
+                    "self-joins included, are not supported yet)."
                 )
-            sides = [strip(condition.this), strip(condition.expression)]
-            refs = [self.resolve(side) for side in sides if isinstance(side, exp.Column)]
-            by_table = {ref.source.spec.name: ref for ref in refs}
-            if set(by_table) != {private.spec.name, public.spec.name}:
-                raise QueryRefused(
-                    f"the JOIN condition must compare a column of {private.spec.name} with a column of "
-                    f"{public.spec.name}."
-                )
-            left, right = by_table[private.spec.name].column.name, by_table[public.spec.name].column.name
-        else:
-            raise QueryRefused("a JOIN needs an ON or USING condition; cross joins are not supported.")
-        pair = exp.EQ(
-            this=exp.column(left, table=private.qualifier),
-            expression=exp.column(right, table=public.qualifier),
+        pending = [s.spec.name for s in self.sources if not s.spec.public and s not in attached]
+        return QueryRefused(
+            f"no equality along a declared reference joins the sensitive table {pending[0]} to "
+            f"{', '.join(s.spec.name for s in attached)}; JOIN sensitive tables along the catalog's "
+            "references and other tables only if public."
         )
-        self.condition("JOIN ... ON", pair)  # the two columns compare without a row-by-row conversion
-        if private.spec.privacy_unit is None and not public.spec.column(right).unique:
+
+    def _check_public_join(self, new: ColumnRef, old: ColumnRef) -> None:
+        """Rules for joining the public table of ``new`` on ``new = old``."""
+        if self.person is None and not new.column.unique:
             raise QueryRefused(
-                f"table {private.spec.name} has row-level privacy, so a join may not repeat its rows: join "
-                f"on a column the catalog declares unique in {public.spec.name} (unique = true), not {right}."
+                f"table {self.private.spec.name} has row-level privacy, so a join may not repeat its rows: "
+                f"join on a column the catalog declares unique in {new.source.spec.name} (unique = true), "
+                f"not {new.column.name}."
             )
-        if left == private.spec.privacy_unit:
+        spec = old.source.spec
+        if spec.public:
+            return
+        if old.column.name == spec.privacy_unit or any(r.column == old.column.name for r in spec.references):
             raise QueryRefused(
-                f"joining on the privacy unit {left} is not supported, since it would attach public data to "
-                "individual users."
+                f"joining on the privacy unit {old.column.name} is not supported, since it would attach "
+                "public data to individual users."
+                if old.column.name == spec.privacy_unit
+                else f"joining on {old.column.name}, which identifies a person's rows, is not supported, "
+                "since it would attach public data to individual users."
             )
-        return JoinSpec(public.spec, left, right, public.alias)
 
     # -- columns --------------------------------------------------------------------------------------
 
@@ -308,10 +492,20 @@ class Tables:
             if len(self.sources) == 1:
                 raise QueryRefused(f"table {self.sources[0].spec.name} has no column {name!r}.")
             raise QueryRefused(f"no table of the query has a column {name!r}.")
-        if name == self.using:
-            return ColumnRef(self.private, self.private.spec.column(name))
+        if name in self.using:  # USING (c) made both columns one: the first table's
+            return ColumnRef(holders[0], holders[0].spec.column(name))
         options = " or ".join(f"{s.qualifier}.{name}" for s in holders)
         raise QueryRefused(f"the column {name!r} is ambiguous; write {options}.")
+
+    def is_unit(self, ref: ColumnRef) -> bool:
+        """Whether ``ref`` holds the privacy unit: the person table's unit, or the column that holds it in
+        the joined rows (a reference to the person)."""
+        if self.person is None:
+            return False
+        return ref.column.name == ref.source.spec.privacy_unit or self.unit == (
+            ref.source.qualifier,
+            ref.column.name,
+        )
 
     def condition(self, clause: str, predicate: exp.Expr) -> exp.Expression:
         """``predicate`` checked total over the query's tables, literals in their engine-exact form
@@ -320,9 +514,9 @@ class Tables:
 
     def engine_column(self, column: exp.Column) -> exp.Column:
         """The column ``column`` names, as the engine statement writes it: lower case and quoted, qualified
-        by its table's alias (or name) when the query joins a public table."""
+        by its table's alias (or name) when the query joins tables."""
         ref = self.resolve(column)
-        table = ref.source.qualifier if self.public is not None else None
+        table = ref.source.qualifier if self.joins else None
         return exp.column(ref.column.name, table=table, quoted=True)
 
     def engine_condition(self, clause: str, predicate: exp.Expr) -> exp.Expression:
