@@ -61,6 +61,50 @@ TABLES: tuple[str, ...] = (
     "region",
 )
 
+_REVENUE = "l_extendedprice * (1 - l_discount)"
+
+#: TPC-H queries (specification v3.0.1, section 2.4) in the select-project-join-aggregate form kakeibo
+#: answers with the customer as the person: joins and filters as written, the aggregates kept, and what
+#: would release one row per order or customer dropped. Q1, Q6, Q12 and Q14 are the specification's
+#: queries without ORDER BY; Q3 and Q10 sum the revenue of the specification's rows (Q3 over all orders
+#: instead of per order, Q10 per nation instead of per customer); Q5 is the specification's; Q18 sums
+#: the quantity of every customer's line items (R2T's form, without the specification's HAVING subquery).
+QUERIES: dict[str, str] = {
+    "Q1": "SELECT l_returnflag, l_linestatus, SUM(l_quantity) AS sum_qty, SUM(l_extendedprice) AS "
+    "sum_base_price, "
+    f"SUM({_REVENUE}) AS sum_disc_price, SUM({_REVENUE} * (1 + l_tax)) AS sum_charge, "
+    "AVG(l_quantity) AS avg_qty, AVG(l_discount) AS avg_disc, COUNT(*) AS count_order FROM lineitem "
+    "WHERE l_shipdate <= DATE '1998-09-02' GROUP BY l_returnflag, l_linestatus",
+    "Q3": f"SELECT SUM({_REVENUE}) AS revenue FROM customer, orders, lineitem "
+    "WHERE c_mktsegment = 'BUILDING' AND c_custkey = o_custkey AND l_orderkey = o_orderkey "
+    "AND o_orderdate < DATE '1995-03-15' AND l_shipdate > DATE '1995-03-15'",
+    "Q5": f"SELECT n_name, SUM({_REVENUE}) AS revenue FROM customer, orders, lineitem, supplier, "
+    "nation, region "
+    "WHERE c_custkey = o_custkey AND l_orderkey = o_orderkey AND l_suppkey = s_suppkey "
+    "AND c_nationkey = s_nationkey AND s_nationkey = n_nationkey AND n_regionkey = r_regionkey "
+    "AND r_name = 'ASIA' AND o_orderdate >= DATE '1994-01-01' AND o_orderdate < DATE '1995-01-01' "
+    "GROUP BY n_name",
+    "Q6": "SELECT SUM(l_extendedprice * l_discount) AS revenue FROM lineitem WHERE l_shipdate >= "
+    "DATE '1994-01-01' "
+    "AND l_shipdate < DATE '1995-01-01' AND l_discount BETWEEN 0.05 AND 0.07 AND l_quantity < 24",
+    "Q10": f"SELECT c_nationkey, SUM({_REVENUE}) AS revenue FROM customer JOIN orders ON c_custkey = "
+    "o_custkey "
+    "JOIN lineitem ON l_orderkey = o_orderkey JOIN nation ON c_nationkey = n_nationkey "
+    "WHERE o_orderdate >= DATE '1993-10-01' AND o_orderdate < DATE '1994-01-01' AND l_returnflag = 'R' "
+    "GROUP BY c_nationkey",
+    "Q12": "SELECT l_shipmode, SUM(CASE WHEN o_orderpriority = '1-URGENT' OR o_orderpriority = "
+    "'2-HIGH' THEN 1 "
+    "ELSE 0 END) AS high_line_count, SUM(CASE WHEN o_orderpriority <> '1-URGENT' AND o_orderpriority <> "
+    "'2-HIGH' THEN 1 ELSE 0 END) AS low_line_count FROM orders, lineitem WHERE o_orderkey = l_orderkey "
+    "AND l_shipmode IN ('MAIL', 'SHIP') AND l_commitdate < l_receiptdate AND l_shipdate < l_commitdate "
+    "AND l_receiptdate >= DATE '1994-01-01' AND l_receiptdate < DATE '1995-01-01' GROUP BY l_shipmode",
+    "Q14": f"SELECT 100.00 * SUM(CASE WHEN p_type LIKE 'PROMO%' THEN {_REVENUE} ELSE 0 END) "
+    f"/ SUM({_REVENUE}) AS promo_revenue FROM lineitem, part WHERE l_partkey = p_partkey "
+    "AND l_shipdate >= DATE '1995-09-01' AND l_shipdate < DATE '1995-10-01'",
+    "Q18": "SELECT SUM(l_quantity) AS quantity FROM customer, orders, lineitem WHERE c_custkey = o_custkey "
+    "AND o_orderkey = l_orderkey",
+}
+
 #: the kakeibo catalog of the TPC-H schema (customer is the person; see the file's comments)
 CATALOG_PATH: Path = Path(__file__).with_name("tpch_catalog.toml")
 

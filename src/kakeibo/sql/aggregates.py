@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AGGREGATES",
+    "AVG_OF_TRUNCATED_SUMS",
     "CENTRED_SQUARES",
     "CENTRED_SUM",
     "ROWS",
@@ -51,6 +52,7 @@ __all__ = [
     "Operands",
     "StatisticKind",
     "Weights",
+    "aggregate_spec",
     "direct_statistic",
 ]
 
@@ -437,6 +439,26 @@ class _Avg(AggregateSpec):
         return value, low, high
 
 
+class _AvgOfTruncatedSums(AggregateSpec):
+    """AVG(c) under the R2T race (:mod:`kakeibo.sql.truncation`): the raced SUM(c) over the raced COUNT(c),
+    with the interval from their intervals at ``1 - beta / 2`` each (both one-sided below the untruncated
+    values; the values are at least 0, so the quotient's ends are those of the ends' quotients), clipped to
+    the column's bounds."""
+
+    def needs(self, column: str | None, centred: bool) -> Needs:
+        return (VALUES, column), (SUM, column)
+
+    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
+        lower, upper = noisy.bounds(column)
+        n, n_low, n_high = noisy.interval(VALUES.statistic(column), beta / 2)
+        s, s_low, s_high = noisy.interval(SUM.statistic(column), beta / 2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np.where(n > 0, np.clip(s / np.maximum(n, 1), lower, upper), (lower + upper) / 2)
+            low = np.where(n_high > 0, np.clip(s_low / np.maximum(n_high, 1), lower, upper), lower)
+            high = np.where(n_low > 0, np.clip(s_high / np.maximum(n_low, 1), lower, upper), upper)
+        return value, low, high
+
+
 class _Variance(AggregateSpec):
     """VAR = E[(x - mid)^2] - E[x - mid]^2 from noisy n, centred sum and centred squares; the 95% interval
     combines three 98.33% intervals (union bound) by interval arithmetic, clipped to [0, ((U - L)/2)^2]
@@ -502,6 +524,19 @@ AGGREGATES: Mapping[str, AggregateSpec] = {
     "variance": _Variance(),
     "stddev": _StdDev(),
 }
+
+
+#: AVG when each person's contributions are truncated by the R2T race: a ratio of raced sums
+AVG_OF_TRUNCATED_SUMS: AggregateSpec = _AvgOfTruncatedSums()
+
+
+def aggregate_spec(function: str, raced: bool) -> AggregateSpec:
+    """The aggregate function ``function`` is released by, ``raced``: under the R2T race.
+
+    >>> type(aggregate_spec("avg", False)).__name__, type(aggregate_spec("avg", True)).__name__
+    ('_Avg', '_AvgOfTruncatedSums')
+    """
+    return AVG_OF_TRUNCATED_SUMS if raced and function == "avg" else AGGREGATES[function]
 
 
 def direct_statistic(function: str, column: str | None) -> str | None:

@@ -31,7 +31,7 @@ from fractions import Fraction
 from ..accounting.overlap import Box
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
-from .aggregates import AGGREGATES, USERS, StatisticKind, direct_statistic
+from .aggregates import AGGREGATES, USERS, StatisticKind, aggregate_spec, direct_statistic
 from .analyze import AnalyzedQuery, QueryRefused
 from .correlation import CorrelationBound
 from .quantiles import Buckets, QuantileEstimate, make_quantile
@@ -110,7 +110,12 @@ class NoisePlan:
 def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[StatisticKind, str | None]]:
     """The statistics the aggregates are estimated from (quantiles are selections, planned apart), and the
     distinct users for private selection, each once, in first-use order."""
-    sums = [(AGGREGATES[agg.function], agg.column) for agg in query.aggregates if agg.function != "quantile"]
+    raced = query.auto_truncation
+    sums = [
+        (aggregate_spec(agg.function, raced), agg.column)
+        for agg in query.aggregates
+        if agg.function != "quantile"
+    ]
     centred = {column for spec, column in sums if spec.centred}
     needed = [need for spec, column in sums for need in spec.needs(column, column in centred)]
     if selection:
@@ -271,15 +276,14 @@ def _refuse_race(query: AnalyzedQuery) -> None:
     contributions that are never negative (counts, sums of values bounded below by 0)."""
     grain = query.grain.name if query.grain is not None else query.table.name
     for agg in query.aggregates:
-        if agg.function not in ("count", "count_distinct_unit", "sum"):
+        if agg.function not in ("count", "count_distinct_unit", "sum", "avg"):
             raise QueryRefused(
                 f"{agg.alias}: table {grain} truncates contributions by the R2T race "
-                '(max_rows_per_partition = "auto"), which races counts and sums; write an average as '
-                "SUM(x) / COUNT(x), and give the table a fixed max_rows_per_partition for variances and "
-                "quantiles."
+                '(max_rows_per_partition = "auto"), which races counts, sums and averages; give the table a '
+                "fixed max_rows_per_partition for variances and quantiles."
             )
         lower = None if agg.column is None else query.value(agg.column).spec.lower
-        if agg.function == "sum" and lower is not None and lower < 0:
+        if agg.function in ("sum", "avg") and lower is not None and lower < 0:
             raise QueryRefused(
                 f"{agg.alias}: the R2T race truncates each person's total from above, so it needs "
                 f"values that are never negative, but {agg.column} can be as low as {lower:g}."

@@ -40,7 +40,7 @@ from sqlglot import exp
 from .aggregates import Operands, Weights
 from .plan import NoisePlan
 
-__all__ = ["bounded_sql", "bucket_name", "group_name", "race_name"]
+__all__ = ["bounded_sql", "bucket_name", "group_name", "per_person_sql", "race_name"]
 
 
 def _q(name: str) -> str:
@@ -72,6 +72,26 @@ def bucket_name(column: str) -> str:
 
 def bounded_sql(plan: NoisePlan) -> str:
     """The engine statement for ``plan`` in DuckDB's dialect (see the module docstring)."""
+    filtered, gcols, value_columns = _filtered(plan)
+    if plan.quantiles:
+        return _histograms(plan, filtered, gcols, value_columns)
+    if plan.query.user_level:
+        return _user_level(plan, filtered, gcols, value_columns)
+    return _row_level(plan, filtered, gcols)
+
+
+def per_person_sql(plan: NoisePlan) -> str:
+    """The rows of ``plan`` aggregated per (person, group) without bounds or noise: what any person-level DP
+    engine must compute at least, the floor the benchmarks compare kakeibo's statement with."""
+    filtered, gcols, value_columns = _filtered(plan)
+    keys = ", ".join(["__unit", *gcols] if plan.query.user_level else ["1", *gcols])
+    sums = "".join(f", SUM({_q('__v_' + c)})" for c in value_columns)
+    return f"WITH filtered AS ({filtered}) SELECT {keys}, COUNT(*){sums} FROM filtered GROUP BY {keys}"
+
+
+def _filtered(plan: NoisePlan) -> tuple[str, list[str], list[str]]:
+    """The statement's first step ``filtered`` (see the module docstring), the group columns and the value
+    columns it computes."""
     query = plan.query
     source, qualify = _sources(plan)
 
@@ -127,12 +147,7 @@ def bounded_sql(plan: NoisePlan) -> str:
         unit = [f"{unit_column} AS __unit"]
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     filtered = f"SELECT {', '.join([*unit, *groups, *clamped]) or '1 AS __one'} FROM {source}{where}"
-    gcols = [group_name(i) for i in range(len(query.group_by))]
-    if plan.quantiles:
-        return _histograms(plan, filtered, gcols, value_columns)
-    if query.user_level:
-        return _user_level(plan, filtered, gcols, value_columns)
-    return _row_level(plan, filtered, gcols)
+    return filtered, [group_name(i) for i in range(len(query.group_by))], value_columns
 
 
 def _sources(plan: NoisePlan) -> tuple[str, dict[str, str]]:

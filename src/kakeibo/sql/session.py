@@ -47,7 +47,7 @@ from ..mechanisms import Geometric, Laplace, Mechanism
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
-from .aggregates import AGGREGATES, NoisyStatistics
+from .aggregates import NoisyStatistics, aggregate_spec
 from .analyze import AnalyzedQuery, QueryRefused, analyze
 from .catalog import Catalog, TableSpec
 from .derived import Derived, derived_bounds, derived_values
@@ -655,7 +655,8 @@ def _aggregate(
 ) -> tuple[Any, Any, Any]:
     """An aggregate's value and ``1 - beta`` interval per released group, recombined from the noisy
     statistics as its :class:`~kakeibo.sql.aggregates.AggregateSpec` says."""
-    return AGGREGATES[function].estimate(NoisyStatistics(plan, noisy), column, beta, sample)
+    spec = aggregate_spec(function, plan.query.auto_truncation)
+    return spec.estimate(NoisyStatistics(plan, noisy), column, beta, sample)
 
 
 def _never_negative(plan: NoisePlan) -> list[str]:

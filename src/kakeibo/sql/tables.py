@@ -10,12 +10,27 @@ after the name of the engine's database when the session knows it (``db.main.cen
 without the extension). Any other schema or database would name another table than the one kakeibo reads,
 and is refused with the names the catalog has. A column may carry the same qualifiers before its table
 (``main.census.age``).
-Joins between sensitive tables are refused: they would break the contribution bounds the noise is
-calibrated to. A JOIN to a public table is accepted as an inner equi-join on one column (not on
-the privacy unit) whose two columns compare without a conversion. It may repeat a sensitive row once per
-matching public row, so on a user-level table contribution bounding runs after the join; a row-level table
-has no unit to bound by, so it may only be joined on a public column the catalog declares ``unique`` (the
-session checks that against the engine). Identifiers are case-insensitive and come back in lower case.
+The tables are joined by inner equi-joins: ``JOIN ... ON a = b [AND c = d]``, ``JOIN ... USING (c)``, or
+a comma (or ``JOIN`` without a condition) with the equalities in WHERE. From the equalities the query states,
+:meth:`Tables._relation` builds a join tree rooted at the first sensitive table:
+
+1. sensitive tables join only along a reference the catalog declares (``orders.o_custkey =
+   customer.c_custkey``), so each join result belongs to one person: each tree edge is the child's one
+   reference to a unique key, so both of its rows reach the same person. Any other equality between two
+   sensitive tables could pair the rows of two people, and is refused, as are self-joins (R2T's linear
+   program would be needed); so are two tables that both reference a third (each person's rows of one
+   paired with each of the other's);
+2. public tables join on any equality whose two columns compare without a conversion, never on a column
+   that identifies a person's rows (the privacy unit, a reference). A public join may repeat a sensitive
+   row, so contribution bounding runs after the joins; a row-level table has no person to bound by, so it
+   joins only on a public column the catalog declares ``unique`` (the session checks that against the
+   engine);
+3. the one query table whose reference leads out of the query (the *top*) reaches its person through
+   tables kakeibo joins itself (``__person_1``, ...), unless its reference holds the person's key already.
+
+Equalities the tree does not use stay conditions (ON ones join WHERE). The *grain*, the query table no other
+one references, is the table whose rows the join results are: its limits bound the query.
+Identifiers are case-insensitive and come back in lower case.
 """
 
 from __future__ import annotations
@@ -168,7 +183,7 @@ class Tables:
         self.database = database.lower() if database else None
         self.using: set[str] = set()
         self.sources = self._sources(select)
-        self.private, self.public = self._roles()
+        self.private = self._first_sensitive()
         self.person: TableSpec | None = None
         self.unit: tuple[str, str] | None = None
         self.grain = self.private.spec
@@ -263,8 +278,8 @@ class Tables:
             )
         return sources
 
-    def _roles(self) -> tuple[Source, Source | None]:
-        """The first sensitive table (where the engine statement starts) and the first public one (if any)."""
+    def _first_sensitive(self) -> Source:
+        """The first sensitive table of FROM: the root of the join tree, where the engine statement starts."""
         sensitive = [s for s in self.sources if not s.spec.public]
         if not sensitive:
             names = ", ".join(s.spec.name for s in self.sources)
@@ -272,8 +287,7 @@ class Tables:
                 f"the query reads only public data ({names}); private queries must aggregate a sensitive "
                 "table."
             )
-        publics = [s for s in self.sources if s.spec.public]
-        return sensitive[0], publics[0] if publics else None
+        return sensitive[0]
 
     # -- joins ----------------------------------------------------------------------------------------
 

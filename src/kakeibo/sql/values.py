@@ -13,11 +13,15 @@ fail, since an error answers a question about that row for free. Everything is c
 column is cast, so no integer division and no integer overflow), and:
 
 * a divisor's interval must stay away from 0 (beyond ``TINY``), or the division is refused;
-* PostgreSQL raises an error when a product or quotient of non-zero doubles underflows to 0 (and on
-  overflow), where DuckDB and Spark round; so every column, literal and arithmetic result is *flushed*:
-  a magnitude below ``TINY = 1e-100`` becomes exactly 0, and every bound must stay within ``HUGE = 1e100``.
-  A product or quotient of flushed operands then lies within ``[1e-200, 1e200]`` in magnitude, or is 0:
-  no engine can fail on it;
+* PostgreSQL raises an error when a product or quotient of non-zero doubles rounds to 0 (and on overflow),
+  where DuckDB and Spark round; so every column, literal, product and quotient is *flushed*: a magnitude
+  below ``TINY = 1e-100`` becomes exactly 0, and every bound must stay within ``HUGE = 1e100``. Why sums need
+  no flush: every flushed non-zero value is a double of magnitude at least 1e-100 > 2^-333, hence a multiple
+  of 2^-385, and so is every sum or difference of such values (exactly, since doubles below 2^-333 that are
+  multiples of 2^-385 are representable); a non-zero one is at least 2^-385 (about 1.6e-116) in size. A
+  product of two such operands is then at least 2.6e-232 and a quotient at least 1.6e-216 (divisors are
+  within 1e100): never 0, so no engine can fail on it. At most ``MAX_PRODUCTS`` products and quotients per
+  aggregate, since each flush writes its operand twice;
 * CASE conditions follow WHERE's rules (total comparisons of columns with literals);
 * a column must have clamping bounds (an unbounded column makes the expression unbounded), and identifiers
   of people (the privacy unit, a column that references another table) are refused.
@@ -37,12 +41,15 @@ from .predicates import double_text, numeric_literal, strip
 from .shape import ValueColumn
 from .tables import ColumnRef, Tables, sql_text
 
-__all__ = ["HUGE", "TINY", "Values"]
+__all__ = ["HUGE", "MAX_PRODUCTS", "TINY", "Values"]
 
 #: magnitudes below this become exactly 0 in an expression (PostgreSQL fails on double underflow)
 TINY = 1e-100
 #: the largest magnitude an expression's bounds may reach (products of two stay far from overflow)
 HUGE = 1e100
+#: the most products and quotients one aggregate argument may hold: each flush writes its operand twice, so
+#: the engine's expression grows as 2 to the power of their nesting
+MAX_PRODUCTS = 4
 
 
 @dataclass(frozen=True)
@@ -60,16 +67,14 @@ class Values:
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
         self.values: dict[str, ValueColumn] = {}
-        self._sources: dict[str, str] = {}  # the engine expression of each value, to reuse its name
 
     def column(self, ref: ColumnRef, node: exp.Column) -> str:
-        """The name of the value that is the column ``ref`` (the column's name, or ``table_column`` when
-        another table's column of that name is read too)."""
+        """The name of the value that is the column ``ref``: the column's name, or ``table_column`` when
+        that is taken by another value."""
         sql = self.tables.engine_column(node)
-        name = ref.column.name
-        if name in self.values and self._sources[name] != sql.sql("duckdb"):
-            name = f"{ref.source.spec.name}_{ref.column.name}"
-        return self._add(name, ref.column, sql)
+        qualified = f"{ref.source.spec.name}_{ref.column.name}"
+        names = (ref.column.name, qualified, *(f"{qualified}_{i}" for i in range(2, len(self.values) + 3)))
+        return self._add(names, ref.column, sql)
 
     def expression(self, node: exp.Expr, text: str) -> str:
         """The name of the value that is the expression ``node`` (``text`` as the analyst wrote its
@@ -79,16 +84,18 @@ class Values:
         if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
             raise QueryRefused(f"{text}: the expression is NULL on every row; aggregate a value.")
         spec = ColumnSpec("expr", "float", lower=interval.low, upper=interval.high)
-        key = interval.sql.sql("duckdb")
-        for name, source in self._sources.items():
-            if source == key:
-                return name
-        name = f"expr{sum(1 for v in self.values.values() if v.text) + 1}"
-        return self._add(name, spec, interval.sql, sql_text(node, self.tables.dialect))
+        names = tuple(f"expr{i}" for i in range(1, len(self.values) + 2))
+        return self._add(names, spec, interval.sql, sql_text(node, self.tables.dialect))
 
-    def _add(self, name: str, spec: ColumnSpec, sql: exp.Expression, text: str = "") -> str:
+    def _add(self, names: tuple[str, ...], spec: ColumnSpec, sql: exp.Expression, text: str = "") -> str:
+        """The value computed by ``sql``: its name if it is known already, else the first of ``names`` no
+        other value has."""
+        key = sql.sql("duckdb")
+        for name, value in self.values.items():
+            if value.sql.sql("duckdb") == key:
+                return name
+        name = next(n for n in names if n not in self.values)
         self.values[name] = ValueColumn(replace(spec, name=name), sql, text)
-        self._sources[name] = sql.sql("duckdb")
         return name
 
 
@@ -101,6 +108,7 @@ class _Reader:
     def __init__(self, tables: Tables, text: str) -> None:
         self.tables = tables
         self.text = text
+        self.products = 0  # products and quotients so far: each flush writes its operands twice
 
     def refuse(self, why: str) -> QueryRefused:
         return QueryRefused(f"{self.text}: {why}")
@@ -163,13 +171,12 @@ class _Reader:
         if math.isinf(left.low) or math.isinf(right.low):
             raise self.refuse("arithmetic on NULL is NULL on every row; aggregate a value.")
         a, b, c, d = left.low, left.high, right.low, right.high
-        result: exp.Expression
+        operands = {"this": _p(left.sql), "expression": _p(right.sql)}
+        sql: exp.Expression
         if isinstance(node, exp.Add):
-            low, high = a + c, b + d
-            result = exp.Add(this=_p(left.sql), expression=_p(right.sql))
+            low, high, sql = a + c, b + d, exp.Add(**operands)
         elif isinstance(node, exp.Sub):
-            low, high = a - d, b - c
-            result = exp.Sub(this=_p(left.sql), expression=_p(right.sql))
+            low, high, sql = a - d, b - c, exp.Sub(**operands)
         else:
             if isinstance(node, exp.Div):
                 if c <= TINY and d >= -TINY:
@@ -179,18 +186,20 @@ class _Reader:
                         "the engine; divide by a value whose bounds exclude 0."
                     )
                 c, d = 1 / d, 1 / c
-                result = exp.Div(this=_p(left.sql), expression=_p(right.sql))
-            else:
-                result = exp.Mul(this=_p(left.sql), expression=_p(right.sql))
+            self.products += 1
+            if self.products > MAX_PRODUCTS:
+                raise self.refuse(
+                    f"it multiplies or divides more than {MAX_PRODUCTS} times; kakeibo computes at most "
+                    f"{MAX_PRODUCTS} products and quotients in one aggregate."
+                )
             ends = (a * c, a * d, b * c, b * d)
-            low, high = min(ends), max(ends)
-        # every result is flushed, so every operand of a product or quotient is 0 or at least TINY in size
-        low, high = _flushed(low), _flushed(high)
-        sql: exp.Expression = exp.maybe_parse(_flush_text(result.sql("duckdb")), dialect="duckdb")
+            low, high = _flushed(min(ends)), _flushed(max(ends))
+            product = (exp.Div if isinstance(node, exp.Div) else exp.Mul)(**operands)
+            sql = exp.maybe_parse(_flush_text(product.sql("duckdb")), dialect="duckdb")
         if max(abs(low), abs(high)) > HUGE:
             raise self.refuse(
                 f"{sql_text(node, self.tables.dialect)} can reach {max(abs(low), abs(high)):.3g}, "
-                f"beyond 1e100."
+                "beyond 1e100."
             )
         return _Interval(sql, low, high)
 
