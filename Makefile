@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ledger.py
 	$(BIN)/python benchmarks/bench_sql.py --rows 1000000 10000000
 	$(BIN)/python benchmarks/bench_sql_peers.py --rows 1000000
+	$(BIN)/python benchmarks/bench_tpch.py --scale 1 --runs 10
 	$(BIN)/python benchmarks/bench_sql_peers.py --corpus $(if $(SMARTNOISE_PYTHON),--smartnoise-python $(SMARTNOISE_PYTHON)) $(if $(QRLEW_PYTHON),--qrlew-python $(QRLEW_PYTHON)) $(if $(OPENDP_PYTHON),--opendp-python $(OPENDP_PYTHON))
 	$(BIN)/python benchmarks/bench_ldp.py $(if $(PEER_LDP_PYTHON),--peer-python $(PEER_LDP_PYTHON))
 	$(BIN)/python benchmarks/bench_rappor.py

@@ -57,28 +57,27 @@ R2T_QUERIES = {
 R2T_REPORTED = {"R2T-Q10": 0.0017, "R2T-Q18": 0.0013, "R2T-Q12-orders": 0.00023}
 
 
-def catalogs(bases: list[float]) -> dict[str, Catalog]:
-    base = Catalog.from_toml(tpch.catalog()).to_dict()
-    out = {"fixed": Catalog.from_dict(base)}
-    for b in bases:
-        data = Catalog.from_toml(tpch.catalog()).to_dict()
-        for name in ("orders", "lineitem"):
-            data["tables"][name].update(
-                max_rows_per_partition="auto", max_rows_bound=1_000_000, truncation_base=b
-            )
-        out[f"auto b={b:.4g}"] = Catalog.from_dict(data)
+def catalogs(bases: list[float], bounds: list[int]) -> dict[str, Catalog]:
+    """The shipped catalog (``fixed``), and for every base and bound the R2T race on orders and lineitem."""
+    out = {"fixed": Catalog.from_toml(tpch.catalog())}
+    for bound in bounds:
+        for b in bases:
+            data = Catalog.from_toml(tpch.catalog()).to_dict()
+            for name in ("orders", "lineitem"):
+                race = {"max_rows_per_partition": "auto", "max_rows_bound": bound, "truncation_base": b}
+                data["tables"][name].update(race)
+            out[f"auto b={b:.3g} GS={bound:.0e}"] = Catalog.from_dict(data)
     return out
 
 
-def orders_as_person(base: float) -> Catalog:
+def orders_as_person(base: float, bound: int) -> Catalog:
     """The TPC-H catalog with the order as the person (R2T's Q12 setting): line items reference orders."""
     data = Catalog.from_toml(tpch.catalog()).to_dict()
     orders = data["tables"]["orders"]
     orders.pop("references")
     orders.update(privacy_unit="o_orderkey", max_rows_per_partition=1, max_partitions=1)
-    data["tables"]["lineitem"].update(
-        max_rows_per_partition="auto", max_rows_bound=1_000_000, truncation_base=base
-    )
+    race = {"max_rows_per_partition": "auto", "max_rows_bound": bound, "truncation_base": base}
+    data["tables"]["lineitem"].update(race)
     data["tables"].pop("customer")
     return Catalog.from_dict(data)
 
@@ -162,22 +161,28 @@ def main() -> None:
     with duckdb.connect(str(database), read_only=True) as con:
         jobs = [
             (label, catalog, name, sql)
-            for label, catalog in catalogs(args.bases).items()
+            for label, catalog in catalogs(args.bases, args.bounds).items()
             for name, sql in queries.items()
         ]
         jobs += [
-            (f"auto b={b:.4g}", orders_as_person(b), "R2T-Q12-orders", R2T_QUERIES["R2T-Q12"])
+            (
+                f"auto b={b:.3g} GS={bound:.0e}",
+                orders_as_person(b, bound),
+                "R2T-Q12-orders",
+                R2T_QUERIES["R2T-Q12"],
+            )
+            for bound in args.bounds
             for b in args.bases
         ]
         for i, (label, catalog, name, sql) in enumerate(jobs):
             try:
                 row = measure(con, database, catalog, name, sql, args, Path(work) / f"ledger-{i}.db")
             except kakeibo.Error as error:
-                print(f"| {name:<16} | {label:<18} | refused: {error}")
+                print(f"| {name:<16} | {label:<20} | refused: {error}")
                 continue
             reported = R2T_REPORTED.get(name)
             print(
-                f"| {name:<16} | {label:<18} | {row['raw']:.3f} | {row['floor']:.3f} | "
+                f"| {name:<16} | {label:<20} | {row['raw']:.3f} | {row['floor']:.3f} | "
                 f"{row['kakeibo']:.3f} | {row['kakeibo'] / row['floor']:.2f} | {row['error']:.3%} | "
                 f"{row['r2t_style']:.3%}"
                 + (f" (R2T: {reported:.3%})" if reported is not None else "")

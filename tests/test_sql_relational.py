@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import duckdb
 import numpy as np
@@ -28,6 +29,7 @@ import pytest
 from scipy import stats
 
 import kakeibo
+import kakeibo.accounting
 from kakeibo.audit import audit
 from kakeibo.backends import DuckDBBackend
 from kakeibo.data import tpch
@@ -616,3 +618,148 @@ def test_the_race_answers_what_the_raw_query_computes_at_a_large_epsilon(
     assert all(
         r[f"{c}_ci_low"] <= r[c] for r in rows for c in released.table.column_names if f"{c}_ci_low" in r
     )
+
+
+# --- channels: what an analyst sees must not tell two neighbouring databases apart ------------------------
+
+TARGET = 9_999_999  # a customer key no generated customer has
+#: the target customer's line items: values far outside the catalog's bounds, NaN, infinities, the smallest
+#: double (whose product with a price underflows in PostgreSQL), -0.0, NULLs, and text no public list holds
+TARGET_ITEMS = [
+    (1e308, 5e-324, -1e308, float("nan"), "A", "F", "MAIL"),
+    (float("inf"), -0.0, 1e-300, float("-inf"), "R", "O", "SHIP"),
+    (1e-300, 5e-324, 50.0, 0.0, "N", "O", "AIR"),  # price x discount rounds to 0: PostgreSQL's underflow
+    (float("nan"), 5e-324, 5e-324, 5e-324, "Z\\\\", "%_", "no such mode"),
+    (None, None, None, None, None, None, None),
+]
+
+
+def _with_target(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """The neighbouring database with one more customer, ``TARGET``, one order and the line items above."""
+    customer = tables["customer"].slice(0, 1).to_pylist()[0] | {
+        "c_custkey": TARGET,
+        "c_acctbal": float("nan"),
+    }
+    order = tables["orders"].slice(0, 1).to_pylist()[0] | {
+        "o_orderkey": TARGET,
+        "o_custkey": TARGET,
+        "o_totalprice": 1e308,
+        "o_orderpriority": "1-URGENT\\\\",
+    }
+    template = tables["lineitem"].slice(0, 1).to_pylist()[0]
+    items = [
+        template
+        | {
+            "l_orderkey": TARGET,
+            "l_linenumber": n + 1,
+            "l_extendedprice": price,
+            "l_discount": discount,
+            "l_quantity": quantity,
+            "l_tax": tax,
+            "l_returnflag": flag,
+            "l_linestatus": status,
+            "l_shipmode": mode,
+        }
+        for n, (price, discount, quantity, tax, flag, status, mode) in enumerate(TARGET_ITEMS)
+    ]
+    out = dict(tables)
+    for name, rows in (("customer", [customer]), ("orders", [order]), ("lineitem", items)):
+        out[name] = pa.concat_tables([tables[name], pa.Table.from_pylist(rows, schema=tables[name].schema)])
+    return out
+
+
+CHANNEL_QUERIES = [
+    *QUERIES.values(),
+    "SELECT SUM(l_extendedprice * l_discount / (1 + l_tax)) AS r FROM lineitem WHERE l_quantity > 10",
+    "SELECT l_returnflag, AVG(l_extendedprice * (1 - l_discount)) AS a FROM lineitem GROUP BY l_returnflag",
+    "SELECT COUNT(DISTINCT o_custkey) AS people, SUM(o_totalprice) AS t FROM orders, lineitem "
+    "WHERE o_orderkey = l_orderkey AND l_shipmode LIKE 'MA%'",
+    "SELECT o_orderpriority, COUNT(*) FROM orders JOIN lineitem ON l_orderkey = o_orderkey GROUP BY 1",
+    "SELECT SUM(l_extendedprice / l_discount) FROM lineitem",  # refused: a divisor that can be 0
+    "SELECT COUNT(*) FROM customer JOIN lineitem ON c_custkey = l_orderkey",  # refused: not a reference
+]
+
+
+def _observe(backend: Any, catalog: Catalog, sql: str, directory: Path) -> tuple[object, ...]:
+    """What an analyst sees of one call, but the noisy values and row count: acceptance, the error's class
+    and text, the charge, the released schema."""
+    ledger = kakeibo.accounting.Ledger(directory / f"{uuid4().hex}.sqlite", budget=(100.0, 0.5))
+    session = kakeibo.connect(backend, catalog=catalog, ledger=ledger)
+    try:
+        table = session.sql(sql, epsilon=1, delta=1e-6, rng=np.random.default_rng(0)).to_arrow()
+        seen: tuple[object, ...] = ("answered", tuple((f.name, str(f.type)) for f in table.schema))
+    except Exception as error:  # every failure is an observation
+        seen = ("failed", type(error).__qualname__, str(error))
+    spent = (repr(ledger.spent()), len(ledger.entries()))
+    ledger.close()
+    return (*seen, spent)
+
+
+@pytest.mark.parametrize("catalog", [CATALOG, AUTO], ids=["fixed", "auto"])
+def test_duckdb_cannot_tell_the_target_customer_apart(
+    catalog: Catalog, tpch_tables: dict[str, pa.Table], tmp_path: Path
+) -> None:
+    worlds = [_engine(tpch_tables), _engine(_with_target(tpch_tables))]
+    for sql in CHANNEL_QUERIES:
+        base, target = (_observe(backend, catalog, sql, tmp_path) for backend in worlds)
+        assert base == target, sql
+    assert {_observe(worlds[0], catalog, sql, tmp_path)[0] for sql in CHANNEL_QUERIES} == {
+        "answered",
+        "failed",
+    }
+
+
+@pytest.mark.xdist_group("postgres")
+def test_postgres_cannot_tell_the_target_customer_apart(
+    postgres_server: str, tpch_tables: dict[str, pa.Table], tmp_path: Path
+) -> None:
+    import psycopg
+
+    from kakeibo.backends.postgres import PostgresBackend
+
+    params = dict(part.split("=", 1) for part in postgres_server.split())
+    admin = " ".join(f"{k}={v}" for k, v in {**params, "dbname": "postgres"}.items())
+    backends = []
+    for tables in (tpch_tables, _with_target(tpch_tables)):
+        name = f"kakeibo_tpch_world_{uuid4().hex[:10]}"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}".encode())
+        backend = PostgresBackend(" ".join(f"{k}={v}" for k, v in {**params, "dbname": name}.items()))
+        for table, data in tables.items():
+            backend.load_table(table, data)
+        backends.append(backend)
+    try:
+        for catalog in (CATALOG, AUTO):
+            for sql in CHANNEL_QUERIES:
+                base, target = (_observe(backend, catalog, sql, tmp_path) for backend in backends)
+                assert base == target, sql
+    finally:
+        for backend in backends:
+            backend.close()
+
+
+def test_grouping_by_a_column_constant_per_person_needs_one_group_per_person() -> None:
+    """c_nationkey is declared constant per customer, so Q10 groups each customer into one nation: L0 = 1,
+    not lineitem's 4. The statement keeps one group per person even where the declaration is false."""
+    assert plan_query(analyze(QUERIES["Q10"], CATALOG), epsilon=1).max_partitions == 1
+    assert plan_query(analyze(QUERIES["Q12"], CATALOG), epsilon=1).max_partitions == 4
+    catalog = Catalog.from_dict(
+        {
+            "tables": {
+                "t": {
+                    "privacy_unit": "u",
+                    "max_partitions": 3,
+                    "max_rows_per_partition": 10,
+                    "columns": {
+                        "u": "int",
+                        "g": {"type": "int", "public_values": [1, 2, 3], "user_constant": True},
+                    },
+                }
+            }
+        }
+    )
+    plan = plan_query(analyze("SELECT g, COUNT(*) FROM t GROUP BY g", catalog), epsilon=1)
+    backend = DuckDBBackend()
+    backend.load_table("t", pa.table({"u": [7, 7, 7], "g": [1, 2, 3]}))  # the declaration is false for 7
+    rows = backend.execute(bounded_sql(plan)).to_pylist()
+    assert plan.max_partitions == 1 and sum(row["rows"] for row in rows) == 1

@@ -195,7 +195,7 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         raise ValueError(f"delta must lie in [0, 1), got {_shown(dlt)}.")
     person = query.person
     kappa = query.max_rows_per_partition
-    l0 = query.max_partitions if query.group_by else 1
+    l0 = query.max_partitions if query.group_by and not _one_group_per_person(query) else 1
     public = _public_keys(query)
     selection = bool(query.group_by) and public is None
     correlation = None
@@ -269,6 +269,22 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         quantiles=tuple(quantiles),
         correlation=correlation,
     )
+
+
+def _one_group_per_person(query: AnalyzedQuery) -> bool:
+    """Whether every GROUP BY key is a column of a sensitive table the catalog declares constant per person
+    (``user_constant``): a person's rows then fall in one group, so L0 = 1. The bounded statement keeps
+    one group per person whatever the data (it keeps each person's first L0 groups), so a wrong declaration
+    costs accuracy, never privacy."""
+    if not query.user_level or (query.person is not None and query.person.correlation is not None):
+        return False  # a correlated table keeps its calibration's L0 (kakeibo.sql.correlation)
+    for i, expression in enumerate(query.group_expressions):
+        spec = query.group_spec(i)
+        if expression is not None or query.table_spec(query.group_tables[i]).public:
+            return False
+        if not getattr(spec, "user_constant", False):
+            return False
+    return True
 
 
 def _refuse_race(query: AnalyzedQuery) -> None:
