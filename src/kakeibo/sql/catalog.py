@@ -58,6 +58,17 @@ The limits of a query that joins tables along references are those of its *grain
 rows the join results are (the query's table that no other of its tables references): at most
 ``max_partitions`` groups per person, and in each group at most ``max_rows_per_partition`` join results.
 
+``max_rows_per_partition = "auto"`` (on a table with a privacy unit or a reference) guesses no limit: each
+person's total in each group is truncated by the R2T race over thresholds ``M b^j`` (``b`` the table's
+``truncation_base``, default :data:`~kakeibo.sql.truncation.DEFAULT_BASE`) up to ``M`` times
+``max_rows_bound`` rows (default :data:`~kakeibo.sql.truncation.DEFAULT_BOUND`), ``M`` the most one row adds
+to the aggregate (:mod:`kakeibo.sql.truncation`)::
+
+    [tables.purchases]
+    references = { visit_id = "visits.visit_id" }
+    max_rows_per_partition = "auto"
+    max_rows_bound = 10000            # no person has more than 10,000 purchases in a group
+
 Column types must be the engine's (``int``: any integer type, ``float``: REAL or DOUBLE, not DECIMAL,
 ``str``, ``bool``, ``date``); the session checks them against the engine's schema before the first query
 on a table, since a mismatch makes the engine convert the column row by row.

@@ -1,10 +1,13 @@
 """The noise plan of a DP SQL query: which bounded statistics the engine computes, their sensitivities under
 the user-level neighbour relation, the mechanism of each, and private partition selection.
 
-Neighbour relation: add or remove one privacy unit (user) with all their rows; for a row-level table, one
-row. After bounding (see :mod:`kakeibo.sql.rewrite`) a user touches at most ``L0 = max_partitions`` groups
-and contributes to each group's statistics at most their per-group sensitivities, which
-:mod:`kakeibo.sql.aggregates` lists with the statistics each aggregate needs.
+Neighbour relation: add or remove one privacy unit (user) with all their rows, in every table whose
+references lead to them (:mod:`kakeibo.sql.catalog`); for a row-level table, one row. After bounding (see
+:mod:`kakeibo.sql.rewrite`) a user touches at most ``L0 = max_partitions`` groups of the grain table (one,
+when every GROUP BY key is a column constant per user) and contributes to each group's statistics at most
+their per-group sensitivities, which :mod:`kakeibo.sql.aggregates` lists with the statistics each aggregate
+needs; with ``max_rows_per_partition = "auto"`` each count and sum is raced instead
+(:mod:`kakeibo.sql.truncation`).
 
 A statistic over all groups then has L1 sensitivity ``L0`` times its per-group one; each is released with
 Laplace noise (the geometric mechanism for integer statistics) at ``epsilon / k``, where ``k`` counts the
