@@ -350,6 +350,7 @@ class Session:
         catalog: list[tuple[object, ...]] = [
             (t.name, t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.columns)
             + ((t.references,) if t.references else ())
+            + ((t.max_rows_bound, t.truncation_base) if t.auto_truncation else ())
             for t in plan.query.tables
         ]
         if plan.correlation is not None:  # the graph itself, not only where it was declared
