@@ -763,3 +763,12 @@ def test_grouping_by_a_column_constant_per_person_needs_one_group_per_person() -
     backend.load_table("t", pa.table({"u": [7, 7, 7], "g": [1, 2, 3]}))  # the declaration is false for 7
     rows = backend.execute(bounded_sql(plan)).to_pylist()
     assert plan.max_partitions == 1 and sum(row["rows"] for row in rows) == 1
+
+
+def test_every_column_that_holds_the_customer_key_counts_distinct_people() -> None:
+    for column in ("c_custkey", "o_custkey"):
+        query = analyze(
+            f"SELECT COUNT(DISTINCT {column}) AS people FROM customer JOIN orders ON o_custkey = c_custkey",
+            CATALOG,
+        )
+        assert query.aggregates[0].function == "count_distinct_unit"

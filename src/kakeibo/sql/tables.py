@@ -512,13 +512,16 @@ class Tables:
         raise QueryRefused(f"the column {name!r} is ambiguous; write {options}.")
 
     def is_unit(self, ref: ColumnRef) -> bool:
-        """Whether ``ref`` holds the privacy unit: the person table's unit, or the column that holds it in
-        the joined rows (a reference to the person)."""
-        if self.person is None:
+        """Whether ``ref`` holds the privacy unit: the person table's unit, or a reference to it (its value is
+        the person's key)."""
+        person = self.person
+        if person is None:
             return False
-        return ref.column.name == ref.source.spec.privacy_unit or self.unit == (
-            ref.source.qualifier,
-            ref.column.name,
+        reference = ref.source.spec.reference
+        return ref.column.name == ref.source.spec.privacy_unit or (
+            reference is not None
+            and reference.column == ref.column.name
+            and (reference.table, reference.key) == (person.name, person.privacy_unit)
         )
 
     def condition(self, clause: str, predicate: exp.Expr) -> exp.Expression:
