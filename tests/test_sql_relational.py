@@ -772,3 +772,24 @@ def test_every_column_that_holds_the_customer_key_counts_distinct_people() -> No
             CATALOG,
         )
         assert query.aggregates[0].function == "count_distinct_unit"
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_cannot_tell_the_target_customer_apart(
+    spark_backend: Any, tpch_tables: dict[str, pa.Table], tmp_path: Path
+) -> None:
+    from kakeibo.backends.spark import SparkBackend
+
+    backends = []
+    for tables in (tpch_tables, _with_target(tpch_tables)):
+        backend = SparkBackend(session=spark_backend.session)  # a session of its own: its own views
+        for table, data in tables.items():
+            backend.load_table(table, data)
+        backends.append(backend)
+    try:
+        for sql in CHANNEL_QUERIES:
+            base, target = (_observe(backend, AUTO, sql, tmp_path) for backend in backends)
+            assert base == target, sql
+    finally:
+        for backend in backends:
+            backend.close()
