@@ -38,6 +38,7 @@ from kakeibo.sql import Catalog, QueryRefused, analyze
 from kakeibo.sql.plan import plan_query
 from kakeibo.sql.rewrite import bounded_sql, race_name
 from kakeibo.sql.truncation import make_race
+from tpch_fixtures import postgres_database_with
 
 CATALOG = Catalog.from_toml(tpch.catalog())
 
@@ -695,14 +696,20 @@ def _observe(backend: Any, catalog: Catalog, sql: str, directory: Path) -> tuple
     return (*seen, spent)
 
 
+def _assert_indistinguishable(backends: list[Any], catalogs: tuple[Catalog, ...], directory: Path) -> None:
+    """Every channel query, under every catalog, is observed alike on the two neighbouring ``backends``."""
+    for catalog in catalogs:
+        for sql in CHANNEL_QUERIES:
+            base, target = (_observe(backend, catalog, sql, directory) for backend in backends)
+            assert base == target, sql
+
+
 @pytest.mark.parametrize("catalog", [CATALOG, AUTO], ids=["fixed", "auto"])
 def test_duckdb_cannot_tell_the_target_customer_apart(
     catalog: Catalog, tpch_tables: dict[str, pa.Table], tmp_path: Path
 ) -> None:
     worlds = [_engine(tpch_tables), _engine(_with_target(tpch_tables))]
-    for sql in CHANNEL_QUERIES:
-        base, target = (_observe(backend, catalog, sql, tmp_path) for backend in worlds)
-        assert base == target, sql
+    _assert_indistinguishable(worlds, (catalog,), tmp_path)
     assert {_observe(worlds[0], catalog, sql, tmp_path)[0] for sql in CHANNEL_QUERIES} == {
         "answered",
         "failed",
@@ -713,26 +720,12 @@ def test_duckdb_cannot_tell_the_target_customer_apart(
 def test_postgres_cannot_tell_the_target_customer_apart(
     postgres_server: str, tpch_tables: dict[str, pa.Table], tmp_path: Path
 ) -> None:
-    import psycopg
-
     from kakeibo.backends.postgres import PostgresBackend
 
-    params = dict(part.split("=", 1) for part in postgres_server.split())
-    admin = " ".join(f"{k}={v}" for k, v in {**params, "dbname": "postgres"}.items())
-    backends = []
-    for tables in (tpch_tables, _with_target(tpch_tables)):
-        name = f"kakeibo_tpch_world_{uuid4().hex[:10]}"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}".encode())
-        backend = PostgresBackend(" ".join(f"{k}={v}" for k, v in {**params, "dbname": name}.items()))
-        for table, data in tables.items():
-            backend.load_table(table, data)
-        backends.append(backend)
+    worlds = (tpch_tables, _with_target(tpch_tables))
+    backends = [PostgresBackend(postgres_database_with(postgres_server, tables)) for tables in worlds]
     try:
-        for catalog in (CATALOG, AUTO):
-            for sql in CHANNEL_QUERIES:
-                base, target = (_observe(backend, catalog, sql, tmp_path) for backend in backends)
-                assert base == target, sql
+        _assert_indistinguishable(backends, (CATALOG, AUTO), tmp_path)
     finally:
         for backend in backends:
             backend.close()
@@ -787,9 +780,25 @@ def test_spark_cannot_tell_the_target_customer_apart(
             backend.load_table(table, data)
         backends.append(backend)
     try:
-        for sql in CHANNEL_QUERIES:
-            base, target = (_observe(backend, AUTO, sql, tmp_path) for backend in backends)
-            assert base == target, sql
+        _assert_indistinguishable(backends, (AUTO,), tmp_path)
     finally:
         for backend in backends:
             backend.close()
+
+
+def test_the_race_is_calibrated_to_each_threshold() -> None:
+    """Each of the k candidates gets epsilon / k with Laplace noise of sensitivity L0 tau_j (geometric for
+    counts, on whole thresholds), the top threshold covers the declared bound, and each shift is the
+    candidate's error bound at beta / k."""
+    race = make_race(
+        row_bound=50.0, integer=False, max_rows=10_000, base=10, epsilon=0.8, max_partitions=4, beta=0.05
+    )
+    assert race.taus == (50.0, 500.0, 5_000.0, 50_000.0, 500_000.0) and race.taus[-1] >= 50.0 * 10_000
+    for tau, mechanism in zip(race.taus, race.mechanisms, strict=True):
+        assert mechanism.sensitivity == pytest.approx(4 * tau) and mechanism.epsilon == pytest.approx(0.8 / 5)
+    assert list(race.shifts(0.05)) == [m.error_bound(0.01) for m in race.mechanisms]
+    counts = make_race(
+        row_bound=1.0, integer=True, max_rows=100, base=5.5, epsilon=1, max_partitions=1, beta=0.05
+    )
+    assert counts.taus == (1.0, 6.0, 30.0, 166.0)
+    assert [m.scale for m in counts.mechanisms] == [4 * t for t in counts.taus]

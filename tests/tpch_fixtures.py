@@ -49,15 +49,14 @@ def tpch_duckdb(tpch_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return path
 
 
-@pytest.fixture(scope="session")
-def tpch_postgres_database(postgres_server: str, tpch_tables: dict[str, pa.Table]) -> str:
-    """Conninfo of a database of its own on the session's PostgreSQL server, holding the eight tables
-    (loaded with :meth:`PostgresBackend.load_table`). It goes with the server at the end of the session."""
+def postgres_database_with(server_conninfo: str, tables: dict[str, pa.Table]) -> str:
+    """Conninfo of a new database on the PostgreSQL server of ``server_conninfo`` holding ``tables`` (loaded
+    with :meth:`PostgresBackend.load_table`). It goes with the server at the end of the session."""
     import psycopg
 
     from kakeibo.backends.postgres import PostgresBackend
 
-    params = dict(part.split("=", 1) for part in postgres_server.split())
+    params = dict(part.split("=", 1) for part in server_conninfo.split())
     name = f"kakeibo_tpch_{uuid.uuid4().hex[:10]}"
     admin = " ".join(f"{k}={v}" for k, v in {**params, "dbname": "postgres"}.items())
     with psycopg.connect(admin, autocommit=True) as conn:
@@ -65,11 +64,17 @@ def tpch_postgres_database(postgres_server: str, tpch_tables: dict[str, pa.Table
     conninfo = " ".join(f"{k}={v}" for k, v in {**params, "dbname": name}.items())
     backend = PostgresBackend(conninfo)
     try:
-        for table, data in tpch_tables.items():
+        for table, data in tables.items():
             backend.load_table(table, data)
     finally:
         backend.close()
     return conninfo
+
+
+@pytest.fixture(scope="session")
+def tpch_postgres_database(postgres_server: str, tpch_tables: dict[str, pa.Table]) -> str:
+    """Conninfo of a database of its own on the session's PostgreSQL server, holding the eight tables."""
+    return postgres_database_with(postgres_server, tpch_tables)
 
 
 @pytest.fixture
