@@ -802,3 +802,18 @@ def test_the_race_is_calibrated_to_each_threshold() -> None:
     )
     assert counts.taus == (1.0, 6.0, 30.0, 166.0)
     assert [m.scale for m in counts.mechanisms] == [4 * t for t in counts.taus]
+
+
+def test_a_correlated_person_table_is_queried_alone() -> None:
+    """The Bayesian calibration of a correlated table covers that table's own rows: joining it along
+    references, or querying a table that reaches it, is refused before any data is read."""
+    data = CATALOG.to_dict()
+    data["tables"]["customer"]["correlation"] = {"edges": [[1, 2, 1.0], [2, 3, 1.0]], "tau": 1.0}
+    correlated = Catalog.from_dict(data)
+    assert analyze("SELECT COUNT(*) FROM customer", correlated).person is not None
+    for sql in (
+        "SELECT COUNT(*) FROM customer JOIN orders ON o_custkey = c_custkey",
+        "SELECT COUNT(*) FROM orders",
+    ):
+        with pytest.raises(QueryRefused, match="correlated, and queries that join it along references"):
+            analyze(sql, correlated)

@@ -335,9 +335,8 @@ class Tables:
 
     def _using(self, column: str, joined: Source, position: int) -> _Equality:
         earlier = [s for s in self.sources[:position] if s.spec.has_column(column)]
-        for source in (joined, *earlier[:1]):
-            if not source.spec.has_column(column):
-                raise QueryRefused(f"the JOIN column {column!r} is not a column of table {source.spec.name}.")
+        if not joined.spec.has_column(column):
+            raise QueryRefused(f"the JOIN column {column!r} is not a column of table {joined.spec.name}.")
         if not earlier:
             raise QueryRefused(
                 f"the JOIN column {column!r} is not a column of table {self.sources[0].spec.name}."
@@ -391,7 +390,8 @@ class Tables:
         top = next(s for s in sensitive if s.spec.name not in children)
         self.person = self.catalog.person(top.spec.name)
         person_joins, self.unit = self._path_to_person(top)
-        if self.person is not None and self.person.correlation is not None and self.person is not top.spec:
+        correlated = self.person is not None and self.person.correlation is not None
+        if correlated and (len(sensitive) > 1 or self.person is not top.spec):
             raise QueryRefused(
                 f"the users of table {self.person.name} are correlated, and queries that join it along "
                 "references are not supported yet; query it alone."
