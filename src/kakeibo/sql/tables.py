@@ -390,10 +390,14 @@ class Tables:
         top = next(s for s in sensitive if s.spec.name not in children)
         self.person = self.catalog.person(top.spec.name)
         person_joins, self.unit = self._path_to_person(top)
-        correlated = self.person is not None and self.person.correlation is not None
-        if correlated and (len(sensitive) > 1 or self.person is not top.spec):
+        person = self.person
+        if (
+            person is not None
+            and person.correlation is not None
+            and (len(sensitive) > 1 or person is not top.spec)
+        ):
             raise QueryRefused(
-                f"the users of table {self.person.name} are correlated, and queries that join it along "
+                f"the users of table {person.name} are correlated, and queries that join it along "
                 "references are not supported yet; query it alone."
             )
         while len(attached) < len(self.sources):
