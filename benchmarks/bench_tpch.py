@@ -57,6 +57,16 @@ R2T_QUERIES = {
 R2T_REPORTED = {"R2T-Q10": 0.0017, "R2T-Q18": 0.0013, "R2T-Q12-orders": 0.00023}
 
 
+def _race(bound: int, base: float) -> dict[str, object]:
+    """A table's settings for the R2T race up to ``bound`` rows on the grid of ``base``."""
+    return {
+        "max_rows_per_partition": "auto",
+        "max_rows_bound": bound,
+        "bound_selection": "race",
+        "truncation_base": base,
+    }
+
+
 def catalogs(bases: list[float], bounds: list[int]) -> dict[str, Catalog]:
     """The shipped catalog (``fixed``), and for every base and bound the R2T race on orders and lineitem."""
     out = {"fixed": Catalog.from_toml(tpch.catalog())}
@@ -64,8 +74,7 @@ def catalogs(bases: list[float], bounds: list[int]) -> dict[str, Catalog]:
         for b in bases:
             data = Catalog.from_toml(tpch.catalog()).to_dict()
             for name in ("orders", "lineitem"):
-                race = {"max_rows_per_partition": "auto", "max_rows_bound": bound, "truncation_base": b}
-                data["tables"][name].update(race)
+                data["tables"][name].update(_race(bound, b))
             out[f"auto b={b:.3g} GS={bound:.0e}"] = Catalog.from_dict(data)
     return out
 
@@ -76,8 +85,7 @@ def orders_as_person(base: float, bound: int) -> Catalog:
     orders = data["tables"]["orders"]
     orders.pop("references")
     orders.update(privacy_unit="o_orderkey", max_rows_per_partition=1, max_partitions=1)
-    race = {"max_rows_per_partition": "auto", "max_rows_bound": bound, "truncation_base": base}
-    data["tables"]["lineitem"].update(race)
+    data["tables"]["lineitem"].update(_race(bound, base))
     data["tables"].pop("customer")
     return Catalog.from_dict(data)
 

@@ -58,15 +58,31 @@ The limits of a query that joins tables along references are those of its *grain
 rows the join results are (the query's table that no other of its tables references): at most
 ``max_partitions`` groups per person, and in each group at most ``max_rows_per_partition`` join results.
 
-``max_rows_per_partition = "auto"`` (on a table with a privacy unit or a reference) guesses no limit: each
-person's total in each group is truncated by the R2T race over thresholds ``M b^j`` (``b`` the table's
-``truncation_base``, default :data:`~kakeibo.sql.truncation.DEFAULT_BASE`) up to ``M`` times
-``max_rows_bound`` rows (default :data:`~kakeibo.sql.truncation.DEFAULT_BOUND`), ``M`` the most one row adds
-to the aggregate (:mod:`kakeibo.sql.truncation`)::
+Nobody has to guess a limit or a clamping bound: ``max_rows_per_partition``, ``max_partitions`` (on a table
+with a privacy unit or a reference) and a numeric column's ``lower = upper = "auto"`` are chosen privately
+when a query runs, from noisy histograms of the rows it reads, at ``bounds_share`` (default
+:data:`DEFAULT_SHARE`, 20%) of the query's epsilon; the rest goes to the answer, and the ledger is charged
+once for both (:mod:`kakeibo.sql.bounds`). ``max_rows_bound`` (default
+:data:`~kakeibo.sql.truncation.DEFAULT_BOUND`) is the largest ``max_rows_per_partition`` considered::
+
+    [tables.visits]
+    privacy_unit = "user_id"
+    max_partitions = "auto"
+    max_rows_per_partition = "auto"
+    bounds_share = 0.2                # optional: the share of each query's epsilon spent on the choice
+    [tables.visits.columns]
+    amount = { type = "float", lower = "auto", upper = "auto" }
+
+With ``bound_selection = "race"`` instead, ``max_rows_per_partition = "auto"`` (at a declared
+``max_partitions``, with declared column bounds) truncates each person's total in each group by the R2T race
+over thresholds ``M b^j`` (``b`` the table's ``truncation_base``, default
+:data:`~kakeibo.sql.truncation.DEFAULT_BASE`) up to ``M`` times ``max_rows_bound`` rows, ``M`` the most one
+row adds to the aggregate (:mod:`kakeibo.sql.truncation`)::
 
     [tables.purchases]
     references = { visit_id = "visits.visit_id" }
     max_rows_per_partition = "auto"
+    bound_selection = "race"
     max_rows_bound = 10000            # no person has more than 10,000 purchases in a group
 
 Column types must be the engine's (``int``: any integer type, ``float``: REAL or DOUBLE, not DECIMAL,
@@ -118,6 +134,9 @@ __all__ = [
 ColumnType = Literal["int", "float", "str", "bool", "date"]
 _COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
 _NUMERIC = ("int", "float")
+
+#: the share of a query's epsilon spent choosing its "auto" limits and column bounds (:mod:`.bounds`)
+DEFAULT_SHARE = 0.2
 
 _V = TypeVar("_V")
 
@@ -226,6 +245,7 @@ class ColumnSpec:
     public_values: tuple[Any, ...] | None = None
     user_constant: bool = False
     unique: bool = False
+    auto_bounds: bool = False
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a column name")
@@ -234,11 +254,20 @@ class ColumnSpec:
             raise ValueError(
                 f"column {name!r} has type {self.type!r}; the types are {', '.join(_COLUMN_TYPES)}."
             )
-        for flag in ("user_constant", "unique"):
+        auto = cast(object, self.lower) == "auto", cast(object, self.upper) == "auto"
+        if auto[0] != auto[1]:
+            raise ValueError(f'column {name!r} needs both bounds "auto", or neither.')
+        if auto[0]:
+            object.__setattr__(self, "auto_bounds", True)
+            object.__setattr__(self, "lower", None)
+            object.__setattr__(self, "upper", None)
+        for flag in ("user_constant", "unique", "auto_bounds"):
             if not isinstance(getattr(self, flag), bool):
                 raise TypeError(f"{flag} of column {name!r} must be true or false.")
         if (self.lower is None) != (self.upper is None):
             raise ValueError(f"column {name!r} needs both lower and upper bounds, or neither.")
+        if self.auto_bounds and self.type not in _NUMERIC:
+            raise ValueError(f"column {name!r} has type {self.type}; only int and float columns take bounds.")
         if self.lower is not None and self.upper is not None:
             if self.type not in _NUMERIC:
                 raise ValueError(
@@ -282,7 +311,9 @@ class ColumnSpec:
     def to_dict(self) -> dict[str, Any]:
         """The catalog entry (inverse of the per-column part of :meth:`Catalog.from_dict`)."""
         out: dict[str, Any] = {"type": self.type}
-        if self.lower is not None:
+        if self.auto_bounds:
+            out["lower"] = out["upper"] = "auto"
+        elif self.lower is not None:
             out["lower"], out["upper"] = self.lower, self.upper
         if self.public_values is not None:
             out["public_values"] = list(self.public_values)
@@ -364,7 +395,7 @@ class TableSpec:
     name: str
     columns: Mapping[str, ColumnSpec]
     privacy_unit: str | None = None
-    max_partitions: int = 1
+    max_partitions: int | Literal["auto"] = 1
     max_rows_per_partition: int | Literal["auto"] = 1
     public: bool = False
     source: str | None = None
@@ -372,6 +403,8 @@ class TableSpec:
     references: tuple[Reference, ...] = ()
     max_rows_bound: int = DEFAULT_BOUND
     truncation_base: float = DEFAULT_BASE
+    bound_selection: Literal["histogram", "race"] = "histogram"
+    bounds_share: float = DEFAULT_SHARE
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a table name")
@@ -397,9 +430,10 @@ class TableSpec:
         if self.source is not None and (not isinstance(self.source, str) or not self.source):
             raise TypeError(f"source of table {name!r} must be a file path, got {self.source!r}.")
         kappa = self._kappa()
-        l0 = _positive_int(name, "max_partitions", self.max_partitions)
+        l0 = self._l0()
         object.__setattr__(self, "max_rows_per_partition", kappa)
         object.__setattr__(self, "max_partitions", l0)
+        self._check_bound_selection()
         references = tuple(self.references)
         if not all(isinstance(r, Reference) for r in references):
             raise TypeError(f"the references of table {name!r} must be Reference objects.")
@@ -434,7 +468,7 @@ class TableSpec:
                 raise ValueError(f"table {name!r}: {error}") from error
 
     def _kappa(self) -> int | Literal["auto"]:
-        """``max_rows_per_partition`` checked, with the race's settings when it is ``"auto"``."""
+        """``max_rows_per_partition`` checked, with ``max_rows_bound`` when it is ``"auto"``."""
         name = self.name
         if self.max_rows_per_partition == "auto":
             if self.privacy_unit is None and not self.references:
@@ -444,25 +478,76 @@ class TableSpec:
             object.__setattr__(
                 self, "max_rows_bound", _positive_int(name, "max_rows_bound", self.max_rows_bound)
             )
-            base = self.truncation_base
-            if not _is_number(base) or not 1 < float(base) <= 1000:
-                raise ValueError(
-                    f"truncation_base of table {name!r} must be a number in (1, 1000], got {base!r}."
-                )
-            object.__setattr__(self, "truncation_base", float(base))
             return "auto"
-        if (self.max_rows_bound, self.truncation_base) != (DEFAULT_BOUND, DEFAULT_BASE):
+        if self.max_rows_bound != DEFAULT_BOUND:
             raise ValueError(
-                f"max_rows_bound and truncation_base of table {name!r} set the race of "
-                'max_rows_per_partition = "auto"; the table sets a fixed limit.'
+                f"max_rows_bound of table {name!r} bounds the choice of max_rows_per_partition = "
+                '"auto"; the table sets a fixed limit.'
             )
         return _positive_int(name, "max_rows_per_partition", self.max_rows_per_partition)
+
+    def _l0(self) -> int | Literal["auto"]:
+        """``max_partitions`` checked."""
+        if self.max_partitions != "auto":
+            return _positive_int(self.name, "max_partitions", self.max_partitions)
+        if self.privacy_unit is None and not self.references:
+            raise ValueError(
+                f'table {self.name!r} has row-level privacy, so max_partitions is 1, not "auto".'
+            )
+        return "auto"
+
+    def _check_bound_selection(self) -> None:
+        """``bound_selection``, ``bounds_share`` and ``truncation_base``: how the table's ``"auto"`` limits
+        and column bounds are chosen (:mod:`kakeibo.sql.bounds`, :mod:`kakeibo.sql.truncation`)."""
+        name = self.name
+        if self.bound_selection not in ("histogram", "race"):
+            raise ValueError(
+                f'bound_selection of table {name!r} is "histogram" or "race", got {self.bound_selection!r}.'
+            )
+        share = self.bounds_share
+        if not _is_number(share) or not 0 < float(share) < 1:
+            raise ValueError(
+                f"bounds_share of table {name!r} must lie strictly between 0 and 1, got {share!r}."
+            )
+        object.__setattr__(self, "bounds_share", float(share))
+        if self.bound_selection == "histogram":
+            if self.truncation_base != DEFAULT_BASE:
+                raise ValueError(
+                    f'truncation_base of table {name!r} sets the grid of bound_selection = "race"; the table '
+                    "chooses its bounds by histogram."
+                )
+            return
+        if self.max_rows_per_partition != "auto" or self.max_partitions == "auto":
+            raise ValueError(
+                f'bound_selection = "race" on table {name!r} races max_rows_per_partition = "auto" at a '
+                "fixed max_partitions; declare both so, or choose the bounds by histogram."
+            )
+        if any(column.auto_bounds for column in self.columns.values()):
+            raise ValueError(
+                f'table {name!r} races its limits (bound_selection = "race"), which chooses no column '
+                "bounds; choose them by histogram, or declare them."
+            )
+        base = self.truncation_base
+        if not _is_number(base) or not 1 < float(base) <= 1000:
+            raise ValueError(
+                f"truncation_base of table {name!r} must be a number in (1, 1000], got {base!r}."
+            )
+        object.__setattr__(self, "truncation_base", float(base))
 
     @property
     def auto_truncation(self) -> bool:
         """Whether the table's per-group contributions are truncated by the R2T race
         (:mod:`kakeibo.sql.truncation`), not at a fixed ``max_rows_per_partition``."""
-        return self.max_rows_per_partition == "auto"
+        return self.bound_selection == "race"
+
+    @property
+    def chooses_bounds(self) -> bool:
+        """Whether a query on the table first chooses some of its limits or column bounds privately from
+        histograms (:mod:`kakeibo.sql.bounds`)."""
+        return self.bound_selection == "histogram" and (
+            "auto" in (self.max_rows_per_partition, self.max_partitions)
+            or any(column.auto_bounds for column in self.columns.values())
+        )
 
     def _check_references(self, columns: Mapping[str, ColumnSpec]) -> None:
         """What a table's references may be, seen from the table alone (:class:`Catalog` checks the rest)."""
@@ -525,9 +610,13 @@ class TableSpec:
             out["references"] = {r.column: f"{r.table}.{r.key}" for r in self.references}
             out["max_partitions"] = self.max_partitions
             out["max_rows_per_partition"] = self.max_rows_per_partition
-        if self.auto_truncation:
+        if self.max_rows_per_partition == "auto":
             out["max_rows_bound"] = self.max_rows_bound
+        if self.auto_truncation:
+            out["bound_selection"] = "race"
             out["truncation_base"] = self.truncation_base
+        if self.chooses_bounds:
+            out["bounds_share"] = self.bounds_share
         out["columns"] = {name: spec.to_dict() for name, spec in self.columns.items()}
         return out
 
@@ -544,6 +633,8 @@ _TABLE_KEYS = frozenset(
         "references",
         "max_rows_bound",
         "truncation_base",
+        "bound_selection",
+        "bounds_share",
     }
 )
 _CORRELATION_KEYS = frozenset({"edges", "tau"})
@@ -599,6 +690,8 @@ def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
         references=_references_from_dict(name, data.get("references")),
         max_rows_bound=data.get("max_rows_bound", DEFAULT_BOUND),
         truncation_base=data.get("truncation_base", DEFAULT_BASE),
+        bound_selection=data.get("bound_selection", "histogram"),
+        bounds_share=data.get("bounds_share", DEFAULT_SHARE),
     )
 
 

@@ -39,8 +39,9 @@ from sqlglot import exp
 
 from .aggregates import Operands, Weights
 from .plan import NoisePlan
+from .predicates import double_text
 
-__all__ = ["bounded_sql", "bucket_name", "group_name", "per_person_sql", "race_name"]
+__all__ = ["bound_histograms_sql", "bounded_sql", "bucket_name", "group_name", "per_person_sql", "race_name"]
 
 
 def _q(name: str) -> str:
@@ -89,9 +90,65 @@ def per_person_sql(plan: NoisePlan) -> str:
     return f"WITH filtered AS ({filtered}) SELECT {keys}, COUNT(*){sums} FROM filtered GROUP BY {keys}"
 
 
-def _filtered(plan: NoisePlan) -> tuple[str, list[str], list[str]]:
+def bound_histograms_sql(
+    plan: NoisePlan, rows: int, groups: int, values: tuple[str, ...], powers: range
+) -> str:
+    """The statement of the histograms that choose a query's ``"auto"`` bounds (:mod:`kakeibo.sql.bounds`):
+    rows ``(__h, __a, __b, __c)``. ``__h = 0``: for each of a person's ``g`` groups with ``2^a <= rows <
+    2^(a+1)`` and ``2^b <= g < 2^(b+1)``, a weight ``1 / g``, summed over persons (the last bins open above:
+    ``rows`` and ``groups`` bins in all). ``__h = i`` (1-based): for the i-th column of ``values``, each
+    person's share of their non-NULL values in bin ``__a`` of :func:`value_bin_sql` over ``powers``, summed
+    over persons. Each person's weights sum to 1 in every histogram: L1 sensitivity 1. The bins are
+    comparisons with integers or exact powers of two, total on every engine and for every value (NaN and the
+    infinities land in the last bins)."""
+    filtered, gcols, _ = _filtered(plan, clamp=False)
+    keys = ", ".join(["__unit", *gcols])
+    ctes = [
+        f"filtered AS ({filtered})",
+        f"per_key AS (SELECT {keys}, COUNT(*) AS __rows FROM filtered GROUP BY {keys})",
+        "pairs AS (SELECT __rows, COUNT(*) OVER (PARTITION BY __unit) AS __g FROM per_key)",
+    ]
+    parts = [
+        f"SELECT 0 AS __h, __a, __b, SUM(__w) AS __c FROM (SELECT {_power_bin('__rows', rows)} AS __a, "
+        f"{_power_bin('__g', groups)} AS __b, CAST(1 AS DOUBLE) / __g AS __w FROM pairs) AS __p "
+        "GROUP BY __a, __b"
+    ]
+    for i, column in enumerate(values, start=1):
+        value = _q("__v_" + column)
+        ctes.append(
+            f"values_{i} AS (SELECT __unit, {value_bin_sql(value, powers)} AS __a, COUNT(*) AS __c "
+            f"FROM filtered WHERE {value} IS NOT NULL GROUP BY __unit, {value_bin_sql(value, powers)})"
+        )
+        parts.append(
+            f"SELECT {i} AS __h, __a, 0 AS __b, SUM(__w) AS __c FROM (SELECT __a, CAST(__c AS DOUBLE) / "
+            f"SUM(__c) OVER (PARTITION BY __unit) AS __w FROM values_{i}) AS __p GROUP BY __a"
+        )
+    return f"WITH {', '.join(ctes)} " + " UNION ALL ".join(parts)
+
+
+def _power_bin(count: str, bins: int) -> str:
+    """``floor(log2(count))`` of a positive integer, capped at ``bins - 1``, by integer comparisons."""
+    whens = " ".join(f"WHEN {count} < {2 ** (a + 1)} THEN {a}" for a in range(bins - 1))
+    return f"CASE {whens} ELSE {bins - 1} END"
+
+
+def value_bin_sql(value: str, powers: range) -> str:
+    """The signed bin of a double: 0 for 0; ``j`` (``-j``) for a positive (negative) value whose magnitude
+    is at most ``2^powers[j - 1]`` and above the power before; ``len(powers) + 1`` (negated for
+    negatives) beyond the last power, for NaN and for the infinities."""
+    top = len(powers) + 1
+    positive = " ".join(
+        f"WHEN {value} > 0 AND {value} <= {double_text(2.0**k)} THEN {j}" for j, k in enumerate(powers, 1)
+    )
+    negative = " ".join(
+        f"WHEN {value} < 0 AND {value} >= {double_text(-(2.0**k))} THEN {-j}" for j, k in enumerate(powers, 1)
+    )
+    return f"CASE WHEN {value} = 0 THEN 0 {positive} {negative} WHEN {value} < 0 THEN {-top} ELSE {top} END"
+
+
+def _filtered(plan: NoisePlan, clamp: bool = True) -> tuple[str, list[str], list[str]]:
     """The statement's first step ``filtered`` (see the module docstring), the group columns and the value
-    columns it computes."""
+    columns it computes; with ``clamp`` false, a column whose bounds are still to be chosen is not clamped."""
     query = plan.query
     source, qualify = _sources(plan)
 
@@ -121,9 +178,9 @@ def _filtered(plan: NoisePlan) -> tuple[str, list[str], list[str]]:
             )
             continue
         value = f"CAST({computed} AS DOUBLE)"
-        if spec.lower is not None and spec.upper is not None:  # GREATEST and LEAST skip NULLs: keep them
-            clamp = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
-            value = f"CASE WHEN {value} IS NULL THEN NULL ELSE {clamp} END"
+        if spec.bounded and (clamp or not spec.auto_bounds):  # GREATEST and LEAST skip NULLs: keep them
+            clamped_value = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
+            value = f"CASE WHEN {value} IS NULL THEN NULL ELSE {clamped_value} END"
         clamped.append(f"{value} AS {_q('__v_' + col)}")
         if col in plan.histogram_columns:
             clamped.append(f"{plan.buckets(col).sql(value)} AS {_q(bucket_name(col))}")

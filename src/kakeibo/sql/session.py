@@ -27,6 +27,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -43,12 +44,13 @@ from .. import release
 from ..accounting import Box, Ledger, LedgerEntry, Scope
 from ..backends import Backend, DuckDBBackend, database_name
 from ..errors import ConfigurationError
-from ..mechanisms import Geometric, Laplace, Mechanism
+from ..mechanisms import AccuracyWarning, Geometric, Laplace, Mechanism
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .aggregates import NoisyStatistics, aggregate_spec
 from .analyze import AnalyzedQuery, QueryRefused, analyze
+from .bounds import BoundChoice, ChosenBounds, attach, attached, bound_choice, provisional
 from .catalog import Catalog, TableSpec
 from .derived import Derived, derived_bounds, derived_values
 from .plan import CONFIDENCE, NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
@@ -77,6 +79,7 @@ class Result:
     ledger_entry: LedgerEntry | None
     seeded: bool = False
     confidence: float = CONFIDENCE
+    bounds: ChosenBounds | None = None  # the bounds chosen privately ("auto"), and what they drop
 
     @property
     def request_id(self) -> str:
@@ -132,6 +135,7 @@ class Session:
         self.backend = backend
         self.dialect = _session_dialect(dialect, catalog)
         self.catalog = catalog
+        self._analysed_against = provisional(catalog)  # "auto" bounds are chosen when a query runs
         self.ledger = ledger
         self.analyst = analyst
         self.delta = delta
@@ -153,10 +157,24 @@ class Session:
         dialect: str | None = None,
     ) -> NoisePlan:
         """Analyse and plan ``query`` without touching data or budget, at ``epsilon`` or at the least
-        epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`)."""
+        epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`).
+        A query whose bounds are chosen privately (``"auto"``) is planned at the provisional bounds
+        (:func:`~kakeibo.sql.bounds.provisional`); its plan's privacy loss is the query's whole charge."""
+        return self._planned(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)[0]
+
+    def _planned(
+        self,
+        query: str,
+        *,
+        epsilon: Number | None,
+        accuracy: tuple[float, float] | None,
+        delta: Number | None,
+        dialect: str | None,
+    ) -> tuple[NoisePlan, BoundChoice | None]:
+        """The plan of ``query`` and what it chooses privately before its answer (:mod:`.bounds`)."""
         analysed = analyze(
             query,
-            self.catalog,
+            self._analysed_against,
             dialect=self.dialect if dialect is None else dialect,
             database=database_name(self.backend),  # the backend's, which a three-part table name may name
         )
@@ -166,7 +184,14 @@ class Session:
             alpha, beta = _accuracy(accuracy)
             epsilon = epsilon_for_accuracy(analysed, alpha=alpha, beta=beta, delta=self._delta(delta))
         assert epsilon is not None
-        return plan_query(analysed, epsilon=epsilon, delta=self._delta(delta))
+        plan = plan_query(analysed, epsilon=epsilon, delta=self._delta(delta))
+        choice = bound_choice(analysed, plan, self.catalog)
+        if choice is not None and accuracy is not None:
+            raise QueryRefused(
+                "accuracy= needs an error that does not depend on the data, but this query chooses its "
+                'bounds ("auto") from the data; give epsilon=.'
+            )
+        return plan, choice
 
     def explain(
         self,
@@ -183,10 +208,14 @@ class Session:
         outputs :meth:`sql` would clamp at 0."""
         if epsilon is None and accuracy is None:
             epsilon = 1
-        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
+        charged, choice = self._planned(
+            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect
+        )
+        plan = charged if choice is None else choice.provisional_answer()
         lines = [
-            f"privacy loss: {plan.privacy_loss}",
-            *_bounding(plan),
+            f"privacy loss: {charged.privacy_loss}",
+            *(choice.describe() if choice is not None else []),
+            *_bounding(plan, (False, False) if choice is None else choice.limits),
             *([f"correlated users: {plan.correlation}"] if plan.correlation is not None else []),
             *_groups(plan),
         ]
@@ -228,7 +257,15 @@ class Session:
         if nonnegative:
             clamped = ", ".join(_never_negative(plan)) or "none"
             lines.append(f"clamped at 0 with their intervals (nonnegative=True, no cost): {clamped}")
-        lines.append("engine statement:")
+        if choice is not None:
+            lines.append("engine statement of the histograms:")
+            lines.append(choice.histograms_sql())
+            lines.append(
+                "engine statement of the answer, at the provisional bounds (the chosen ones replace them, "
+                "and the noise above scales with them):"
+            )
+        else:
+            lines.append("engine statement:")
         lines.append(bounded_sql(plan))
         return "\n".join(lines)
 
@@ -258,14 +295,13 @@ class Session:
         variances, standard deviations; sums, averages and quantiles of columns bounded below by 0) and
         the ends of its interval, before HAVING, ORDER BY and LIMIT: post-processing of the stored
         release, so it costs nothing and a replay may ask either way."""
-        plan = self.plan(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
+        plan, choice = self._planned(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
         if plan.delta > 0 and self.ledger.budget_kind is PureDP:
             raise QueryRefused(
                 "this query needs delta > 0 for private partition selection (GROUP BY without public keys), "
                 "but the ledger keeps pure-epsilon budgets; create the ledger with an (epsilon, delta) "
                 "budget such as budget=(1.0, 1e-5), or declare public_values for the GROUP BY columns."
             )
-        statement = sqlglot.transpile(bounded_sql(plan), read="duckdb", write=self.backend.dialect)[0]
         charge = release.Charge(
             plan.privacy_loss,
             label=plan.query.sql,
@@ -274,16 +310,42 @@ class Session:
             region=self._region(plan),
             request_id=self._request_id(plan, request_id),
         )
+
+        def finish(table: pa.Table) -> tuple[ChosenBounds | None, pa.Table]:
+            chosen, table = attached(table), table.replace_schema_metadata(None)
+            return chosen, _post_process(plan.query, _clamped(plan, table) if nonnegative else table)
+
         out = release.run(
             self.ledger,
             charge,
-            lambda source: _release(plan, self.backend.execute(statement), source),
+            lambda source: self._draw(plan, choice, source),
             rng=rng,
             check=lambda: self._check_tables(plan),
             codec=_TABLES,
-            finish=lambda table: _post_process(plan.query, _clamped(plan, table) if nonnegative else table),
+            finish=finish,
         )
-        return Result(out.value, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded)
+        chosen, table = out.value
+        warning = None if chosen is None or choice is None else choice.warning(chosen)
+        if warning is not None:
+            warnings.warn(warning, AccuracyWarning, stacklevel=2)
+        return Result(
+            table, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded, bounds=chosen
+        )
+
+    def _draw(self, plan: NoisePlan, choice: BoundChoice | None, source: RandomSource) -> pa.Table:
+        """The release's draw: the engine statement(s) and all noise. With bounds to choose, the histograms'
+        statement runs first and the answer's statement is compiled at the bounds chosen from them."""
+        chosen = None
+        if choice is not None:
+            plan, chosen = choice.choose(self._execute(choice.histograms_sql()), source)
+        table = _release(plan, self._execute(bounded_sql(plan)), source)
+        return table if chosen is None else attach(table, chosen)
+
+    def _execute(self, statement: str) -> pa.Table:
+        """Run a statement written in DuckDB's dialect on the session's engine."""
+        return self.backend.execute(
+            sqlglot.transpile(statement, read="duckdb", write=self.backend.dialect)[0]
+        )
 
     def _check_tables(self, plan: NoisePlan) -> None:
         """The engine's public facts the plan relies on: catalog types, declared-unique join keys (of public
@@ -347,11 +409,13 @@ class Session:
 
     def _request_id(self, plan: NoisePlan, client_key: str | None = None) -> str:
         """The ledger request id of a release: a digest of everything that determines what it means."""
+        declared = [self.catalog.table(t.name) for t in plan.query.tables]
         catalog: list[tuple[object, ...]] = [
             (t.name, t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.columns)
             + ((t.references,) if t.references else ())
             + ((t.max_rows_bound, t.truncation_base) if t.auto_truncation else ())
-            for t in plan.query.tables
+            + ((t.max_rows_bound, t.bounds_share) if t.chooses_bounds else ())
+            for t in declared
         ]
         if plan.correlation is not None:  # the graph itself, not only where it was declared
             catalog.append((plan.correlation.digest, plan.correlation.tau))
@@ -392,15 +456,18 @@ class _TableCodec:
 
     def encode(self, value: pa.Table, seeded: bool) -> bytes:
         sink = pa.BufferOutputStream()
-        marked = value.replace_schema_metadata({"kakeibo.seeded": str(seeded)})
+        marked = value.replace_schema_metadata(
+            {**(value.schema.metadata or {}), b"kakeibo.seeded": str(seeded)}
+        )
         with pa.ipc.new_stream(sink, marked.schema) as writer:
             writer.write_table(marked)
         return bytes(sink.getvalue().to_pybytes())
 
     def decode(self, payload: bytes) -> tuple[pa.Table, bool]:
         table = pa.ipc.open_stream(payload).read_all()
-        seeded = (table.schema.metadata or {}).get(b"kakeibo.seeded") == b"True"
-        return table.replace_schema_metadata(None), seeded
+        metadata = dict(table.schema.metadata or {})
+        seeded = metadata.pop(b"kakeibo.seeded", None) == b"True"
+        return table.replace_schema_metadata(metadata or None), seeded
 
 
 _TABLES = _TableCodec()
@@ -418,9 +485,10 @@ def _accuracy(accuracy: object) -> tuple[float, float]:
     return accuracy[0], accuracy[1]
 
 
-def _bounding(plan: NoisePlan) -> list[str]:
-    """How one person's contribution is bounded, the join path to the person and the bounds of every
-    expression an aggregate reads, for :meth:`Session.explain`."""
+def _bounding(plan: NoisePlan, chosen: tuple[bool, bool] = (False, False)) -> list[str]:
+    """How one person's contribution is bounded (``chosen``: whether kappa and L0 are chosen privately), the
+    join path to the person and the bounds of every expression an aggregate reads, for
+    :meth:`Session.explain`."""
     query = plan.query
     if not query.user_level:
         lines = [f"table {query.table.name}: row-level (each row is a person)"]
@@ -429,11 +497,14 @@ def _bounding(plan: NoisePlan) -> list[str]:
         kappa = (
             "each person's group total truncated by the R2T race"
             if query.auto_truncation
+            else "kappa chosen privately"
+            if chosen[0]
             else f"kappa={plan.max_rows_per_partition} rows per group"
         )
+        l0 = "L0 chosen privately" if chosen[1] else f"L0={plan.max_partitions} groups per user"
         lines = [
             f"table {query.table.name}: user-level on {query.person.name}.{query.person.privacy_unit}, "
-            f"{kappa}, L0={plan.max_partitions} groups per user"
+            f"{kappa}, {l0}"
             + (
                 ""
                 if query.grain is query.table and not query.joins

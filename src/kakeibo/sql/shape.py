@@ -209,7 +209,9 @@ class AnalyzedQuery:
     def max_partitions(self) -> int:
         """L0: the most groups of one person the query keeps (the grain table's limit; 1 per row)."""
         assert self.grain is not None
-        return self.grain.max_partitions if self.user_level else 1
+        l0 = self.grain.max_partitions
+        assert l0 != "auto", "a query's limits are chosen before it is planned (kakeibo.sql.bounds)"
+        return l0 if self.user_level else 1
 
     @property
     def auto_truncation(self) -> bool:
@@ -224,7 +226,10 @@ class AnalyzedQuery:
         unused but for the distinct users, under :attr:`auto_truncation`)."""
         assert self.grain is not None
         kappa = self.grain.max_rows_per_partition
-        return kappa if self.user_level and kappa != "auto" else 1
+        if not self.user_level or self.auto_truncation:
+            return 1
+        assert kappa != "auto", "a query's limits are chosen before it is planned (kakeibo.sql.bounds)"
+        return kappa
 
     @property
     def tables(self) -> tuple[TableSpec, ...]:

@@ -149,6 +149,11 @@ class _Reader:
             raise self.refuse(f"{spec.name} identifies people's rows, so kakeibo does not compute with it.")
         if spec.type not in ("int", "float"):
             raise self.refuse(f"the column {spec.name} has type {spec.type}; expressions compute on numbers.")
+        if spec.auto_bounds:
+            raise self.refuse(
+                f'the bounds of column {spec.name} are chosen when a query runs ("auto"), and an expression '
+                "needs them before; aggregate the column itself, or declare its bounds."
+            )
         if spec.lower is None or spec.upper is None:
             raise self.refuse(
                 f"column {spec.name} has no clamping bounds in the catalog, so the expression is unbounded; "

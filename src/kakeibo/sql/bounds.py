@@ -1,0 +1,453 @@
+"""Contribution limits and clamping bounds chosen privately: the catalog's ``"auto"`` (seed 002, slides 60-62
+and 71-77: the bounds decide the answer's quality, and looking at the data to set them is a leak).
+
+A table with ``max_rows_per_partition = "auto"`` (kappa), ``max_partitions = "auto"`` (L0) or a column with
+``lower = upper = "auto"`` (and ``bound_selection = "histogram"``, the default) answers a query in two
+steps, both inside the one release the ledger charges ``epsilon`` for (sequential composition of the two
+steps; the second is chosen from the first's output, which adaptive composition allows):
+
+1. **Histograms**, at ``epsilon_h = bounds_share * epsilon`` split evenly over the histograms the query
+   needs (:func:`~kakeibo.sql.rewrite.bound_histograms_sql` computes them in the engine, over the rows the
+   answer reads):
+
+   * when kappa or L0 is ``"auto"``: each (person, group) pair binned by ``(floor(log2 rows in the group),
+     floor(log2 groups of the person))``, weighing ``1/g`` for a person in ``g`` groups. Neighbour
+     relation: add or remove one person; their weights sum to 1, so the histogram has L1 sensitivity 1
+     and every one of its (fixed, data-independent) cells gets Laplace noise of scale ``1 / epsilon_h'``;
+   * per ``"auto"`` column an aggregate reads: each person's values binned by sign and power of two
+     (``(2^(k-1), 2^k]``, ``k`` in :data:`POWERS`), each person weighing ``1/m`` per value for their ``m``
+     non-NULL values, so a person adds at most 1 in all: L1 sensitivity 1, Laplace noise of scale
+     ``1 / epsilon_h'`` on every bin.
+
+   Cells below the noise's error bound at ``FALSE_CELLS / cells`` are set to 0 (with probability
+   ``1 - FALSE_CELLS`` no empty cell survives: one spurious person with 2^40 rows would swamp every
+   estimate), which is post-processing.
+
+2. **The choice and the answer** (post-processing of the noisy histograms, then the ordinary plan at
+   ``epsilon - epsilon_h``). Each candidate is scored by the expected total absolute error over the
+   released groups: the rows the limits drop, estimated from the histogram (weight ``w`` in the cell of
+   ``c`` rows and ``g`` groups stands for ``w g`` pairs of a person, of whom the random ``min(g, L0) / g``
+   are kept, each at ``min(c, kappa)`` rows: ``w (g c - min(g, L0) min(c, kappa))`` dropped), plus the
+   groups' noise ``G kappa L0 k / epsilon_a`` (``k`` statistics at ``epsilon_a / k`` each). This is the
+   score PipelineDP's private L0 selection gives its exponential mechanism, here evaluated on a noisy
+   histogram so that one histogram serves every candidate pair, the value bounds and the estimate of what
+   the bounds drop. Candidates: powers of two up to ``max_rows_bound`` for kappa, up to 2^20 (or the
+   number of public keys) for L0. A column's upper bound ``U`` then minimises the clipped mass above ``U``
+   (the kept rows times the histogram's mass beyond ``U``, each bin at ``3/4`` of its top) plus the sum's
+   noise ``G kappa L0 U k / epsilon_a``; the lower bound likewise on the negative side (0 when no negative
+   bin survives).
+
+The answer's intervals are those of its plan at the chosen bounds: they cover the *bounded* answer.
+Bounding can only drop rows and pull values toward the bounds, so for counts and for sums of values that
+are never negative the bias is toward zero; :class:`ChosenBounds` carries the histogram's estimate of the
+fraction of rows and of value mass the bounds removed, and the session warns when that bias exceeds the
+noise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+
+from ..mechanisms import Laplace
+from ..noise import RandomSource
+from .analyze import AnalyzedQuery
+from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
+from .plan import CONFIDENCE, NoisePlan, plan_query
+from .rewrite import bound_histograms_sql
+from .truncation import DEFAULT_BOUND
+
+__all__ = ["POWERS", "BoundChoice", "ChosenBounds", "attach", "attached", "bound_choice", "provisional"]
+
+#: the powers of two a value bound may be: 2^-20 .. 2^40 (an integer column's: 2^0 .. 2^40)
+POWERS = range(-20, 41)
+#: bins of rows per person (the last one open above: 2^40 rows and more)
+ROW_BINS = 41
+#: bins of groups per person (the last one open above: 2^20 groups and more), and the largest L0 candidate
+GROUP_BINS = 21
+#: the probability that some empty cell of a histogram survives its noise threshold
+FALSE_CELLS = 1e-3
+
+
+def provisional(catalog: Catalog) -> Catalog:
+    """``catalog`` with every ``"auto"`` limit set to 1 and every ``"auto"`` column bounded by [0, 1] (still
+    marked ``auto_bounds``): what queries are analysed and refused against before their bounds are chosen.
+    No refusal depends on those values but the ones that concern every value alike."""
+    tables = []
+    for table in catalog.tables.values():
+        if not table.chooses_bounds:
+            tables.append(table)
+            continue
+        columns = {
+            name: replace(c, lower=0, upper=1) if c.auto_bounds else c for name, c in table.columns.items()
+        }
+        tables.append(
+            replace(
+                table,
+                columns=columns,
+                max_rows_per_partition=1
+                if table.max_rows_per_partition == "auto"
+                else table.max_rows_per_partition,
+                max_partitions=1 if table.max_partitions == "auto" else table.max_partitions,
+                max_rows_bound=DEFAULT_BOUND,
+                bound_selection="histogram",
+            )
+        )
+    return Catalog(tables, dialect=catalog.dialect)
+
+
+@dataclass(frozen=True)
+class ChosenBounds:
+    """The bounds a query chose privately and what the histogram says they dropped (released with the
+    answer, and stored with it in the ledger)."""
+
+    max_rows_per_partition: int | None
+    max_partitions: int | None
+    columns: dict[str, tuple[float, float]]
+    dropped_rows: float  # estimated fraction of the rows the limits dropped
+    clipped_values: dict[str, float]  # per column: estimated fraction of its absolute value mass clamped away
+    histogram_epsilon: Fraction
+    bias_per_group: dict[str, float]  # estimated: rows dropped ("rows"), per column the value mass clamped
+
+    def to_json(self) -> str:
+        data = {**self.__dict__, "histogram_epsilon": str(self.histogram_epsilon)}
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ChosenBounds:
+        data = json.loads(text)
+        data["columns"] = {k: (float(v[0]), float(v[1])) for k, v in data["columns"].items()}
+        data["histogram_epsilon"] = Fraction(data["histogram_epsilon"])
+        return cls(**data)
+
+    def describe(self) -> str:
+        parts = []
+        if self.max_rows_per_partition is not None:
+            parts.append(f"max_rows_per_partition = {self.max_rows_per_partition}")
+        if self.max_partitions is not None:
+            parts.append(f"max_partitions = {self.max_partitions}")
+        parts += [f"{c} in [{lo:g}, {hi:g}]" for c, (lo, hi) in self.columns.items()]
+        dropped = (
+            [f"about {self.dropped_rows:.1%} of the rows"]
+            if self.max_rows_per_partition or self.max_partitions
+            else []
+        )
+        dropped += [f"{share:.1%} of the mass of {c}" for c, share in self.clipped_values.items()]
+        return (
+            f"chosen at epsilon {float(self.histogram_epsilon):g}: {', '.join(parts)}; "
+            f"they drop {', '.join(dropped)}"
+        )
+
+
+@dataclass(frozen=True)
+class BoundChoice:
+    """What one query chooses privately, and how: decided from public inputs only (the provisional plan)."""
+
+    plan: NoisePlan  # the provisional plan: its privacy loss is the query's whole charge
+    limits: tuple[bool, bool]  # (kappa, L0) chosen
+    columns: tuple[str, ...]  # the value columns whose bounds are chosen
+    integer: tuple[bool, ...]  # per column: an int column (bounds are whole numbers)
+    share: Fraction
+    rows_bound: int
+
+    @property
+    def histogram_epsilon(self) -> Fraction:
+        return self.plan.epsilon * self.share
+
+    @property
+    def answer_epsilon(self) -> Fraction:
+        return self.plan.epsilon - self.histogram_epsilon
+
+    @property
+    def histograms(self) -> int:
+        return int(any(self.limits)) + len(self.columns)
+
+    def _mechanisms(self) -> tuple[Laplace, Laplace]:
+        each = self.histogram_epsilon / self.histograms
+        return Laplace(sensitivity=1, epsilon=each, coordinates=ROW_BINS * GROUP_BINS), Laplace(
+            sensitivity=1, epsilon=each, coordinates=2 * len(POWERS) + 3
+        )
+
+    def histograms_sql(self) -> str:
+        """The engine statement of the histograms (DuckDB's dialect)."""
+        return bound_histograms_sql(self.plan, ROW_BINS, GROUP_BINS, self.columns, POWERS)
+
+    def describe(self) -> list[str]:
+        """For ``explain``: the histograms, their noise and the candidates."""
+        rows, values = self._mechanisms()
+        chosen = [
+            name
+            for name, flag in zip(("max_rows_per_partition", "max_partitions"), self.limits, strict=True)
+            if flag
+        ]
+        chosen += [f"the bounds of {c}" for c in self.columns]
+        lines = [
+            f"bounds chosen privately ({', '.join(chosen)}) at epsilon {float(self.histogram_epsilon):g} "
+            f"({float(self.share):.0%} of the query's), the answer at {float(self.answer_epsilon):g}:"
+        ]
+        if any(self.limits):
+            lines.append(
+                "  each person's groups by log2 rows x log2 groups, Laplace noise of scale "
+                f"{rows.scale:.4g}; "
+                f"candidates powers of two (max_rows_per_partition up to {self.rows_bound}), scored by "
+                "estimated dropped rows plus the groups' noise"
+            )
+        for c in self.columns:
+            lines.append(
+                f"  {c}: each person's values by sign and power of two (2^{POWERS[0]} .. 2^{POWERS[-1]}), "
+                f"Laplace noise of scale {values.scale:.4g}; bounds scored by estimated clipped mass plus "
+                "noise"
+            )
+        return lines
+
+    def choose(self, histograms: pa.Table, source: RandomSource) -> tuple[NoisePlan, ChosenBounds]:
+        """Noise the engine's histograms (rows of :func:`~kakeibo.sql.rewrite.bound_histograms_sql`),
+        choose the bounds and plan the answer at them (see the module docstring)."""
+        pairs, shares = self.noisy(*self.exact(histograms), source)
+        chosen = self.decide(pairs, shares)
+        return self.answer_plan(chosen), chosen
+
+    def exact(self, histograms: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """The engine's histograms as arrays: weighted pairs by (rows bin, groups bin), and per chosen column
+        the value shares by bin (index ``bin + len(POWERS) + 1``)."""
+        data = histograms.to_pydict()
+        cells = np.zeros((ROW_BINS, GROUP_BINS))
+        values = np.zeros((len(self.columns), 2 * len(POWERS) + 3))
+        for h, a, b, c in zip(data["__h"], data["__a"], data["__b"], data["__c"], strict=True):
+            if h == 0:
+                cells[a, b] = c
+            else:
+                values[h - 1, a + len(POWERS) + 1] = c
+        return cells, values
+
+    def noisy(
+        self, cells: np.ndarray, values: np.ndarray, source: RandomSource
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The histograms' release: every cell noised, then cells below the noise's error bound at
+        ``beta / cells`` set to 0 (module docstring). The only step that reads the data."""
+        rows_mechanism, values_mechanism = self._mechanisms()
+        pairs = np.zeros_like(cells)
+        bound = rows_mechanism.max_magnitude
+        if any(self.limits):
+            noisy = np.asarray(rows_mechanism.release(np.clip(cells, -bound, bound).ravel(), rng=source))
+            floor = rows_mechanism.error_bound(FALSE_CELLS / cells.size)
+            pairs = np.where(noisy > floor, noisy, 0).reshape(cells.shape)
+        shares = np.zeros_like(values)
+        bound = values_mechanism.max_magnitude
+        for i in range(len(self.columns)):
+            noisy = np.asarray(values_mechanism.release(np.clip(values[i], -bound, bound), rng=source))
+            floor = values_mechanism.error_bound(FALSE_CELLS / values.shape[1])
+            shares[i] = np.where(noisy > floor, noisy, 0)
+        return pairs, shares
+
+    def decide(self, pairs: np.ndarray, shares: np.ndarray) -> ChosenBounds:
+        """The bounds that minimise the estimated error, from the noisy histograms (post-processing)."""
+        query = self.plan.query
+        per_unit = float(len(self.plan.statistics) + len(self.plan.quantiles)) / float(self.answer_epsilon)
+        c = _representatives(ROW_BINS)[:, None]
+        g = _representatives(GROUP_BINS)[None, :]
+        groups = self._groups(pairs, g)
+        kappa, l0, dropped = query.max_rows_per_partition, query.max_partitions, 0.0
+        if any(self.limits):
+            kappas = np.array(
+                [2**i for i in range(_log2_ceil(self.rows_bound) + 1)] if self.limits[0] else [kappa], float
+            )
+            l0s = np.array(self._l0_candidates() if self.limits[1] else [l0], float)
+            k, ell = kappas[:, None, None, None], l0s[None, :, None, None]
+            lost = (pairs * (g * c - np.minimum(g, ell) * np.minimum(c, k))).sum(axis=(2, 3))
+            score = lost + groups * per_unit * kappas[:, None] * l0s[None, :]
+            best = np.unravel_index(int(np.argmin(score)), score.shape)  # the first minimum: smaller limits
+            kappa, l0, dropped = int(kappas[best[0]]), int(l0s[best[1]]), float(lost[best])
+        total = float((pairs * g * c).sum())
+        noise_per_value = groups * kappa * l0 * per_unit
+        columns, clipped, biases = {}, {}, {}
+        for i, column in enumerate(self.columns):
+            bounds, share, mass = _value_bounds(
+                shares[i], max(total - dropped, 0.0), noise_per_value, self.integer[i]
+            )
+            columns[column], clipped[column], biases[column] = bounds, share, mass / groups
+        return ChosenBounds(
+            max_rows_per_partition=kappa if self.limits[0] else None,
+            max_partitions=l0 if self.limits[1] else None,
+            columns=columns,
+            dropped_rows=dropped / total if total > 0 and any(self.limits) else 0.0,
+            clipped_values=clipped,
+            histogram_epsilon=self.histogram_epsilon,
+            bias_per_group={"rows": dropped / groups, **biases},
+        )
+
+    def warning(self, chosen: ChosenBounds) -> str | None:
+        """A sentence when the bias ``chosen`` implies exceeds the answer's noise (the accuracy warning of
+        bounds chosen privately), else ``None``."""
+        return _warning(self.answer_plan(chosen), chosen.bias_per_group)
+
+    def provisional_answer(self) -> NoisePlan:
+        """The plan of the answer at the provisional bounds (for ``explain``: its noise scales with the
+        chosen ones)."""
+        return plan_query(self.plan.query, epsilon=self.answer_epsilon, delta=self.plan.delta)
+
+    def answer_plan(self, chosen: ChosenBounds) -> NoisePlan:
+        """The plan of the answer at the chosen bounds, at the rest of the query's epsilon."""
+        resolved = _resolve(
+            self.plan.query, chosen.max_rows_per_partition, chosen.max_partitions, chosen.columns
+        )
+        return plan_query(resolved, epsilon=self.answer_epsilon, delta=self.plan.delta)
+
+    def _l0_candidates(self) -> list[int]:
+        keys = self.plan.public_keys
+        cap = len(keys) if keys is not None else 2 ** (GROUP_BINS - 1)
+        return sorted({*(2**i for i in range(GROUP_BINS) if 2**i < cap), cap})
+
+    def _groups(self, pairs: np.ndarray, g: np.ndarray) -> float:
+        """How many groups the answer releases, as the score counts their noise: the public keys, or under
+        private selection the person-group pairs over the users a released group needs (at least 1)."""
+        if self.plan.public_keys is not None:
+            return float(len(self.plan.public_keys))
+        assert self.plan.threshold is not None
+        return max(1.0, float((pairs * g).sum()) / self.plan.threshold)
+
+
+def _log2_ceil(value: int) -> int:
+    return max(0, math.ceil(math.log2(value) - 1e-12))
+
+
+def _representatives(bins: int) -> np.ndarray:
+    """A bin's typical count: the geometric mean of its ends ``2^a`` and ``2^(a+1) - 1`` (the last bin: its
+    lower end)."""
+    a = np.arange(bins, dtype=np.float64)
+    reps = np.sqrt(2.0**a * (2.0 ** (a + 1) - 1))
+    reps[-1] = 2.0 ** (bins - 1)
+    return reps
+
+
+def _warning(plan: NoisePlan, bias_per_group: dict[str, float]) -> str | None:
+    """A sentence when the bias the histogram estimates per group (rows dropped, value mass clamped away)
+    exceeds the 95% noise of the statistic it biases, else ``None``."""
+    found = []
+    for stat in plan.statistics:
+        if stat.name == "rows":
+            bias = bias_per_group.get("rows", 0.0)
+        elif stat.name in (f"s_{stat.column}", f"sc_{stat.column}"):
+            bias = bias_per_group.get(str(stat.column), 0.0)
+        else:
+            continue
+        noise = stat.mechanism.error_bound(1 - CONFIDENCE)
+        if bias > noise:
+            found.append(f"{stat.name} (about {bias:.4g} per group against noise of {noise:.4g})")
+    if not found:
+        return None
+    return (
+        "the bounds chosen privately bias these statistics toward zero by more than their noise, as the "
+        f"histogram estimates: {', '.join(found)}; the intervals cover the bounded answer only."
+    )
+
+
+def _value_bounds(
+    shares: np.ndarray, kept: float, noise_per_value: float, integer: bool
+) -> tuple[tuple[float, float], float, float]:
+    """The clamping bounds minimising the estimated clipped mass plus the noise (module docstring), the
+    estimated fraction of absolute value mass clamped away, and that mass. ``shares`` has the bins of
+    :func:`~kakeibo.sql.rewrite.value_bin_sql` from ``-(len(POWERS) + 1)`` to ``len(POWERS) + 1``."""
+    middle = len(POWERS) + 1
+    tops = np.array([2.0**k for k in POWERS] + [2.0 ** (POWERS[-1] + 1)])
+    magnitude = 0.75 * tops  # a bin's typical magnitude
+    positive, negative = shares[middle + 1 :], shares[:middle][::-1]
+    total = float(shares.sum())
+    if total <= 0:
+        smallest = 1.0 if integer else 2.0 ** POWERS[0]
+        return (0.0, smallest), 0.0, 0.0
+    fractions = (positive / total, negative / total)
+    allowed = [k for k in POWERS if k >= 0] if integer else list(POWERS)
+    ends = []
+    clipped_mass = 0.0
+    for side in fractions:
+        if side.sum() <= 0:
+            ends.append(0.0)
+            continue
+        best = None
+        for k in allowed:
+            bound = 2.0**k
+            excess = float((side * np.maximum(magnitude - bound, 0)).sum()) * kept
+            score = excess + noise_per_value * bound
+            if best is None or score < best[0]:
+                best = (score, bound, excess)
+        assert best is not None
+        ends.append(best[1])
+        clipped_mass += best[2]
+    mass = kept * float((fractions[0] * magnitude).sum() + (fractions[1] * magnitude).sum())
+    low = -ends[1] if ends[1] > 0 else 0.0
+    return (low, ends[0]), clipped_mass / mass if mass > 0 else 0.0, clipped_mass
+
+
+def _resolve(
+    query: AnalyzedQuery, kappa: int | None, l0: int | None, columns: dict[str, tuple[float, float]]
+) -> AnalyzedQuery:
+    """``query`` with its chosen limits and bounds in place of the provisional ones."""
+    grain = query.grain
+    assert grain is not None
+    if kappa is not None or l0 is not None:
+        grain = replace(
+            grain,
+            max_rows_per_partition=grain.max_rows_per_partition if kappa is None else kappa,
+            max_partitions=grain.max_partitions if l0 is None else l0,
+            max_rows_bound=DEFAULT_BOUND,
+        )
+    values = tuple(
+        replace(v, spec=_bounded(v.spec, *columns[v.spec.name])) if v.spec.name in columns else v
+        for v in query.values
+    )
+    return replace(query, grain=grain, values=values)
+
+
+def _bounded(spec: ColumnSpec, low: float, high: float) -> ColumnSpec:
+    return replace(spec, lower=low, upper=high, auto_bounds=False)
+
+
+def bound_choice(query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog) -> BoundChoice | None:
+    """What ``query`` (analysed against :func:`provisional` of ``catalog``, planned as ``plan``) chooses
+    privately, or ``None`` when it reads no ``"auto"`` setting."""
+    grain = query.grain
+    declared: TableSpec | None = None if grain is None else catalog.table(grain.name)
+    limits = (False, False)
+    if declared is not None and query.user_level and declared.bound_selection == "histogram":
+        limits = (
+            declared.max_rows_per_partition == "auto",
+            declared.max_partitions == "auto" and bool(query.group_by),
+        )
+    used = {s.column for s in plan.statistics if s.column is not None} | set(plan.histogram_columns)
+    columns = tuple(sorted(c for c in used if query.value(c).spec.auto_bounds))
+    if not any(limits) and not columns:
+        return None
+    if plan.correlation is not None:
+        raise QueryRefused(
+            "the users of this table are correlated, and bounds chosen privately are not calibrated for "
+            'correlated users; declare the limits and bounds instead of "auto".'
+        )
+    tables = [catalog.table(t.name) for t in query.tables if t.chooses_bounds]
+    share = Fraction(str(tables[0].bounds_share)) if tables else Fraction(1, 5)
+    return BoundChoice(
+        plan=plan,
+        limits=limits,
+        columns=columns,
+        integer=tuple(query.value(c).spec.type == "int" for c in columns),
+        share=share,
+        rows_bound=declared.max_rows_bound if declared is not None else 1,
+    )
+
+
+def attach(table: pa.Table, chosen: ChosenBounds) -> pa.Table:
+    """``table`` with the chosen bounds in its schema metadata (stored with the release)."""
+    metadata = dict(table.schema.metadata or {})
+    metadata[b"kakeibo.bounds"] = chosen.to_json().encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def attached(table: pa.Table) -> ChosenBounds | None:
+    """The chosen bounds :func:`attach` stored in ``table``'s metadata, if any."""
+    text = (table.schema.metadata or {}).get(b"kakeibo.bounds")
+    return None if text is None else ChosenBounds.from_json(text.decode())
