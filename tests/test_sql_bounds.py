@@ -19,6 +19,7 @@ What is checked:
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from kakeibo.audit import audit
 from kakeibo.backends import DuckDBBackend
 from kakeibo.mechanisms import AccuracyWarning
 from kakeibo.noise import resolve_source
+from kakeibo.privacy import PureDP
 from kakeibo.sql import Catalog, QueryRefused
 from kakeibo.sql.bounds import POWERS, BoundChoice
 
@@ -206,7 +208,7 @@ def test_the_histograms_are_noised_at_the_declared_share(
     choice = _choice(session)
     rows, values = choice._mechanisms()
     assert choice.histogram_epsilon == pytest.approx(0.2) and choice.answer_epsilon == pytest.approx(0.8)
-    assert rows.sensitivity == 1 and values.sensitivity == 1  # type: ignore[attr-defined]
+    assert rows.sensitivity == 1 and values.sensitivity == 1
     assert rows.epsilon == pytest.approx(0.1) and values.epsilon == pytest.approx(0.1)  # two histograms
 
 
@@ -279,7 +281,7 @@ def test_one_ledger_entry_is_charged_with_the_declared_split(tmp_path: Path) -> 
     session = _session(backend, _catalog(bounds_share=0.25), tmp_path)
     result = session.sql(QUERY, epsilon=0.8, rng=np.random.default_rng(3))
     (entry,) = session.ledger.entries()
-    assert float(entry.loss.epsilon) == pytest.approx(0.8) and result.privacy_loss == entry.loss
+    assert entry.loss == PureDP(Fraction(4, 5)) and result.privacy_loss == entry.loss
     choice = _choice(session, epsilon=0.8)
     assert choice.share == pytest.approx(0.25)
     assert result.bounds is not None and float(result.bounds.histogram_epsilon) == pytest.approx(0.2)
