@@ -219,9 +219,9 @@ def _outcome(choice: BoundChoice, cells: np.ndarray, values: np.ndarray, rng: An
     """One run of the selection on exact histograms, coded as one integer (kappa, L0, upper bound)."""
     persons, shares = choice.noisy(cells, values, resolve_source(rng))
     chosen = choice.decide(persons, shares)
-    kappa, l0 = chosen.max_rows_per_partition or 0, chosen.max_partitions or 0
-    upper = int(np.log2(chosen.columns["amount"][1]) + 64)
-    return (int(np.log2(kappa)) * 64 + int(np.log2(l0))) * 256 + upper
+    kappa, l0 = chosen.max_rows_per_partition or 1, chosen.max_partitions or 1
+    upper = round(4 * np.log2(chosen.columns["amount"][1])) + 512  # the candidates are 2^(q/4)
+    return (round(2 * np.log2(kappa)) * 64 + int(np.log2(l0))) * 1024 + upper
 
 
 def _sampler(choice: BoundChoice, worlds: list[tuple[np.ndarray, np.ndarray]]) -> Any:

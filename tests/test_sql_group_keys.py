@@ -291,7 +291,7 @@ def test_a_date_key_over_public_dates_has_public_keys_and_otherwise_needs_select
         epsilon=1,
         delta=1e-6,
     )
-    assert plan.public_keys is None and plan.threshold is not None
+    assert plan.public_keys is None and plan.selection is not None
     with pytest.raises(QueryRefused, match="needs private partition selection, which needs delta > 0"):
         plan_query(
             analyze("SELECT COUNT(*) AS n FROM t GROUP BY DATE_TRUNC('month', day)", CATALOG), epsilon=1
@@ -367,7 +367,7 @@ def test_explain_shows_each_key_and_its_values(session: Session) -> None:
 
 def test_a_key_needs_no_partition_selection_and_no_delta(session: Session) -> None:
     plan = session.plan("SELECT x // 10 AS d, SUM(y) AS s FROM t GROUP BY d", epsilon=1)
-    assert plan.threshold is None and plan.delta == 0 and len(plan.public_keys or ()) == 9
+    assert plan.selection is None and plan.delta == 0 and len(plan.public_keys or ()) == 9
 
 
 def test_keys_alone_are_refused_as_public(session: Session) -> None:

@@ -7,7 +7,6 @@ by its own single user, is 10^5 independent runs of "is a one-user key released?
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import duckdb
@@ -49,28 +48,28 @@ def _table(seed: int) -> pa.Table:
 def test_a_key_held_by_one_user_is_released_with_probability_at_most_delta_over_l0(
     tmp_path: Path, query: str
 ) -> None:
-    """delta = 0.03 and L0 = 3: each one-user key may be released with probability <= 0.01. The exact
-    probability ``p = Pr(1 + Z >= tau)`` (Z the two-sided geometric noise of the plan's users count,
-    ``Pr(Z >= m) = e^(-m/s) / (1 + e^(-1/s))``) must be <= 0.01; the observed number of released one-user
-    keys among 10^5 must not reject ``p`` in a two-sided exact binomial test at level 1e-6 (so a threshold
-    wrong in either direction is caught) nor reject ``p <= 0.01`` one-sided at 1e-6. The popular keys
-    (2,000 users each) are all released; the ledger is charged once, (epsilon, delta). The same holds for
-    the keys alone, written as a GROUP BY without an aggregate or as SELECT DISTINCT."""
+    """delta = 0.03 and L0 = 3: each one-user key may be released with probability at most the per-key
+    delta' = 1 - (1 - 0.03)^(1/3) (the optimal selection's pi(1), PoPETs 2022). The observed number of
+    released one-user keys among 10^5 must not reject the plan's exact pi(1) in a two-sided exact binomial
+    test at level 1e-6 (so a keep probability wrong in either direction is caught) nor reject ``p <=
+    delta'`` one-sided at 1e-6. The popular keys (2,000 users each) are all released; the ledger is charged
+    once, (epsilon, delta). The same holds for the keys alone, written as a GROUP BY without an aggregate
+    or as SELECT DISTINCT."""
     db = DuckDBBackend()
     db.load_table("t", _table(seed=1))
     session = kakeibo.connect(db, catalog=CATALOG, ledger=tmp_path / "l.sqlite", budget=ApproxDP(10, 0.1))
     plan = session.plan(query, epsilon=1, delta=0.03)
-    scale, tau = plan.statistic("users").mechanism.scale, plan.threshold  # type: ignore[attr-defined]
-    assert tau is not None and plan.max_partitions == 3
-    exact = math.exp(-(tau - 1) / scale) / (1 + math.exp(-1 / scale))
-    assert exact <= 0.03 / 3
+    assert plan.selection is not None and plan.max_partitions == 3
+    per_key = 1 - (1 - 0.03) ** (1 / 3)
+    exact = float(plan.selection.keep_probability(1))
+    assert exact <= per_key and plan.selection.keep_probability(2000) == 1.0
 
     released = session.sql(query, epsilon=1, delta=0.03, rng=np.random.default_rng(2)).to_pandas()
     keys = set(released["k"])
     solo = sum(1 for k in keys if k.startswith("solo"))
     assert {"pop0", "pop1", "pop2"} <= keys
     assert stats.binomtest(solo, SINGLETONS, exact).pvalue >= 1e-6, (solo, exact)
-    assert stats.binomtest(solo, SINGLETONS, 0.03 / 3, alternative="greater").pvalue >= 1e-6
+    assert stats.binomtest(solo, SINGLETONS, per_key, alternative="greater").pvalue >= 1e-6
     assert [e.loss for e in session.ledger.entries()] == [ApproxDP(1, 0.03)]
 
 

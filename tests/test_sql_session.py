@@ -16,7 +16,7 @@ from kakeibo.accounting import BudgetExceeded
 from kakeibo.backends import DuckDBBackend
 from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.sql import Catalog, QueryRefused
-from kakeibo.sql.plan import plan_query, selection_threshold
+from kakeibo.sql.plan import plan_query
 from kakeibo.sql.rewrite import bounded_sql
 
 # Seed 002, slides 72-75: reviews with several rows per person.
@@ -196,23 +196,6 @@ def test_partition_selection_releases_large_groups_only(tmp_path: Path) -> None:
     result = session.sql(query, epsilon=1, delta=1e-6, rng=np.random.default_rng(12))
     assert result.to_pandas()["item"].tolist() == ["common"]
     assert session.ledger.spent() == ApproxDP(1, 1e-6)
-
-
-def test_selection_threshold_bounds_the_single_user_release_probability() -> None:
-    """Exact check of the threshold rule, then 10^5 seeded draws: a key held by one user (true distinct
-    count 1) passes with probability <= delta / L0. With delta / L0 = 1e-3 the expected passes are <= 100;
-    the test allows the one-sided 99.99% Poisson margin (false-failure rate 1e-4)."""
-    from kakeibo.mechanisms import Geometric
-
-    for scale in (0.5, 1.0, 3.0, 10.0):
-        tau = selection_threshold(scale, 1e-3)
-        tail = math.exp(-(tau - 1) / scale) / (1 + math.exp(-1 / scale))
-        assert tail <= 1e-3 < math.exp(-(tau - 2) / scale) / (1 + math.exp(-1 / scale))
-    geometric = Geometric(sensitivity=3, epsilon=1)  # L0 = 3 keys per user
-    tau = selection_threshold(geometric.scale, 3e-3 / 3)
-    draws = geometric.release(np.ones(100_000, dtype=np.int64), rng=np.random.default_rng(9))
-    passed = int(np.sum(draws >= tau))
-    assert passed <= stats.poisson.ppf(1 - 1e-4, 100)
 
 
 def test_explain_shows_plan_before_spending(session: kakeibo.sql.session.Session) -> None:

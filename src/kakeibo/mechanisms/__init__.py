@@ -25,6 +25,7 @@ from .base import Mechanism
 from .exponential import Exponential
 from .gaussian import DiscreteGaussian, Gaussian, analytic_gaussian_delta, analytic_gaussian_sigma
 from .laplace import Geometric, Laplace
+from .partition_selection import PartitionSelection
 from .randomized_response import FrequencyEstimate, RandomizedResponse
 from .sensitivity import (
     Neighbour,
@@ -46,6 +47,7 @@ __all__ = [
     "Laplace",
     "Mechanism",
     "Neighbour",
+    "PartitionSelection",
     "RandomizedResponse",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",

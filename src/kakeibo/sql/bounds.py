@@ -50,6 +50,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -249,17 +250,16 @@ class BoundChoice:
         """The bounds that minimise the estimated error, from the noisy histograms (post-processing)."""
         query = self.plan.query
         per_unit = float(len(self.plan.statistics) + len(self.plan.quantiles)) / float(self.answer_epsilon)
-        c = _representatives(ROW_BINS)[:, None]
         g = _representatives(GROUP_BINS)[None, :]
+        lows = 2.0 ** np.arange(ROW_BINS)[:, None]  # rows bin a holds 2^a .. 2^(a+1) - 1 rows
+        c = _mean_min(lows, np.inf)
         groups = self._groups(pairs, g)
         kappa, l0, dropped = query.max_rows_per_partition, query.max_partitions, 0.0
         if any(self.limits):
-            kappas = np.array(
-                [2**i for i in range(_log2_ceil(self.rows_bound) + 1)] if self.limits[0] else [kappa], float
-            )
+            kappas = np.array(self._kappa_candidates() if self.limits[0] else [kappa], float)
             l0s = np.array(self._l0_candidates() if self.limits[1] else [l0], float)
             k, ell = kappas[:, None, None, None], l0s[None, :, None, None]
-            lost = (pairs * (g * c - np.minimum(g, ell) * np.minimum(c, k))).sum(axis=(2, 3))
+            lost = (pairs * (g * c - np.minimum(g, ell) * _mean_min(lows, k))).sum(axis=(2, 3))
             score = lost + groups * per_unit * kappas[:, None] * l0s[None, :]
             best = np.unravel_index(int(np.argmin(score)), score.shape)  # the first minimum: smaller limits
             kappa, l0, dropped = int(kappas[best[0]]), int(l0s[best[1]]), float(lost[best])
@@ -298,6 +298,11 @@ class BoundChoice:
         )
         return plan_query(resolved, epsilon=self.answer_epsilon, delta=self.plan.delta)
 
+    def _kappa_candidates(self) -> list[int]:
+        """Whole numbers near ``2^(i/2)`` up to ``max_rows_bound``."""
+        top = 2 * _log2_ceil(self.rows_bound)
+        return sorted({min(round(2 ** (i / 2)), self.rows_bound) for i in range(top + 1)})
+
     def _l0_candidates(self) -> list[int]:
         keys = self.plan.public_keys
         cap = len(keys) if keys is not None else 2 ** (GROUP_BINS - 1)
@@ -308,12 +313,23 @@ class BoundChoice:
         private selection the person-group pairs over the users a released group needs (at least 1)."""
         if self.plan.public_keys is not None:
             return float(len(self.plan.public_keys))
-        assert self.plan.threshold is not None
-        return max(1.0, float((pairs * g).sum()) / self.plan.threshold)
+        assert self.plan.selection is not None
+        return max(1.0, float((pairs * g).sum()) / self.plan.selection.users_for(0.5))
 
 
 def _log2_ceil(value: int) -> int:
     return max(0, math.ceil(math.log2(value) - 1e-12))
+
+
+def _mean_min(lows: np.ndarray, cap: Any) -> np.ndarray:
+    """``E[min(v, cap)]`` for ``v`` log-uniform on ``[low, 2 low]``, the model of a value inside its
+    power-of-two bin (density ``1 / (v ln 2)``): ``low / ln 2`` when ``cap >= 2 low``, ``cap`` when ``cap <=
+    low``, else ``(cap - low) / ln 2 + cap log2(2 low / cap)``. A bin of whole numbers starting at 1 holds
+    only 1."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inside = (cap - lows) / math.log(2) + cap * np.log2(2 * lows / cap)
+        mean = np.where(cap >= 2 * lows, lows / math.log(2), np.where(cap <= lows, cap, inside))
+    return np.where(lows == 1, np.minimum(cap, 1.0), mean) if np.ndim(lows) else mean
 
 
 def _representatives(bins: int) -> np.ndarray:
@@ -352,34 +368,37 @@ def _value_bounds(
 ) -> tuple[tuple[float, float], float, float]:
     """The clamping bounds minimising the estimated clipped mass plus the noise (module docstring), the
     estimated fraction of absolute value mass clamped away, and that mass. ``shares`` has the bins of
-    :func:`~kakeibo.sql.rewrite.value_bin_sql` from ``-(len(POWERS) + 1)`` to ``len(POWERS) + 1``."""
+    :func:`~kakeibo.sql.rewrite.value_bin_sql` from ``-(len(POWERS) + 1)`` to ``len(POWERS) + 1``; a bin's
+    values are taken log-uniform (:func:`_mean_min`), the candidates are ``2^(k/4)`` (whole numbers for an
+    int column)."""
     middle = len(POWERS) + 1
-    tops = np.array([2.0**k for k in POWERS] + [2.0 ** (POWERS[-1] + 1)])
-    magnitude = 0.75 * tops  # a bin's typical magnitude
-    positive, negative = shares[middle + 1 :], shares[:middle][::-1]
+    lows = np.array([2.0 ** (k - 1) for k in POWERS] + [2.0 ** POWERS[-1]])  # bin j: (2^(k-1), 2^k]
+    magnitude = lows / math.log(2)
     total = float(shares.sum())
     if total <= 0:
         smallest = 1.0 if integer else 2.0 ** POWERS[0]
         return (0.0, smallest), 0.0, 0.0
-    fractions = (positive / total, negative / total)
-    allowed = [k for k in POWERS if k >= 0] if integer else list(POWERS)
-    ends = []
-    clipped_mass = 0.0
-    for side in fractions:
+    sides = (shares[middle + 1 :] / total, shares[:middle][::-1] / total)  # positive, negative magnitudes
+    candidates = np.unique(
+        [
+            math.ceil(2 ** (q / 4)) if integer else 2 ** (q / 4)
+            for q in range(4 * POWERS[0], 4 * POWERS[-1] + 1)
+        ]
+    )
+    if integer:
+        candidates = candidates[candidates >= 1]
+    ends, clipped_mass = [], 0.0
+    for side in sides:
         if side.sum() <= 0:
             ends.append(0.0)
             continue
-        best = None
-        for k in allowed:
-            bound = 2.0**k
-            excess = float((side * np.maximum(magnitude - bound, 0)).sum()) * kept
-            score = excess + noise_per_value * bound
-            if best is None or score < best[0]:
-                best = (score, bound, excess)
-        assert best is not None
-        ends.append(best[1])
-        clipped_mass += best[2]
-    mass = kept * float((fractions[0] * magnitude).sum() + (fractions[1] * magnitude).sum())
+        excess = kept * (side[None, :] * (magnitude - _mean_min(lows[None, :], candidates[:, None]))).sum(
+            axis=1
+        )
+        best = int(np.argmin(excess + noise_per_value * candidates))
+        ends.append(float(candidates[best]))
+        clipped_mass += float(excess[best])
+    mass = kept * float((sides[0] * magnitude).sum() + (sides[1] * magnitude).sum())
     low = -ends[1] if ends[1] > 0 else 0.0
     return (low, ends[0]), clipped_mass / mass if mass > 0 else 0.0, clipped_mass
 

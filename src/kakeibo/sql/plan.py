@@ -14,9 +14,11 @@ Laplace noise (the geometric mechanism for integer statistics) at ``epsilon / k`
 statistics and the quantile aggregates. A quantile is not a sum: it is selected by the exponential
 mechanism over an engine-computed histogram of the column (:mod:`kakeibo.sql.quantiles`).
 Group keys come from the catalog's public values when every GROUP BY column has them; otherwise they are
-selected privately: a key is released when its noisy user count reaches a threshold ``tau`` chosen so that
-a key held by a single user is released with probability at most ``delta / L0`` (Korolova et al. 2009;
-Wilson et al. 2020, Section 4), which makes the whole query (epsilon, delta)-DP.
+selected privately by the optimal keep probability of Desfontaines, Voss, Gipson and Mandayam (PoPETs 2022;
+:class:`~kakeibo.mechanisms.PartitionSelection`): each key the engine found is kept with probability
+``pi(n)`` of its ``n`` distinct users, at ``epsilon / (k + 1)`` and ``delta`` over a user's ``L0`` keys
+(``epsilon / L0`` and ``1 - (1 - delta)^(1 / L0)`` per key), which makes the whole query
+(epsilon, delta)-DP. It keeps more keys at every ``n`` than a threshold on a noisy user count.
 
 On a table whose catalog declares a correlation graph over its users, every statistic instead gets Laplace
 noise of scale ``Delta (1 + l*) / share``: ``Delta`` is the replace range of one user's contribution and
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..accounting.overlap import Box
-from ..mechanisms import Geometric, Laplace, Mechanism
+from ..mechanisms import Geometric, Laplace, Mechanism, PartitionSelection
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .aggregates import AGGREGATES, USERS, StatisticKind, aggregate_spec, direct_statistic
 from .analyze import AnalyzedQuery, QueryRefused
@@ -46,7 +48,6 @@ __all__ = [
     "direct_statistic",
     "epsilon_for_accuracy",
     "plan_query",
-    "selection_threshold",
 ]
 
 #: the level of every released interval, and 1 - beta of the R2T race
@@ -66,6 +67,7 @@ class Statistic:
     per_group_sensitivity: float
     mechanism: Mechanism
     race: Race | None = None  # truncated by the R2T race: one mechanism per threshold, ``mechanism`` the last
+    released: bool = True  # False: the distinct users read by partition selection only, never noised
 
     @property
     def integer(self) -> bool:
@@ -83,7 +85,7 @@ class NoisePlan:
     max_rows_per_partition: int
     statistics: tuple[Statistic, ...]
     public_keys: tuple[tuple[object, ...], ...] | None  # the released keys, or None for private selection
-    threshold: int | None  # private selection: release keys whose noisy user count is >= threshold
+    selection: PartitionSelection | None  # private selection: keeps each key by its distinct users
     quantiles: tuple[QuantileEstimate, ...] = ()
     correlation: CorrelationBound | None = None  # set when the table's users are correlated
 
@@ -110,9 +112,9 @@ class NoisePlan:
         return next(q.buckets for q in self.quantiles if q.column == column)
 
 
-def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[StatisticKind, str | None]]:
-    """The statistics the aggregates are estimated from (quantiles are selections, planned apart), and the
-    distinct users for private selection, each once, in first-use order."""
+def _needed(query: AnalyzedQuery) -> list[tuple[StatisticKind, str | None]]:
+    """The statistics the aggregates are estimated from (quantiles are selections, planned apart), each
+    once, in first-use order."""
     raced = query.auto_truncation
     sums = [
         (aggregate_spec(agg.function, raced), agg.column)
@@ -121,8 +123,6 @@ def _needed(query: AnalyzedQuery, selection: bool) -> list[tuple[StatisticKind, 
     ]
     centred = {column for spec, column in sums if spec.centred}
     needed = [need for spec, column in sums for need in spec.needs(column, column in centred)]
-    if selection:
-        needed.append((USERS, None))
     return list(dict.fromkeys(needed))
 
 
@@ -173,21 +173,6 @@ def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, del
     return rounded
 
 
-def selection_threshold(scale: float, delta_per_key: float) -> int:
-    """Smallest integer ``tau >= 2`` with ``Pr(1 + Z >= tau) <= delta_per_key`` for ``Z`` discrete Laplace of
-    ``scale``, where ``Pr(Z >= m) = e^(-m/scale) / (1 + e^(-1/scale))`` for ``m >= 1`` (ties at the
-    threshold are released, so they are inside delta).
-
-    >>> selection_threshold(1.0, 1e-6)
-    15
-    """
-    m = math.ceil(scale * (math.log(1 / delta_per_key) - math.log1p(math.exp(-1 / scale))))
-    m = max(m, 1)
-    while math.exp(-m / scale) / (1 + math.exp(-1 / scale)) > delta_per_key:  # guard float rounding
-        m += 1
-    return m + 1
-
-
 def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> NoisePlan:
     """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta)."""
     eps = as_fraction(epsilon, "epsilon")
@@ -218,11 +203,14 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         )
     if query.auto_truncation:
         _refuse_race(query)
-    needed = _needed(query, selection)
+    needed = _needed(query)
     quantile_aggregates = [agg for agg in query.aggregates if agg.function == "quantile"]
-    share = eps / (len(needed) + len(quantile_aggregates))
+    share = eps / (len(needed) + len(quantile_aggregates) + selection)
+    released = len(needed)
+    if selection and (USERS, None) not in needed:
+        needed.append((USERS, None))  # computed by the engine for the selection, never noised
     statistics = []
-    for kind, column in needed:
+    for index, (kind, column) in enumerate(needed):
         spec = None if column is None else query.value(column).spec
         per_group = kind.per_group(kappa, spec)
         if correlation is not None:  # every group may move with a correlated user (its keys are public)
@@ -247,12 +235,10 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
                 beta=1 - CONFIDENCE,
             )
             mechanism, per_group = race.mechanisms[-1], race.taus[-1]
-        statistics.append(Statistic(kind.statistic(column), kind, column, per_group, mechanism, race))
-    threshold = None
-    if selection:
-        users = next(s for s in statistics if s.kind is USERS)
-        assert isinstance(users.mechanism, Geometric)
-        threshold = selection_threshold(users.mechanism.scale, float(dlt) / l0)
+        statistics.append(
+            Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, index < released)
+        )
+    partitions = PartitionSelection(epsilon=share, delta=dlt, max_partitions=l0) if selection else None
     quantiles = []
     for agg in quantile_aggregates:
         assert agg.column is not None and agg.quantile is not None
@@ -268,7 +254,7 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         max_rows_per_partition=kappa,
         statistics=tuple(statistics),
         public_keys=public,
-        threshold=threshold,
+        selection=partitions,
         quantiles=tuple(quantiles),
         correlation=correlation,
     )

@@ -224,6 +224,9 @@ class Session:
             if stat.race is not None:
                 lines.append(f"  {stat.name:<16} {stat.race.describe()}")
                 continue
+            if not stat.released:
+                lines.append(f"  {stat.name:<16} read by the selection only (not released)")
+                continue
             sensitivity = (
                 f"per-group sensitivity {stat.per_group_sensitivity:g}"
                 if plan.correlation is None
@@ -535,7 +538,7 @@ def _bounding(plan: NoisePlan, chosen: tuple[bool, bool] = (False, False)) -> li
 def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
     """Noise every statistic, select groups, derive the aggregates and their intervals.
 
-    Partition selection runs first, on the noisy user counts of the groups the engine found; the other
+    Partition selection runs first, on the distinct users of the groups the engine found; the other
     statistics are noised for the kept groups only. Every parameter of the draw (grids, guards) was fixed by
     the plan, and values are clamped into the grid's range, so nothing here depends on, or fails for, the
     groups selection dropped or the size of a value. The table's schema is the plan's (:func:`_schema`)."""
@@ -544,17 +547,16 @@ def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
     keys, true = _true_statistics(plan, stats)
     noisy: dict[str, Any] = {}
     keep = np.ones(len(keys), dtype=bool)
-    if plan.threshold is not None:
-        noisy["users"] = np.asarray(plan.statistic("users").mechanism.release(true["users"], rng=source))
-        keep = noisy["users"] >= plan.threshold
-        noisy["users"] = noisy["users"][keep]
+    if plan.selection is not None:
+        users = np.rint(np.asarray(true["users"], dtype=np.float64)).astype(np.int64)  # weighted sums: whole
+        keep = np.asarray(plan.selection.release(users, rng=source), dtype=bool)
     kept = [k for k, flag in zip(keys, keep, strict=True) if flag]
     for stat in plan.statistics:
         if stat.race is not None:
             noisy[stat.name], noisy[f"{stat.name}__shifted"] = stat.race.release(
                 true[stat.name][keep], source
             )
-        elif stat.name not in noisy:
+        elif stat.released:
             values = _in_range(stat.mechanism, true[stat.name][keep])
             noisy[stat.name] = np.asarray(stat.mechanism.release(values, rng=source))
     columns: dict[str, Any] = {alias: [k[i] for k in kept] for i, alias in enumerate(query.group_aliases)}
@@ -766,7 +768,14 @@ def _groups(plan: NoisePlan) -> list[str]:
     if not query.group_by:
         return ["groups: one, the whole table (no GROUP BY)"]
     if plan.public_keys is None:
-        lines = [f"groups: private selection, released when noisy user count >= {plan.threshold}"]
+        selection = plan.selection
+        assert selection is not None
+        lines = [
+            "groups: private selection (Desfontaines et al. 2022), each key kept with the optimal "
+            f"probability for its distinct users at {selection.privacy_loss} over "
+            f"L0={selection.max_partitions} keys: 50% from {selection.users_for(0.5)} users, 95% from "
+            f"{selection.users_for(0.95)}, always from {selection.n2 + 1}"
+        ]
     else:
         lines = [
             f"groups: all {len(plan.public_keys):,} public keys (from the catalog's public_values and the "
