@@ -23,7 +23,7 @@ Per query and catalog:
   as their scripts compute it.
 
 Catalogs: ``fixed`` (the catalog's limits: 20 orders, 100 line items per group), ``chosen`` (both limits of
-orders and lineitem ``"auto"``, chosen privately from histograms at 20% of epsilon, ``kakeibo.sql.bounds``)
+orders and lineitem ``"auto"``, chosen privately from histograms at 10% of epsilon, ``kakeibo.sql.bounds``)
 and ``auto b=<base> GS=<bound>`` (``max_rows_per_partition = "auto"`` with ``bound_selection = "race"`` for
 orders and lineitem: the R2T race with the grid base b and ``max_rows_bound`` GS rows of a person per
 group).

@@ -207,9 +207,9 @@ def test_the_histograms_are_noised_at_the_declared_share(
     session = _session(_backend(neighbours[0]), AUTO, tmp_path)
     choice = _choice(session)
     rows, values = choice._mechanisms()
-    assert choice.histogram_epsilon == pytest.approx(0.2) and choice.answer_epsilon == pytest.approx(0.8)
+    assert choice.histogram_epsilon == pytest.approx(0.1) and choice.answer_epsilon == pytest.approx(0.9)
     assert rows.sensitivity == 1 and values.sensitivity == 1
-    assert rows.epsilon == pytest.approx(0.1) and values.epsilon == pytest.approx(0.1)  # two histograms
+    assert rows.epsilon == pytest.approx(0.05) and values.epsilon == pytest.approx(0.05)  # two histograms
 
 
 # --- the audit of the whole selection --------------------------------------------------------------------
@@ -237,7 +237,7 @@ def test_an_audit_of_the_selection_does_not_refute_its_epsilon(
     neighbours: tuple[pa.Table, pa.Table], tmp_path: Path
 ) -> None:
     """1,000 selections per neighbour (seeded, after 250 to choose the events): the audit's 95% lower bound
-    on epsilon stays below the histograms' 0.2; a selection whose value histogram counts rows (one person
+    on epsilon stays below the histograms' 0.1; a selection whose value histogram counts rows (one person
     moves it by 10^4) is refuted by the same audit."""
     worlds = [_exact(t, tmp_path) for t in neighbours]
     choice = _choice(_session(_backend(neighbours[0]), AUTO, tmp_path / "audit"))
@@ -296,9 +296,9 @@ def test_explain_shows_the_split_the_histograms_and_their_statement(tmp_path: Pa
     session = _session(_backend(_visits(100, seed=1)), AUTO, tmp_path)
     text = session.explain(QUERY, epsilon=1)
     chosen = "max_rows_per_partition, max_partitions, the bounds of amount"
-    assert f"bounds chosen privately ({chosen}) at epsilon 0.2" in text
-    assert "the answer at 0.8" in text and "engine statement of the histograms:" in text
-    assert text.count("Laplace noise of scale 10;") == 2  # 0.2 over two histograms of sensitivity 1
+    assert f"bounds chosen privately ({chosen}) at epsilon 0.1" in text
+    assert "the answer at 0.9" in text and "engine statement of the histograms:" in text
+    assert text.count("Laplace noise of scale 20;") == 2  # 0.1 over two histograms of sensitivity 1
     assert session.ledger.entries() == []
 
 

@@ -31,11 +31,14 @@ steps; the second is chosen from the first's output, which adaptive composition 
    groups' noise ``G kappa L0 k / epsilon_a`` (``k`` statistics at ``epsilon_a / k`` each). This is the
    score PipelineDP's private L0 selection gives its exponential mechanism, here evaluated on a noisy
    histogram so that one histogram serves every candidate pair, the value bounds and the estimate of what
-   the bounds drop. Candidates: powers of two up to ``max_rows_bound`` for kappa, up to 2^20 (or the
-   number of public keys) for L0. A column's upper bound ``U`` then minimises the clipped mass above ``U``
-   (the kept rows times the histogram's mass beyond ``U``, each bin at ``3/4`` of its top) plus the sum's
-   noise ``G kappa L0 U k / epsilon_a``; the lower bound likewise on the negative side (0 when no negative
-   bin survives).
+   the bounds drop. Within a bin, counts and values are taken log-uniform (:func:`_mean_min`).
+   Candidates: whole numbers near ``2^(i/2)`` up to ``max_rows_bound`` for kappa, powers of two up to 2^20
+   (and the number of public keys) for L0. A column's upper bound ``U`` (candidates ``2^(q/4)``) then
+   minimises the clipped mass above ``U`` (the kept rows times the histogram's mass beyond ``U``) plus the
+   sum's noise ``G kappa L0 U k / epsilon_a``; the lower bound likewise on the negative side (0 when no
+   negative bin survives). The cells under the noise floor are invisible to these estimates, so the share
+   of rows the chosen bounds drop is a lower estimate: a few heavy persons spread over many cells can
+   hide below it (``benchmarks/RESULTS.md`` measures how far).
 
 The answer's intervals are those of its plan at the chosen bounds: they cover the *bounded* answer.
 Bounding can only drop rows and pull values toward the bounds, so for counts and for sums of values that
@@ -110,7 +113,7 @@ class ChosenBounds:
     max_rows_per_partition: int | None
     max_partitions: int | None
     columns: dict[str, tuple[float, float]]
-    dropped_rows: float  # estimated fraction of the rows the limits dropped
+    dropped_rows: float  # estimated fraction of the rows the limits dropped (a lower estimate)
     clipped_values: dict[str, float]  # per column: estimated fraction of its absolute value mass clamped away
     histogram_epsilon: Fraction
     bias_per_group: dict[str, float]  # estimated: rows dropped ("rows"), per column the value mass clamped
@@ -195,7 +198,8 @@ class BoundChoice:
             lines.append(
                 "  each person's groups by log2 rows x log2 groups, Laplace noise of scale "
                 f"{rows.scale:.4g}; "
-                f"candidates powers of two (max_rows_per_partition up to {self.rows_bound}), scored by "
+                "candidates near powers of sqrt 2 (max_rows_per_partition up to "
+                f"{self.rows_bound}), scored by "
                 "estimated dropped rows plus the groups' noise"
             )
         for c in self.columns:

@@ -61,15 +61,15 @@ rows the join results are (the query's table that no other of its tables referen
 Nobody has to guess a limit or a clamping bound: ``max_rows_per_partition``, ``max_partitions`` (on a table
 with a privacy unit or a reference) and a numeric column's ``lower = upper = "auto"`` are chosen privately
 when a query runs, from noisy histograms of the rows it reads, at ``bounds_share`` (default
-:data:`DEFAULT_SHARE`, 20%) of the query's epsilon; the rest goes to the answer, and the ledger is charged
-once for both (:mod:`kakeibo.sql.bounds`). ``max_rows_bound`` (default
+:data:`DEFAULT_SHARE`, 10%, the best of 10%, 20% and 30% in ``benchmarks/bench_bounds.py``) of the query's
+epsilon; the rest goes to the answer, and the ledger is charged once for both (:mod:`kakeibo.sql.bounds`). ``max_rows_bound`` (default
 :data:`~kakeibo.sql.truncation.DEFAULT_BOUND`) is the largest ``max_rows_per_partition`` considered::
 
     [tables.visits]
     privacy_unit = "user_id"
     max_partitions = "auto"
     max_rows_per_partition = "auto"
-    bounds_share = 0.2                # optional: the share of each query's epsilon spent on the choice
+    bounds_share = 0.1                # optional: the share of each query's epsilon spent on the choice
     [tables.visits.columns]
     amount = { type = "float", lower = "auto", upper = "auto" }
 
@@ -136,7 +136,7 @@ _COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
 _NUMERIC = ("int", "float")
 
 #: the share of a query's epsilon spent choosing its "auto" limits and column bounds (:mod:`.bounds`)
-DEFAULT_SHARE = 0.2
+DEFAULT_SHARE = 0.1
 
 _V = TypeVar("_V")
 
