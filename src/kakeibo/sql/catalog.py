@@ -62,8 +62,9 @@ Nobody has to guess a limit or a clamping bound: ``max_rows_per_partition``, ``m
 with a privacy unit or a reference) and a numeric column's ``lower = upper = "auto"`` are chosen privately
 when a query runs, from noisy histograms of the rows it reads, at ``bounds_share`` (default
 :data:`DEFAULT_SHARE`, 10%, the best of 10%, 20% and 30% in ``benchmarks/bench_bounds.py``) of the query's
-epsilon; the rest goes to the answer, and the ledger is charged once for both (:mod:`kakeibo.sql.bounds`). ``max_rows_bound`` (default
-:data:`~kakeibo.sql.truncation.DEFAULT_BOUND`) is the largest ``max_rows_per_partition`` considered::
+epsilon; the rest goes to the answer, and the ledger is charged once for both (:mod:`kakeibo.sql.bounds`).
+``max_rows_bound`` (default :data:`~kakeibo.sql.truncation.DEFAULT_BOUND`) is the largest
+``max_rows_per_partition`` considered::
 
     [tables.visits]
     privacy_unit = "user_id"
