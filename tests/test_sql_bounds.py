@@ -364,3 +364,31 @@ def test_the_warning_fires_when_the_estimated_bias_exceeds_the_noise(tmp_path: P
             QUERY, epsilon=1
         )
     assert result.bounds is not None and result.bounds.dropped_rows > 0.5
+
+
+def test_a_row_level_table_chooses_its_column_bounds(tmp_path: Path) -> None:
+    """Each row a person: the value histogram counts rows (weight 1 each), and no limit is chosen."""
+    rng = np.random.default_rng(11)
+    table = pa.table({"amount": rng.gamma(2.0, 15.0, size=20_000)})
+    catalog = Catalog.from_dict(
+        {"tables": {"visits": {"columns": {"amount": {"type": "float", "lower": "auto", "upper": "auto"}}}}}
+    )
+    result = _session(_backend(table), catalog, tmp_path).sql(
+        "SELECT SUM(amount) AS total FROM visits", epsilon=1
+    )
+    assert result.bounds is not None and result.bounds.max_rows_per_partition is None
+    low, high = result.bounds.columns["amount"]
+    assert low == 0 and 32 <= high <= 512  # Gamma(2, 15): mean 30, 99.9% below 140
+    total = float(np.sum(table.column("amount").to_numpy()))
+    assert abs(result.to_arrow().column("total")[0].as_py() - total) < 0.05 * total
+
+
+def test_declared_limits_and_chosen_column_bounds(tmp_path: Path) -> None:
+    """Only the amount is "auto": the rows histogram still estimates the rows the declared limits keep
+    (so the bound is scored against them) and what they drop."""
+    table = _visits(20_000, seed=12)
+    catalog = _catalog(max_partitions=8, max_rows_per_partition=50)
+    result = _session(_backend(table), catalog, tmp_path).sql(QUERY, epsilon=1, rng=np.random.default_rng(13))
+    assert result.bounds is not None and result.bounds.max_rows_per_partition is None
+    low, high = result.bounds.columns["amount"]
+    assert low == 0 and 32 <= high <= 512 and 0 < result.bounds.dropped_rows < 0.5

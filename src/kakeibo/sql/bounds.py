@@ -136,11 +136,7 @@ class ChosenBounds:
         if self.max_partitions is not None:
             parts.append(f"max_partitions = {self.max_partitions}")
         parts += [f"{c} in [{lo:g}, {hi:g}]" for c, (lo, hi) in self.columns.items()]
-        dropped = (
-            [f"about {self.dropped_rows:.1%} of the rows"]
-            if self.max_rows_per_partition or self.max_partitions
-            else []
-        )
+        dropped = [f"about {self.dropped_rows:.1%} of the rows"]
         dropped += [f"{share:.1%} of the mass of {c}" for c, share in self.clipped_values.items()]
         return (
             f"chosen at epsilon {float(self.histogram_epsilon):g}: {', '.join(parts)}; "
@@ -169,7 +165,8 @@ class BoundChoice:
 
     @property
     def histograms(self) -> int:
-        return int(any(self.limits)) + len(self.columns)
+        """The rows histogram (on a table of persons) and one per chosen column."""
+        return int(self.plan.query.user_level) + len(self.columns)
 
     def _mechanisms(self) -> tuple[Laplace, Laplace]:
         each = self.histogram_epsilon / self.histograms
@@ -194,7 +191,7 @@ class BoundChoice:
             f"bounds chosen privately ({', '.join(chosen)}) at epsilon {float(self.histogram_epsilon):g} "
             f"({float(self.share):.0%} of the query's), the answer at {float(self.answer_epsilon):g}:"
         ]
-        if any(self.limits):
+        if self.plan.query.user_level:
             lines.append(
                 "  each person's groups by log2 rows x log2 groups, Laplace noise of scale "
                 f"{rows.scale:.4g}; "
@@ -238,7 +235,7 @@ class BoundChoice:
         rows_mechanism, values_mechanism = self._mechanisms()
         pairs = np.zeros_like(cells)
         bound = rows_mechanism.max_magnitude
-        if any(self.limits):
+        if self.plan.query.user_level:
             noisy = np.asarray(rows_mechanism.release(np.clip(cells, -bound, bound).ravel(), rng=source))
             floor = rows_mechanism.error_bound(FALSE_CELLS / cells.size)
             pairs = np.where(noisy > floor, noisy, 0).reshape(cells.shape)
@@ -251,15 +248,21 @@ class BoundChoice:
         return pairs, shares
 
     def decide(self, pairs: np.ndarray, shares: np.ndarray) -> ChosenBounds:
-        """The bounds that minimise the estimated error, from the noisy histograms (post-processing)."""
+        """The bounds that minimise the estimated error, from the noisy histograms (post-processing). The
+        rows histogram also serves a query that chooses column bounds only: it estimates the rows the
+        declared limits keep (on a row-level table, the column's histogram counts the rows)."""
         query = self.plan.query
         per_unit = float(len(self.plan.statistics) + len(self.plan.quantiles)) / float(self.answer_epsilon)
         g = _representatives(GROUP_BINS)[None, :]
         lows = 2.0 ** np.arange(ROW_BINS)[:, None]  # rows bin a holds 2^a .. 2^(a+1) - 1 rows
         c = _mean_min(lows, np.inf)
-        groups = self._groups(pairs, g)
+        if query.user_level:
+            total, pairs_count = float((pairs * g * c).sum()), float((pairs * g).sum())
+        else:
+            total = pairs_count = max(float(shares[0].sum()), 0.0) if self.columns else 0.0
+        groups = self._groups(pairs_count)
         kappa, l0, dropped = query.max_rows_per_partition, query.max_partitions, 0.0
-        if any(self.limits):
+        if query.user_level:
             kappas = np.array(self._kappa_candidates() if self.limits[0] else [kappa], float)
             l0s = np.array(self._l0_candidates() if self.limits[1] else [l0], float)
             k, ell = kappas[:, None, None, None], l0s[None, :, None, None]
@@ -267,7 +270,6 @@ class BoundChoice:
             score = lost + groups * per_unit * kappas[:, None] * l0s[None, :]
             best = np.unravel_index(int(np.argmin(score)), score.shape)  # the first minimum: smaller limits
             kappa, l0, dropped = int(kappas[best[0]]), int(l0s[best[1]]), float(lost[best])
-        total = float((pairs * g * c).sum())
         noise_per_value = groups * kappa * l0 * per_unit
         columns, clipped, biases = {}, {}, {}
         for i, column in enumerate(self.columns):
@@ -279,7 +281,7 @@ class BoundChoice:
             max_rows_per_partition=kappa if self.limits[0] else None,
             max_partitions=l0 if self.limits[1] else None,
             columns=columns,
-            dropped_rows=dropped / total if total > 0 and any(self.limits) else 0.0,
+            dropped_rows=dropped / total if total > 0 else 0.0,
             clipped_values=clipped,
             histogram_epsilon=self.histogram_epsilon,
             bias_per_group={"rows": dropped / groups, **biases},
@@ -312,13 +314,13 @@ class BoundChoice:
         cap = len(keys) if keys is not None else 2 ** (GROUP_BINS - 1)
         return sorted({*(2**i for i in range(GROUP_BINS) if 2**i < cap), cap})
 
-    def _groups(self, pairs: np.ndarray, g: np.ndarray) -> float:
+    def _groups(self, pairs: float) -> float:
         """How many groups the answer releases, as the score counts their noise: the public keys, or under
-        private selection the person-group pairs over the users a released group needs (at least 1)."""
+        private selection the person-group ``pairs`` over the users a released group needs (at least 1)."""
         if self.plan.public_keys is not None:
             return float(len(self.plan.public_keys))
         assert self.plan.selection is not None
-        return max(1.0, float((pairs * g).sum()) / self.plan.selection.users_for(0.5))
+        return max(1.0, pairs / self.plan.selection.users_for(0.5))
 
 
 def _log2_ceil(value: int) -> int:
@@ -451,14 +453,14 @@ def bound_choice(query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog) -> Bou
             "the users of this table are correlated, and bounds chosen privately are not calibrated for "
             'correlated users; declare the limits and bounds instead of "auto".'
         )
-    tables = [catalog.table(t.name) for t in query.tables if t.chooses_bounds]
-    share = Fraction(str(tables[0].bounds_share)) if tables else Fraction(1, 5)
+    choosing = [catalog.table(t.name) for t in query.tables if catalog.table(t.name).chooses_bounds]
+    owner = declared if declared is not None and declared.chooses_bounds else choosing[0]  # the grain's share
     return BoundChoice(
         plan=plan,
         limits=limits,
         columns=columns,
         integer=tuple(query.value(c).spec.type == "int" for c in columns),
-        share=share,
+        share=Fraction(str(owner.bounds_share)),
         rows_bound=declared.max_rows_bound if declared is not None else 1,
     )
 

@@ -97,27 +97,37 @@ def bound_histograms_sql(
     rows ``(__h, __a, __b, __c)``. ``__h = 0``: for each of a person's ``g`` groups with ``2^a <= rows <
     2^(a+1)`` and ``2^b <= g < 2^(b+1)``, a weight ``1 / g``, summed over persons (the last bins open above:
     ``rows`` and ``groups`` bins in all). ``__h = i`` (1-based): for the i-th column of ``values``, each
-    person's share of their non-NULL values in bin ``__a`` of :func:`value_bin_sql` over ``powers``, summed
-    over persons. Each person's weights sum to 1 in every histogram: L1 sensitivity 1. The bins are
-    comparisons with integers or exact powers of two, total on every engine and for every value (NaN and the
-    infinities land in the last bins)."""
+    person's share of their non-NULL values in bin ``__a`` of :func:`value_bin_sql` over ``powers``,
+    summed over persons (on a row-level table, where the limits are 1, each row weighs 1 and there is no
+    ``__h = 0``). Each person's weights sum to 1 in every histogram: L1 sensitivity 1. The bins are
+    comparisons with integers or exact powers of two, total on every engine and for every value (NaN and
+    the infinities land in the last bins)."""
     filtered, gcols, _ = _filtered(plan, clamp=False)
-    keys = ", ".join(["__unit", *gcols])
-    ctes = [
-        f"filtered AS ({filtered})",
-        f"per_key AS (SELECT {keys}, COUNT(*) AS __rows FROM filtered GROUP BY {keys})",
-        "pairs AS (SELECT __rows, COUNT(*) OVER (PARTITION BY __unit) AS __g FROM per_key)",
-    ]
-    parts = [
-        f"SELECT 0 AS __h, __a, __b, SUM(__w) AS __c FROM (SELECT {_power_bin('__rows', rows)} AS __a, "
-        f"{_power_bin('__g', groups)} AS __b, CAST(1 AS DOUBLE) / __g AS __w FROM pairs) AS __p "
-        "GROUP BY __a, __b"
-    ]
+    ctes = [f"filtered AS ({filtered})"]
+    parts = []
+    if plan.query.user_level:
+        keys = ", ".join(["__unit", *gcols])
+        ctes += [
+            f"per_key AS (SELECT {keys}, COUNT(*) AS __rows FROM filtered GROUP BY {keys})",
+            "pairs AS (SELECT __rows, COUNT(*) OVER (PARTITION BY __unit) AS __g FROM per_key)",
+        ]
+        parts.append(
+            f"SELECT 0 AS __h, __a, __b, SUM(__w) AS __c FROM (SELECT {_power_bin('__rows', rows)} AS __a, "
+            f"{_power_bin('__g', groups)} AS __b, CAST(1 AS DOUBLE) / __g AS __w FROM pairs) AS __p "
+            "GROUP BY __a, __b"
+        )
     for i, column in enumerate(values, start=1):
         value = _q("__v_" + column)
+        binned = value_bin_sql(value, powers)
+        if not plan.query.user_level:  # each row is a person: weight 1
+            parts.append(
+                f"SELECT {i} AS __h, __a, 0 AS __b, CAST(COUNT(*) AS DOUBLE) AS __c FROM (SELECT {binned} "
+                f"AS __a FROM filtered WHERE {value} IS NOT NULL) AS __p GROUP BY __a"
+            )
+            continue
         ctes.append(
-            f"values_{i} AS (SELECT __unit, {value_bin_sql(value, powers)} AS __a, COUNT(*) AS __c "
-            f"FROM filtered WHERE {value} IS NOT NULL GROUP BY __unit, {value_bin_sql(value, powers)})"
+            f"values_{i} AS (SELECT __unit, {binned} AS __a, COUNT(*) AS __c "
+            f"FROM filtered WHERE {value} IS NOT NULL GROUP BY __unit, {binned})"
         )
         parts.append(
             f"SELECT {i} AS __h, __a, 0 AS __b, SUM(__w) AS __c FROM (SELECT __a, CAST(__c AS DOUBLE) / "
