@@ -392,3 +392,68 @@ def test_declared_limits_and_chosen_column_bounds(tmp_path: Path) -> None:
     assert result.bounds is not None and result.bounds.max_rows_per_partition is None
     low, high = result.bounds.columns["amount"]
     assert low == 0 and 32 <= high <= 512 and 0 < result.bounds.dropped_rows < 0.5
+
+
+# --- the histograms on every engine ----------------------------------------------------------------------
+
+ROW_LEVEL = Catalog.from_dict(
+    {"tables": {"visits": {"columns": {"amount": {"type": "float", "lower": "auto", "upper": "auto"}}}}}
+)
+
+
+def _histograms(backend: Any, tmp_path: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The exact histograms of the person-level query and of a row-level one on ``backend``."""
+    out = []
+    for catalog, query in ((AUTO, QUERY), (ROW_LEVEL, "SELECT SUM(amount) AS total FROM visits")):
+        session = _session(backend, catalog, tmp_path / f"h{len(out)}")
+        _, choice = session._planned(query, epsilon=1, accuracy=None, delta=None, dialect=None)
+        assert choice is not None
+        out.append(choice.exact(session._execute(choice.histograms_sql())))
+    return out
+
+
+def _assert_same(
+    found: list[tuple[np.ndarray, np.ndarray]], expected: list[tuple[np.ndarray, np.ndarray]]
+) -> None:
+    for (cells, values), (cells_e, values_e) in zip(found, expected, strict=True):
+        np.testing.assert_allclose(cells, cells_e, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(values, values_e, rtol=1e-12, atol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def with_target(neighbours: tuple[pa.Table, pa.Table]) -> pa.Table:
+    return neighbours[1]
+
+
+@pytest.mark.xdist_group("postgres")
+def test_postgres_bins_every_value_as_duckdb_does(
+    postgres_server: str, with_target: pa.Table, tmp_path: Path
+) -> None:
+    """NaN, the infinities, 1e300, -0.0 and the smallest subnormal land in the same bins, and the weights
+    sum alike (up to the rounding of sums in another order)."""
+    from kakeibo.backends.postgres import PostgresBackend
+    from tpch_fixtures import postgres_database_with
+
+    backend = PostgresBackend(postgres_database_with(postgres_server, {"visits": with_target}))
+    try:
+        _assert_same(
+            _histograms(backend, tmp_path / "pg"), _histograms(_backend(with_target), tmp_path / "duck")
+        )
+    finally:
+        backend.close()
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_bins_every_value_as_duckdb_does(
+    spark_backend: Any, with_target: pa.Table, tmp_path: Path
+) -> None:
+    from kakeibo.backends.spark import SparkBackend
+
+    backend = SparkBackend(session=spark_backend.session)
+    backend.load_table("visits", with_target)
+    try:
+        _assert_same(
+            _histograms(backend, tmp_path / "spark"), _histograms(_backend(with_target), tmp_path / "duck")
+        )
+    finally:
+        backend.close()
