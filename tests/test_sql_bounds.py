@@ -457,3 +457,39 @@ def test_spark_bins_every_value_as_duckdb_does(
         )
     finally:
         backend.close()
+
+
+def test_quantiles_get_limits_of_their_own_and_are_calibrated_to_them() -> None:
+    """With quantile limits (kappa_q, L0_q) the quantile's utility sensitivity is kappa_q max(q, 1 - q) at
+    epsilon / L0_q per group, and in the engine one person adds at most kappa_q to the histogram of each of
+    at most L0_q groups, while the counts keep the query's (kappa, L0)."""
+    from kakeibo.sql import analyze
+    from kakeibo.sql.plan import plan_query
+    from kakeibo.sql.rewrite import bounded_sql
+
+    catalog = _catalog(
+        max_partitions=6, max_rows_per_partition=40, amount={"type": "float", "lower": 0, "upper": 100}
+    )
+    query = analyze(
+        "SELECT category, COUNT(*) AS n, MEDIAN(amount) AS m FROM visits GROUP BY category", catalog
+    )
+    plan = plan_query(query, epsilon=1, quantile_limits=(3, 2))
+    (median,) = plan.quantiles
+    assert median.utility_sensitivity == 3 * 0.5 and plan.quantile_rows == 3 and plan.quantile_partitions == 2
+    assert float(median.value.epsilon) == pytest.approx(1 / 2 / 2 / 2)  # share 1/2, / L0_q, half to the value
+    person = pa.table(
+        {
+            "user_id": np.full(80, 7),
+            "category": np.repeat(np.array(CATEGORIES), 10),
+            "amount": np.full(80, 5.0),
+        }
+    )
+    rows = _backend(person).execute(bounded_sql(plan)).to_pylist()
+    mass = {}
+    for row in rows:
+        mass[row["__g0"]] = mass.get(row["__g0"], 0.0) + row["__mass"]
+    assert sum(1 for m in mass.values() if m > 0) == 2 and max(mass.values()) == pytest.approx(3.0)
+    counts = {}
+    for row in rows:
+        counts[row["__g0"]] = counts.get(row["__g0"], 0.0) + row["rows"]
+    assert len(counts) == 6 and all(c == pytest.approx(10.0) for c in counts.values())  # kappa 40, L0 6

@@ -88,6 +88,17 @@ class NoisePlan:
     selection: PartitionSelection | None  # private selection: keeps each key by its distinct users
     quantiles: tuple[QuantileEstimate, ...] = ()
     correlation: CorrelationBound | None = None  # set when the table's users are correlated
+    quantile_limits: tuple[int, int] | None = None  # the quantiles' own (kappa, L0 <= L0), when chosen
+
+    @property
+    def quantile_rows(self) -> int:
+        """kappa of the quantiles' histograms: rows of one person in one group they weigh."""
+        return self.max_rows_per_partition if self.quantile_limits is None else self.quantile_limits[0]
+
+    @property
+    def quantile_partitions(self) -> int:
+        """L0 of the quantiles' histograms: the first of a person's kept groups they weigh."""
+        return self.max_partitions if self.quantile_limits is None else self.quantile_limits[1]
 
     @property
     def region(self) -> Box | None:
@@ -173,8 +184,16 @@ def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, del
     return rounded
 
 
-def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> NoisePlan:
-    """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta)."""
+def plan_query(
+    query: AnalyzedQuery,
+    *,
+    epsilon: Number,
+    delta: Number = 0,
+    quantile_limits: tuple[int, int] | None = None,
+) -> NoisePlan:
+    """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta);
+    ``quantile_limits`` gives the quantiles a kappa and an L0 of their own, at most the query's L0
+    (:mod:`kakeibo.sql.bounds` chooses them)."""
     eps = as_fraction(epsilon, "epsilon")
     dlt = as_fraction(delta, "delta")
     if not EPSILON_RANGE[0] <= eps <= EPSILON_RANGE[1]:
@@ -244,7 +263,14 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         assert agg.column is not None and agg.quantile is not None
         spec = query.value(agg.column).spec  # the analyser refused unbounded columns
         quantiles.append(
-            make_quantile(agg.alias, spec, agg.quantile, epsilon=share, kappa=kappa, max_partitions=l0)
+            make_quantile(
+                agg.alias,
+                spec,
+                agg.quantile,
+                epsilon=share,
+                kappa=kappa if quantile_limits is None else quantile_limits[0],
+                max_partitions=l0 if quantile_limits is None else min(quantile_limits[1], l0),
+            )
         )
     return NoisePlan(
         query=query,
@@ -257,6 +283,12 @@ def plan_query(query: AnalyzedQuery, *, epsilon: Number, delta: Number = 0) -> N
         selection=partitions,
         quantiles=tuple(quantiles),
         correlation=correlation,
+        quantile_limits=None
+        if quantile_limits is None or not quantile_aggregates
+        else (
+            quantile_limits[0],
+            min(quantile_limits[1], l0),
+        ),
     )
 
 

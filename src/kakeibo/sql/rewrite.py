@@ -26,7 +26,10 @@ statement joins each filtered row to its user's kept groups and weighs it ``min(
 and distinct users weigh ``min(rows, kappa) / rows`` and ``1 / rows``), and the result has one row per
 (group, histogram ``__qi``, bucket); summed over the buckets of ``__qi = 0`` the weighted statistics are
 exactly the ones above. ``ranked`` is read once, so its random order is drawn once: the statistics and the
-histograms see the same ``L0`` groups of each user.
+histograms see the same ``L0`` groups of each user. A bucket's mass weighs a row ``min(n, kappa_q) / n`` in
+the first ``L0_q <= L0`` of its person's kept groups (0 in the others), where the quantiles' own limits
+(chosen privately, :mod:`.bounds`) may differ from the statistics'; each person then adds at most
+``kappa_q`` to the histograms of at most ``L0_q`` groups, what the quantiles are calibrated for.
 
 Pre-aggregating per (user, group) and clamping the partial aggregates is the cheap way to bound
 (Wilson et al. 2020 bound rows by sampling; this keeps every row's information and needs one grouping
@@ -297,7 +300,11 @@ def _histograms(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
     user_level = plan.query.user_level
     if user_level:
         kept = ", ".join(
-            ["k.__rows AS __k_rows", *(f"k.{_q('__n_' + c)} AS {_q('__k_n_' + c)}" for c in value_columns)]
+            [
+                "k.__rows AS __k_rows",
+                "k.__rank AS __k_rank",
+                *(f"k.{_q('__n_' + c)} AS {_q('__k_n_' + c)}" for c in value_columns),
+            ]
         )
         on = " AND ".join(["f.__unit = k.__unit", *(f"f.{g} IS NOT DISTINCT FROM k.{g}" for g in gcols)])
         ctes = (
@@ -316,6 +323,15 @@ def _histograms(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
         n = _q("__k_n_" + col)
         return f"CAST(LEAST({n}, {kappa}) AS DOUBLE) / NULLIF({n}, 0)"
 
+    def mass_weight(col: str) -> str:
+        if not user_level:
+            return "CAST(1 AS DOUBLE)"
+        n = _q("__k_n_" + col)
+        kept = f"CAST(LEAST({n}, {plan.quantile_rows}) AS DOUBLE) / NULLIF({n}, 0)"
+        if plan.quantile_partitions == l0:
+            return kept
+        return f"CASE WHEN __k_rank <= {plan.quantile_partitions} THEN {kept} ELSE 0 END"
+
     outputs = []
     for stat in plan.statistics:
         weights = Weights(rows=row_weight, users=user_weight, value=weight(str(stat.column)))
@@ -323,13 +339,13 @@ def _histograms(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
         outputs.append(f"COALESCE({expr}, 0) AS {_q(stat.name)}")
     columns = plan.histogram_columns
     if len(columns) == 1:
-        source, bucket, mass = "joined", _q(bucket_name(columns[0])), weight(columns[0])
+        source, bucket, mass = "joined", _q(bucket_name(columns[0])), mass_weight(columns[0])
         qi = "0"
     else:
         values = ", ".join(f"({i})" for i in range(len(columns)))
         source = f"joined CROSS JOIN (VALUES {values}) AS __h(__qi)"
         bucket = "CASE __qi " + " ".join(f"WHEN {i} THEN {_q(bucket_name(c))}" for i, c in enumerate(columns))
-        mass = "CASE __qi " + " ".join(f"WHEN {i} THEN {weight(c)}" for i, c in enumerate(columns))
+        mass = "CASE __qi " + " ".join(f"WHEN {i} THEN {mass_weight(c)}" for i, c in enumerate(columns))
         bucket, mass, qi = bucket + " END", mass + " END", "__qi"
     outputs.append(f"COALESCE(SUM(CASE WHEN {bucket} IS NOT NULL THEN {mass} END), 0) AS __mass")
     keys = [*gcols, f"{qi} AS __qi", f"{bucket} AS __bucket"]
