@@ -40,9 +40,9 @@ steps; the second is chosen from the first's output, which adaptive composition 
    moves a quantile's rank by at most the rows dropped, so they are scored the same way with the
    quantiles' rank error in place of the statistics' noise; their rank error per unit of ``kappa L0`` is
    much larger than a count's, so they come out smaller (on the visits benchmark 6 rows per group against
-   the counts' 23-32, which halved the median's error). The cells under the noise floor are invisible to these estimates, so the share
-   of rows the chosen bounds drop is a lower estimate: a few heavy persons spread over many cells can
-   hide below it (``benchmarks/RESULTS.md`` measures how far).
+   the counts' 23-32, which halved the median's error). The cells under the noise floor are invisible to
+   these estimates, so the share of rows the chosen bounds drop is a lower estimate: a few heavy persons
+   spread over many cells can hide below it (``benchmarks/RESULTS.md`` measures how far).
 
 The answer's intervals are those of its plan at the chosen bounds: they cover the *bounded* answer.
 Bounding can only drop rows and pull values toward the bounds, so for counts and for sums of values that
