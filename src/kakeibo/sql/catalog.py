@@ -222,7 +222,8 @@ class ColumnSpec:
     """One column of a catalog table.
 
     ``lower``/``upper`` are the clamping bounds (numeric columns only; both or neither): every value is
-    clamped into ``[lower, upper]`` before it is summed, which bounds one row's contribution. Without
+    clamped into ``[lower, upper]`` before it is summed, which bounds one row's contribution. Both
+    ``"auto"`` (``auto_bounds``) lets each query choose them privately (:mod:`kakeibo.sql.bounds`). Without
     them a column may be counted and grouped by, but not summed, averaged or used in a quantile.
     ``public_values`` lists GROUP BY keys that are public knowledge (no private partition selection is
     needed for them). ``user_constant`` declares that every row of one user has the same value. ``unique``
@@ -232,7 +233,7 @@ class ColumnSpec:
 
     >>> ColumnSpec("amount", "float", lower=0, upper=100)  # doctest: +NORMALIZE_WHITESPACE
     ColumnSpec(name='amount', type='float', lower=0.0, upper=100.0, public_values=None, user_constant=False,
-               unique=False)
+               unique=False, auto_bounds=False)
     >>> ColumnSpec("amount", "float", lower=5)
     Traceback (most recent call last):
     ...
