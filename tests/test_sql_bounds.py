@@ -105,7 +105,7 @@ def _session(backend: Any, catalog: Catalog, tmp_path: Path, budget: float = 100
 
 
 def _choice(session: kakeibo.sql.Session, epsilon: float = 1.0) -> BoundChoice:
-    _, choice = session._planned(QUERY, epsilon=epsilon, accuracy=None, delta=None, dialect=None)
+    _, choice, _ = session._planned(QUERY, epsilon=epsilon, accuracy=None, delta=None, dialect=None)
     assert choice is not None
     return choice
 
@@ -406,7 +406,7 @@ def _histograms(backend: Any, tmp_path: Path) -> list[tuple[np.ndarray, np.ndarr
     out = []
     for catalog, query in ((AUTO, QUERY), (ROW_LEVEL, "SELECT SUM(amount) AS total FROM visits")):
         session = _session(backend, catalog, tmp_path / f"h{len(out)}")
-        _, choice = session._planned(query, epsilon=1, accuracy=None, delta=None, dialect=None)
+        _, choice, _ = session._planned(query, epsilon=1, accuracy=None, delta=None, dialect=None)
         assert choice is not None
         out.append(choice.exact(session._execute(choice.histograms_sql())))
     return out
@@ -493,3 +493,39 @@ def test_quantiles_get_limits_of_their_own_and_are_calibrated_to_them() -> None:
     for row in rows:
         counts[row["__g0"]] = counts.get(row["__g0"], 0.0) + row["rows"]
     assert len(counts) == 6 and all(c == pytest.approx(10.0) for c in counts.values())  # kappa 40, L0 6
+
+
+# --- a query's own bounds ---------------------------------------------------------------------------------
+
+
+def test_a_query_overrides_the_catalogs_limits_and_bounds(tmp_path: Path) -> None:
+    """``bounds=`` replaces what the catalog declares for one query: "auto" limits become fixed (no
+    histogram, the hand-set catalog's plan) or fixed ones "auto"; each override is its own release (request
+    id), asking the same again replays it, and bad overrides are refused before any charge."""
+    session = _session(_backend(_visits(2_000, seed=14)), AUTO, tmp_path / "auto")
+    fixed = {"max_rows_per_partition": 5, "max_partitions": 3, "amount": (0, 100)}
+    assert (
+        session._planned(QUERY, epsilon=1, accuracy=None, delta=None, dialect=None, bounds=fixed)[1] is None
+    )
+    hand = _session(_backend(_visits(10, seed=1)), HANDSET, tmp_path / "hand").plan(QUERY, epsilon=1)
+    overridden = session.plan(QUERY, epsilon=1, bounds=fixed)
+    assert [s.mechanism.scale for s in overridden.statistics] == [s.mechanism.scale for s in hand.statistics]  # type: ignore[attr-defined]
+    first = session.sql(QUERY, epsilon=1, bounds=fixed)
+    assert first.bounds is None and len(session.ledger.entries()) == 1
+    assert session.sql(QUERY, epsilon=1, bounds=fixed).to_arrow().equals(first.to_arrow())
+    chosen = session.sql(QUERY, epsilon=1, bounds={"max_partitions": 8})  # kappa and amount stay "auto"
+    assert chosen.bounds is not None and chosen.bounds.max_partitions is None
+    assert chosen.bounds.max_rows_per_partition is not None and len(session.ledger.entries()) == 2
+    handset = _session(_backend(_visits(2_000, seed=14)), HANDSET, tmp_path / "h2")
+    auto = handset.sql(QUERY, epsilon=1, bounds={"max_rows_per_partition": "auto", "visits.amount": "auto"})
+    assert auto.bounds is not None and auto.bounds.max_rows_per_partition is not None
+    assert set(auto.bounds.columns) == {"amount"}
+    for bad, fragment in (
+        ({"height": (0, 1)}, "names a column of none of the query's tables"),
+        ({"amount": (5, 1)}, "lower bound 5 above its upper bound 1"),
+        ({"amount": 7}, 'a pair \\(lower, upper\\) or "auto"'),
+        ({"max_partitions": 0}, "max_partitions of table 'visits' must be a positive integer"),
+    ):
+        with pytest.raises(ValueError, match=fragment):
+            session.sql(QUERY, epsilon=1, bounds=bad)
+    assert len(session.ledger.entries()) == 2

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -70,7 +71,19 @@ from .plan import CONFIDENCE, NoisePlan, plan_query
 from .rewrite import bound_histograms_sql
 from .truncation import DEFAULT_BOUND
 
-__all__ = ["POWERS", "BoundChoice", "ChosenBounds", "attach", "attached", "bound_choice", "provisional"]
+__all__ = [
+    "POWERS",
+    "BoundChoice",
+    "ChosenBounds",
+    "attach",
+    "attached",
+    "bound_choice",
+    "provisional",
+    "with_bounds",
+]
+
+#: the limits of a query's grain table that :func:`with_bounds` overrides
+LIMITS = ("max_rows_per_partition", "max_partitions", "bounds_share")
 
 #: the powers of two a value bound may be: 2^-20 .. 2^40 (an integer column's: 2^0 .. 2^40)
 POWERS = range(-20, 41)
@@ -107,6 +120,66 @@ def provisional(catalog: Catalog) -> Catalog:
             )
         )
     return Catalog(tables, dialect=catalog.dialect)
+
+
+def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, object]) -> Catalog:
+    """``catalog`` with one query's own limits and column bounds: ``max_rows_per_partition``,
+    ``max_partitions`` and ``bounds_share`` of its grain table, and per column (``"amount"``, or
+    ``"table.amount"`` when two of its tables have one) a pair ``(lower, upper)`` or ``"auto"``; each checked
+    as the catalog checks it (``query`` is analysed against :func:`provisional` of ``catalog``).
+
+    The overrides are public inputs of the query, like its text: they join its request id, and a query
+    that overrides nothing is planned as before."""
+    if not isinstance(bounds, Mapping):
+        raise TypeError(f"bounds must be a mapping such as {{'max_partitions': 3}}, got {bounds!r}.")
+    tables = {name: catalog.table(name) for name in catalog.tables}
+    limits: dict[str, object] = {}
+    for key, value in bounds.items():
+        if key in LIMITS:
+            limits[key] = value
+            continue
+        table, column = _column_of(query, str(key))
+        spec = tables[table].columns[column]
+        low: Any
+        high: Any
+        if value == "auto":
+            low, high = "auto", "auto"  # ColumnSpec reads both "auto" as auto_bounds
+        elif isinstance(value, (tuple, list)) and len(value) == 2:
+            low, high = value
+        else:
+            raise ValueError(
+                f'the bounds of column {column} are a pair (lower, upper) or "auto", got {value!r}.'
+            )
+        columns = dict(tables[table].columns)
+        columns[column] = replace(spec, lower=low, upper=high, auto_bounds=False)
+        tables[table] = replace(tables[table], columns=columns)
+    if limits:
+        if query.grain is None or not query.user_level:
+            raise ValueError(
+                f"{', '.join(limits)} bound a person's rows, but each row of this query is a person."
+            )
+        grain = tables[query.grain.name]
+        if grain.bound_selection == "race":
+            raise ValueError(
+                f'table {grain.name} races its limits (bound_selection = "race"); they stay as declared.'
+            )
+        if limits.get("max_rows_per_partition", grain.max_rows_per_partition) != "auto":
+            limits["max_rows_bound"] = DEFAULT_BOUND
+        tables[grain.name] = replace(grain, **limits)  # type: ignore[arg-type]
+    return Catalog(tables.values(), dialect=catalog.dialect)
+
+
+def _column_of(query: AnalyzedQuery, key: str) -> tuple[str, str]:
+    """The (table, column) a bounds key names among the query's tables."""
+    table, _, column = key.lower().rpartition(".")
+    found = [t.name for t in query.tables if t.has_column(column) and table in ("", t.name)]
+    if len(found) != 1:
+        where = "none" if not found else "several"
+        raise ValueError(
+            f"bounds key {key!r} names a column of {where} of the query's tables "
+            f"({', '.join(t.name for t in query.tables)}); the keys are {', '.join(LIMITS)} and column names."
+        )
+    return found[0], column
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import importlib.util
 import math
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -50,7 +50,7 @@ from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .aggregates import NoisyStatistics, aggregate_spec
 from .analyze import AnalyzedQuery, QueryRefused, analyze
-from .bounds import BoundChoice, ChosenBounds, attach, attached, bound_choice, provisional
+from .bounds import BoundChoice, ChosenBounds, attach, attached, bound_choice, provisional, with_bounds
 from .catalog import Catalog, TableSpec
 from .derived import Derived, derived_bounds, derived_values
 from .plan import CONFIDENCE, NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
@@ -155,12 +155,15 @@ class Session:
         accuracy: tuple[float, float] | None = None,
         delta: Number | None = None,
         dialect: str | None = None,
+        bounds: Mapping[str, object] | None = None,
     ) -> NoisePlan:
         """Analyse and plan ``query`` without touching data or budget, at ``epsilon`` or at the least
         epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`).
         A query whose bounds are chosen privately (``"auto"``) is planned at the provisional bounds
         (:func:`~kakeibo.sql.bounds.provisional`); its plan's privacy loss is the query's whole charge."""
-        return self._planned(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)[0]
+        return self._planned(
+            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
+        )[0]
 
     def _planned(
         self,
@@ -170,14 +173,20 @@ class Session:
         accuracy: tuple[float, float] | None,
         delta: Number | None,
         dialect: str | None,
-    ) -> tuple[NoisePlan, BoundChoice | None]:
-        """The plan of ``query`` and what it chooses privately before its answer (:mod:`.bounds`)."""
-        analysed = analyze(
-            query,
-            self._analysed_against,
-            dialect=self.dialect if dialect is None else dialect,
-            database=database_name(self.backend),  # the backend's, which a three-part table name may name
-        )
+        bounds: Mapping[str, object] | None = None,
+    ) -> tuple[NoisePlan, BoundChoice | None, Catalog]:
+        """The plan of ``query``, what it chooses privately before its answer (:mod:`.bounds`), and the
+        catalog it is planned under: the session's, with ``bounds`` overriding the limits of the query's
+        grain table and the bounds of its columns (:func:`~kakeibo.sql.bounds.with_bounds`)."""
+        dialect = self.dialect if dialect is None else dialect
+        database = database_name(self.backend)  # the backend's, which a three-part table name may name
+        catalog, against = self.catalog, self._analysed_against
+        if bounds is not None:
+            catalog = with_bounds(
+                self.catalog, analyze(query, against, dialect=dialect, database=database), bounds
+            )
+            against = provisional(catalog)
+        analysed = analyze(query, against, dialect=dialect, database=database)
         if (epsilon is None) == (accuracy is None):
             raise TypeError("give exactly one of epsilon= and accuracy=(alpha, beta).")
         if accuracy is not None:
@@ -185,13 +194,13 @@ class Session:
             epsilon = epsilon_for_accuracy(analysed, alpha=alpha, beta=beta, delta=self._delta(delta))
         assert epsilon is not None
         plan = plan_query(analysed, epsilon=epsilon, delta=self._delta(delta))
-        choice = bound_choice(analysed, plan, self.catalog)
+        choice = bound_choice(analysed, plan, catalog)
         if choice is not None and accuracy is not None:
             raise QueryRefused(
                 "accuracy= needs an error that does not depend on the data, but this query chooses its "
                 'bounds ("auto") from the data; give epsilon=.'
             )
-        return plan, choice
+        return plan, choice, catalog
 
     def explain(
         self,
@@ -202,14 +211,15 @@ class Session:
         delta: Number | None = None,
         dialect: str | None = None,
         nonnegative: bool = False,
+        bounds: Mapping[str, object] | None = None,
     ) -> str:
         """The bounded statement, sensitivities, noise scales and expected errors -- before spending
         (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given); with ``nonnegative``, which
         outputs :meth:`sql` would clamp at 0."""
         if epsilon is None and accuracy is None:
             epsilon = 1
-        charged, choice = self._planned(
-            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect
+        charged, choice, _ = self._planned(
+            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
         )
         plan = charged if choice is None else choice.provisional_answer()
         lines = [
@@ -283,6 +293,7 @@ class Session:
         request_id: str | None = None,
         dialect: str | None = None,
         nonnegative: bool = False,
+        bounds: Mapping[str, object] | None = None,
     ) -> Result:
         """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring).
 
@@ -297,8 +308,15 @@ class Session:
         ``nonnegative=True`` clamps at 0 every aggregate whose true value cannot be negative (counts,
         variances, standard deviations; sums, averages and quantiles of columns bounded below by 0) and
         the ends of its interval, before HAVING, ORDER BY and LIMIT: post-processing of the stored
-        release, so it costs nothing and a replay may ask either way."""
-        plan, choice = self._planned(query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect)
+        release, so it costs nothing and a replay may ask either way.
+
+        ``bounds`` overrides, for this query, the limits of its grain table (``max_rows_per_partition``,
+        ``max_partitions``, ``bounds_share``) and the bounds of its columns (``{"amount": (0, 50)}``, or
+        ``"auto"``) that the catalog declares, so one catalog serves queries that want other limits; the
+        release is stored under the overridden catalog."""
+        plan, choice, catalog = self._planned(
+            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
+        )
         if plan.delta > 0 and self.ledger.budget_kind is PureDP:
             raise QueryRefused(
                 "this query needs delta > 0 for private partition selection (GROUP BY without public keys), "
@@ -311,7 +329,7 @@ class Session:
             analyst=self.analyst,
             dataset=self.dataset or plan.query.dataset,
             region=self._region(plan),
-            request_id=self._request_id(plan, request_id),
+            request_id=self._request_id(plan, catalog, request_id),
         )
 
         def finish(table: pa.Table) -> tuple[ChosenBounds | None, pa.Table]:
@@ -410,10 +428,11 @@ class Session:
         sensitive = [t for t in self.catalog.tables.values() if not t.public]
         return plan.region if len(sensitive) == 1 else None
 
-    def _request_id(self, plan: NoisePlan, client_key: str | None = None) -> str:
-        """The ledger request id of a release: a digest of everything that determines what it means."""
-        declared = [self.catalog.table(t.name) for t in plan.query.tables]
-        catalog: list[tuple[object, ...]] = [
+    def _request_id(self, plan: NoisePlan, catalog: Catalog, client_key: str | None = None) -> str:
+        """The ledger request id of a release: a digest of everything that determines what it means (the
+        tables as ``catalog`` declares them, the session's or one with a query's own bounds)."""
+        declared = [catalog.table(t.name) for t in plan.query.tables]
+        tables: list[tuple[object, ...]] = [
             (t.name, t.privacy_unit, t.max_partitions, t.max_rows_per_partition, t.columns)
             + ((t.references,) if t.references else ())
             + ((t.max_rows_bound, t.truncation_base) if t.auto_truncation else ())
@@ -421,9 +440,9 @@ class Session:
             for t in declared
         ]
         if plan.correlation is not None:  # the graph itself, not only where it was declared
-            catalog.append((plan.correlation.digest, plan.correlation.tau))
+            tables.append((plan.correlation.digest, plan.correlation.tau))
         text = repr(
-            (self.analyst, self.dataset, self.source, plan.query.sql, plan.epsilon, plan.delta, catalog)
+            (self.analyst, self.dataset, self.source, plan.query.sql, plan.epsilon, plan.delta, tables)
         )
         if plan.query.dialect != "duckdb":
             text += repr(("dialect", plan.query.dialect))
