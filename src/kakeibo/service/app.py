@@ -44,11 +44,12 @@ path serves.
 """
 
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import duckdb
 from fastapi import Depends, FastAPI, HTTPException, Path, Request
@@ -56,7 +57,7 @@ from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -103,6 +104,8 @@ Delta = Annotated[float, Field(ge=0, lt=1, strict=True)]
 Alpha = Annotated[float, Field(gt=0, strict=True, description="the error bound of each COUNT and SUM")]
 Beta = Annotated[float, Field(gt=0, lt=1, strict=True, description="the probability of a larger error")]
 Budget = Annotated[float, Field(gt=0, strict=True, description="an epsilon budget")]
+Finite = Annotated[float, Field(strict=True)]
+BoundValue = StrictInt | Finite | Literal["auto"] | tuple[Finite, Finite]
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 _EITHER = [("epsilon", "number", "accuracy"), ("accuracy", "array", "epsilon")]
 
@@ -126,6 +129,12 @@ class _Question(_Request):
     nonnegative: StrictBool = Field(
         default=False, description="clamp at 0 the aggregates that cannot be negative, and their intervals"
     )
+    bounds: dict[Annotated[str, Field(max_length=130)], BoundValue] | None = Field(
+        default=None,
+        max_length=32,
+        description='this query\'s own limits ("max_rows_per_partition", "max_partitions", "bounds_share") '
+        'and column bounds ([lower, upper]), each a number or "auto" (the catalog\'s otherwise)',
+    )
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments ``Session.sql`` and ``Session.explain`` share."""
@@ -135,6 +144,7 @@ class _Question(_Request):
             "delta": self.delta,
             "dialect": self.dialect,
             "nonnegative": self.nonnegative,
+            "bounds": self.bounds,
         }
 
 
@@ -395,6 +405,7 @@ def create_app(config: ServiceConfig) -> FastAPI:
             "privacy_loss": loss_json(result.privacy_loss),
             "ledger_entry": result.ledger_entry.seq,
             "confidence": result.confidence,
+            "bounds": None if result.bounds is None else json.loads(result.bounds.to_json()),
         }
 
     @app.post("/v1/explain", responses=responses(*keyed, 400, 403, 422))
