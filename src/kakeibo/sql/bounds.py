@@ -277,10 +277,8 @@ class BoundChoice:
         if self.plan.query.user_level:
             lines.append(
                 "  each person's groups by log2 rows x log2 groups, Laplace noise of scale "
-                f"{rows.scale:.4g}; "
-                "candidates near powers of sqrt 2 (max_rows_per_partition up to "
-                f"{self.rows_bound}), scored by "
-                "estimated dropped rows plus the groups' noise"
+                f"{rows.scale:.4g}; candidates near powers of sqrt 2 (max_rows_per_partition up to "
+                f"{self.rows_bound}), scored by estimated dropped rows plus the groups' noise"
             )
         for c in self.columns:
             lines.append(
@@ -314,7 +312,7 @@ class BoundChoice:
         self, cells: np.ndarray, values: np.ndarray, source: RandomSource
     ) -> tuple[np.ndarray, np.ndarray]:
         """The histograms' release: every cell noised, then cells below the noise's error bound at
-        ``beta / cells`` set to 0 (module docstring). The only step that reads the data."""
+        ``FALSE_CELLS / cells`` set to 0 (module docstring). The only step that reads the data."""
         rows_mechanism, values_mechanism = self._mechanisms()
         pairs = np.zeros_like(cells)
         bound = rows_mechanism.max_magnitude
