@@ -98,3 +98,24 @@ def test_bad_arguments_exit_2(files: tuple[Path, Path, Path]) -> None:
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
     bad_beta = run("sql", *_common(files), "--accuracy", "1", "2", QUERY)
     assert bad_beta.returncode == 2 and "beta must lie strictly between 0 and 1" in bad_beta.stderr
+
+
+def test_bounds_flag_chooses_them_privately_and_says_what_it_chose(files: tuple[Path, Path, Path]) -> None:
+    auto = '{"max_rows_per_partition": "auto", "max_partitions": "auto", "amount": "auto"}'
+    result = run("sql", *_common(files), "--epsilon", "1", "--bounds", auto, QUERY)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("bounds chosen at epsilon 0.1: max_rows_per_partition = ")
+    assert {line.split()[0] for line in result.stdout.splitlines()[1:]} == {"food", "rent"}
+    explained = run(
+        "explain", "--database", str(files[0]), "--catalog", str(files[1]), "--bounds", auto, QUERY
+    )
+    assert explained.returncode == 0 and "bounds chosen privately (" in explained.stdout
+    for bad, fragment in (
+        ("[1, 2]", "must be a JSON object"),
+        ("{", "is not JSON"),
+        ('{"height": "auto"}', "height"),
+    ):
+        refused = run("sql", *_common(files), "--epsilon", "1", "--bounds", bad, QUERY)
+        assert refused.returncode == 2 and fragment in refused.stderr, refused.stderr
+    with Ledger(files[2]) as ledger:
+        assert len(ledger.entries()) == 1

@@ -27,6 +27,7 @@ kakeibo's error tree (:mod:`kakeibo.errors`) to these statuses, with a one-line 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from typing import TextIO
@@ -69,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
             help="spend the least epsilon that keeps each COUNT/SUM within ALPHA with probability 1 - BETA",
         )
         sub.add_argument("--delta", type=float, default=None, help="for private partition selection")
+        sub.add_argument(
+            "--bounds",
+            type=_bounds,
+            default=None,
+            metavar="JSON",
+            help='this query\'s own limits and column bounds (numbers or "auto"), e.g. '
+            '\'{"max_partitions": 3, "amount": "auto"}\'',
+        )
         if name == "sql":
             sub.add_argument("--ledger", required=True, help="ledger SQLite file")
             sub.add_argument("--budget", type=float, default=None, help="epsilon budget of a new ledger")
@@ -145,6 +154,17 @@ def _hash_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bounds(text: str) -> dict[str, object]:
+    """The ``--bounds`` JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"--bounds is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('--bounds must be a JSON object such as {"max_partitions": 3}')
+    return value
+
+
 def _sql(args: argparse.Namespace) -> int:
     from .sql import connect
 
@@ -153,9 +173,12 @@ def _sql(args: argparse.Namespace) -> int:
     spend = {"epsilon": args.epsilon, "accuracy": None if args.accuracy is None else tuple(args.accuracy)}
     with connect(args.database, catalog=args.catalog, ledger=ledger, budget=budget) as session:
         if args.command == "explain":
-            print(session.explain(args.query, delta=args.delta, **spend))
+            print(session.explain(args.query, delta=args.delta, bounds=args.bounds, **spend))
             return 0
-        result = session.sql(args.query, delta=args.delta, **spend).to_pandas()
+        released = session.sql(args.query, delta=args.delta, bounds=args.bounds, **spend)
+        result = released.to_pandas()
+    if released.bounds is not None:  # what was chosen privately, beside the table (stdout stays the answer)
+        print(f"bounds {released.bounds.describe()}", file=sys.stderr)
     if args.format == "json":
         print(result.to_json(orient="records"))
     else:
