@@ -24,7 +24,6 @@ against the exact, unbounded answer; the chosen bounds of the first run are show
 from __future__ import annotations
 
 import argparse
-import copy
 import statistics
 import sys
 import tempfile
@@ -42,36 +41,29 @@ from kakeibo.mechanisms import AccuracyWarning
 from kakeibo.sql import Catalog
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_sql import CATEGORIES, make_visits
-from bench_sql_peers import make_light_visits
+from bench_sql import CATEGORIES
+from bench_sql_peers import SHAPES, kakeibo_catalog, make_table
 
 SUMS = "SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM visits GROUP BY category"
 ALL = (
     "SELECT category, COUNT(*) AS n, SUM(amount) AS total, AVG(amount) AS mean, MEDIAN(amount) AS median "
     "FROM visits GROUP BY category"
 )
-HANDSET = {"visits": (5, 3, 0.0, 100.0), "light": (20, 10, 0.0, 3000.0)}
 
 
 def catalog(shape: str, variant: str) -> Catalog:
-    kappa, l0, lower, upper = HANDSET[shape]
-    table: dict[str, Any] = {
-        "privacy_unit": "user_id",
-        "max_partitions": l0,
-        "max_rows_per_partition": kappa,
-        "columns": {
-            "user_id": "int",
-            "category": {"type": "str", "public_values": CATEGORIES},
-            "amount": {"type": "float", "lower": lower, "upper": upper},
-        },
-    }
+    """The shape's catalog of ``bench_sql_peers`` (hand-set, or all ``"auto"``), at a share or raced."""
+    if variant == "hand-set":
+        return Catalog.from_dict(kakeibo_catalog(SHAPES[shape], "handset"))
     if variant.startswith("histogram"):
-        table = copy.deepcopy(table)
-        table.update(max_partitions="auto", max_rows_per_partition="auto", bounds_share=float(variant[12:]))
-        table["columns"]["amount"].update(lower="auto", upper="auto")
-    elif variant == "race":
-        table.update(max_partitions=len(CATEGORIES), max_rows_per_partition="auto", bound_selection="race")
-    return Catalog.from_dict({"tables": {"visits": table}})
+        data = kakeibo_catalog(SHAPES[shape], "auto")
+        data["tables"]["visits"]["bounds_share"] = float(variant[12:])
+        return Catalog.from_dict(data)
+    data = kakeibo_catalog(SHAPES[shape], "handset")
+    data["tables"]["visits"].update(
+        max_partitions=len(CATEGORIES), max_rows_per_partition="auto", bound_selection="race"
+    )
+    return Catalog.from_dict(data)
 
 
 def exact(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
@@ -122,9 +114,9 @@ def main() -> None:
     variants = ["hand-set", *(f"histogram s={s:g}" for s in args.shares), "race"]
     print("| shape | variant | seconds | COUNT | SUM | AVG | MEDIAN | bounds of the first run |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for shape, make in (("visits", make_visits), ("light", make_light_visits)):
+    for shape in ("visits", "light"):
         con = duckdb.connect()
-        con.register("data", make(args.rows))
+        con.register("data", make_table(shape, args.rows))
         con.execute("CREATE TABLE visits AS SELECT * FROM data")
         for variant in variants:
             row = run(shape, variant, con, args.runs)
