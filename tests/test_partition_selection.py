@@ -24,8 +24,9 @@ from scipy import stats
 
 from kakeibo.audit import audit, value_event
 from kakeibo.mechanisms import PartitionSelection
-from kakeibo.mechanisms.partition_selection import EPSILON_SLACK, exact_bernoulli
+from kakeibo.mechanisms.partition_selection import EPSILON_SLACK
 from kakeibo.noise import GeneratorSource
+from kakeibo.noise.exact import exact_bernoulli
 from kakeibo.noise.source import KeyedSource
 from kakeibo.privacy import ApproxDP, as_fraction
 

@@ -40,11 +40,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..noise import RandomSource, resolve_source
+from ..noise import resolve_source
+from ..noise.exact import exact_bernoulli
 from ..privacy import ApproxDP, Number, as_fraction
 from .base import Mechanism, Rng, as_output, check_integers, check_positive
 
-__all__ = ["PartitionSelection", "exact_bernoulli"]
+__all__ = ["PartitionSelection"]
 
 #: The table is the optimum for ``epsilon' - EPSILON_SLACK``; the margin absorbs the float error of every
 #: entry (at most ``6 * 2**-42`` relative to ``pi + c`` and to ``1 - pi + c``; see the class).
@@ -304,45 +305,3 @@ class PartitionSelection(Mechanism):
             "partition selection releases a set of keys, not a noisy value; a key with n users is dropped "
             "with probability 1 - keep_probability(n)."
         )
-
-
-def exact_bernoulli(probability: ArrayLike, source: RandomSource) -> NDArray[np.bool_]:
-    """Independent coins, ``True`` with probability exactly ``probability[i]`` (floats in [0, 1]).
-
-    Write ``p = M 2^-(53 + z)`` with ``2^52 <= M < 2^53`` (``frexp``); for a uniform real ``U`` in [0, 1),
-    ``U < p`` exactly when the integer formed by the first ``53 + z`` bits of ``U`` is below ``M``. The
-    first 64 bits are one word; when ``z > 11`` the answer is "no" unless the first ``z`` bits are all
-    zero (probability ``2^-z <= 2^-12``), and only then are further words read (a short Python loop).
-
-    >>> import numpy as np
-    >>> from kakeibo.noise import GeneratorSource
-    >>> coins = exact_bernoulli(np.array([0.0, 1.0, 0.5]), GeneratorSource(np.random.default_rng(1)))
-    >>> coins[:2].tolist()
-    [False, True]
-    """
-    p = np.asarray(probability, dtype=np.float64)
-    if np.any(~((p >= 0) & (p <= 1))):
-        raise ValueError("probabilities must lie in [0, 1].")
-    out = p >= 1
-    live = np.flatnonzero((p > 0) & (p < 1))
-    if live.size == 0:
-        return out
-    mantissa, exponent = np.frexp(p.reshape(-1)[live])
-    m = np.ldexp(mantissa, 53).astype(np.uint64)  # exact: a float has at most 53 significant bits
-    z = -exponent.astype(np.int64)  # >= 0 because p < 1
-    words = source.words(live.size)
-    flat = out.reshape(-1)
-    short = z <= 11
-    flat[live[short]] = (words[short] >> (11 - z[short]).astype(np.uint64)) < m[short]
-    long_idx, long_z, long_w, long_m = live[~short], z[~short], words[~short], m[~short]
-    zero_lead = np.where(
-        long_z >= 64, long_w == 0, (long_w >> (64 - np.minimum(long_z, 63)).astype(np.uint64)) == 0
-    )
-    for i in np.flatnonzero(zero_lead).tolist():
-        bits = 53 + int(long_z[i])
-        n_words = -(-bits // 64)
-        u = int(long_w[i])
-        for word in source.words(n_words - 1).tolist():
-            u = (u << 64) | int(word)
-        flat[long_idx[i]] = (u >> (64 * n_words - bits)) < int(long_m[i])
-    return out

@@ -7,6 +7,9 @@ algorithms are the paper's, run in *rounds* over numpy arrays: each round advanc
 sample by one step of its rejection loop, so the Python overhead is per round (a few dozen per call), not
 per sample.
 
+:func:`exact_bernoulli` takes float probabilities, but reads each as the exact dyadic rational it is
+(``frexp``) and compares integers, so its coins are exact too.
+
 Arithmetic is in ``int64`` where the operands provably fit and falls back to Python integers for the
 (rare, parameter-dependent) samples where they might not, so exactness never depends on the parameters.
 """
@@ -18,7 +21,7 @@ from math import isqrt
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from .source import RandomSource
 
@@ -26,6 +29,7 @@ __all__ = [
     "bernoulli_exp",
     "discrete_gaussian",
     "discrete_laplace",
+    "exact_bernoulli",
     "uniform_below",
 ]
 
@@ -219,4 +223,46 @@ def discrete_gaussian(
             accept[i] = _bernoulli_exp_int((int(mag[i]) * q - p) ** 2 * b, den, source)
         out[pending[accept]] = y[accept]
         pending = pending[~accept]
+    return out
+
+
+def exact_bernoulli(probability: ArrayLike, source: RandomSource) -> NDArray[np.bool_]:
+    """Independent coins, ``True`` with probability exactly ``probability[i]`` (floats in [0, 1]).
+
+    Write ``p = M 2^-(53 + z)`` with ``2^52 <= M < 2^53`` (``frexp``); for a uniform real ``U`` in [0, 1),
+    ``U < p`` exactly when the integer formed by the first ``53 + z`` bits of ``U`` is below ``M``. The
+    first 64 bits are one word; when ``z > 11`` the answer is "no" unless the first ``z`` bits are all
+    zero (probability ``2^-z <= 2^-12``), and only then are further words read (a short Python loop).
+
+    >>> import numpy as np
+    >>> from kakeibo.noise import GeneratorSource
+    >>> coins = exact_bernoulli(np.array([0.0, 1.0, 0.5]), GeneratorSource(np.random.default_rng(1)))
+    >>> coins[:2].tolist()
+    [False, True]
+    """
+    p = np.asarray(probability, dtype=np.float64)
+    if np.any(~((p >= 0) & (p <= 1))):
+        raise ValueError("probabilities must lie in [0, 1].")
+    out = p >= 1
+    live = np.flatnonzero((p > 0) & (p < 1))
+    if live.size == 0:
+        return out
+    mantissa, exponent = np.frexp(p.reshape(-1)[live])
+    m = np.ldexp(mantissa, 53).astype(np.uint64)  # exact: a float has at most 53 significant bits
+    z = -exponent.astype(np.int64)  # >= 0 because p < 1
+    words = source.words(live.size)
+    flat = out.reshape(-1)
+    short = z <= 11
+    flat[live[short]] = (words[short] >> (11 - z[short]).astype(np.uint64)) < m[short]
+    long_idx, long_z, long_w, long_m = live[~short], z[~short], words[~short], m[~short]
+    zero_lead = np.where(
+        long_z >= 64, long_w == 0, (long_w >> (64 - np.minimum(long_z, 63)).astype(np.uint64)) == 0
+    )
+    for i in np.flatnonzero(zero_lead).tolist():
+        bits = 53 + int(long_z[i])
+        n_words = -(-bits // 64)
+        u = int(long_w[i])
+        for word in source.words(n_words - 1).tolist():
+            u = (u << 64) | int(word)
+        flat[long_idx[i]] = (u >> (64 * n_words - bits)) < int(long_m[i])
     return out
