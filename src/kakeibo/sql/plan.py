@@ -258,6 +258,9 @@ def plan_query(
             Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, index < released)
         )
     partitions = PartitionSelection(epsilon=share, delta=dlt, max_partitions=l0) if selection else None
+    own = None  # the quantiles' own limits, L0 at most the query's
+    if quantile_limits is not None and quantile_aggregates:
+        own = (quantile_limits[0], min(quantile_limits[1], l0))
     quantiles = []
     for agg in quantile_aggregates:
         assert agg.column is not None and agg.quantile is not None
@@ -268,8 +271,8 @@ def plan_query(
                 spec,
                 agg.quantile,
                 epsilon=share,
-                kappa=kappa if quantile_limits is None else quantile_limits[0],
-                max_partitions=l0 if quantile_limits is None else min(quantile_limits[1], l0),
+                kappa=kappa if own is None else own[0],
+                max_partitions=l0 if own is None else own[1],
             )
         )
     return NoisePlan(
@@ -283,12 +286,7 @@ def plan_query(
         selection=partitions,
         quantiles=tuple(quantiles),
         correlation=correlation,
-        quantile_limits=None
-        if quantile_limits is None or not quantile_aggregates
-        else (
-            quantile_limits[0],
-            min(quantile_limits[1], l0),
-        ),
+        quantile_limits=own,
     )
 
 
