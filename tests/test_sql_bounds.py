@@ -18,6 +18,7 @@ What is checked:
 
 from __future__ import annotations
 
+import tempfile
 import warnings
 from fractions import Fraction
 from pathlib import Path
@@ -529,3 +530,59 @@ def test_a_query_overrides_the_catalogs_limits_and_bounds(tmp_path: Path) -> Non
         with pytest.raises(ValueError, match=fragment):
             session.sql(QUERY, epsilon=1, bounds=bad)
     assert len(session.ledger.entries()) == 2
+
+
+def _quantile_statement_rows(backend: Any) -> list[tuple[object, ...]]:
+    """The histogram statement of a MEDIAN under its own limits (kappa_q 3, L0_q 2 of L0 6), on persons with
+    at most two groups each (so the random order of groups cannot change what is kept)."""
+    from kakeibo.sql import analyze
+    from kakeibo.sql.plan import plan_query
+    from kakeibo.sql.rewrite import bounded_sql
+
+    catalog = _catalog(
+        max_partitions=6, max_rows_per_partition=40, amount={"type": "float", "lower": 0, "upper": 100}
+    )
+    query = analyze(
+        "SELECT category, COUNT(*) AS n, MEDIAN(amount) AS m FROM visits GROUP BY category", catalog
+    )
+    plan = plan_query(query, epsilon=1, quantile_limits=(3, 2))
+    session = _session(backend, catalog, Path(tempfile.mkdtemp()))
+    rows = session._execute(bounded_sql(plan)).to_pylist()
+    return sorted((r["__g0"], r["__bucket"], round(r["__mass"], 9), round(r["rows"], 9)) for r in rows)
+
+
+def _two_group_persons() -> pa.Table:
+    rng = np.random.default_rng(15)
+    user = np.repeat(np.arange(300), 10)
+    category = np.array(CATEGORIES)[user % 7 + np.arange(user.size) % 2]  # two categories per person
+    return pa.table(
+        {"user_id": user, "category": category, "amount": rng.uniform(0, 100, user.size).round(2)}
+    )
+
+
+@pytest.mark.xdist_group("postgres")
+def test_postgres_weighs_the_quantiles_own_limits_as_duckdb_does(postgres_server: str) -> None:
+    from kakeibo.backends.postgres import PostgresBackend
+    from tpch_fixtures import postgres_database_with
+
+    table = _two_group_persons()
+    backend = PostgresBackend(postgres_database_with(postgres_server, {"visits": table}))
+    try:
+        expected = _quantile_statement_rows(_backend(table))
+        assert len(expected) > 100 and _quantile_statement_rows(backend) == expected
+    finally:
+        backend.close()
+
+
+@pytest.mark.xdist_group("spark")
+def test_spark_weighs_the_quantiles_own_limits_as_duckdb_does(spark_backend: Any) -> None:
+    from kakeibo.backends.spark import SparkBackend
+
+    table = _two_group_persons()
+    backend = SparkBackend(session=spark_backend.session)
+    backend.load_table("visits", table)
+    try:
+        expected = _quantile_statement_rows(_backend(table))
+        assert len(expected) > 100 and _quantile_statement_rows(backend) == expected
+    finally:
+        backend.close()
