@@ -335,7 +335,8 @@ def test_chosen_bounds_beat_hand_set_bounds_on_skewed_visits(tmp_path: Path) -> 
     auto_errors, hand_errors = _median_errors(chosen, table), _median_errors(handset, table)
     assert hand_errors[0] > 0.5 and hand_errors[1] > 0.5
     assert auto_errors[0] < hand_errors[0] / 3 and auto_errors[1] < hand_errors[1] / 3
-    assert chosen.bounds is not None and 0 < chosen.bounds.dropped_rows < 0.5
+    dropped = None if chosen.bounds is None else chosen.bounds.dropped_rows
+    assert dropped is not None and 0 < dropped < 0.5
 
 
 def test_the_warning_fires_when_the_estimated_bias_exceeds_the_noise(tmp_path: Path) -> None:
@@ -364,7 +365,31 @@ def test_the_warning_fires_when_the_estimated_bias_exceeds_the_noise(tmp_path: P
         result = _session(_backend(heavy), _catalog(max_partitions=1), tmp_path / "heavy").sql(
             QUERY, epsilon=1
         )
-    assert result.bounds is not None and result.bounds.dropped_rows > 0.5
+    dropped = None if result.bounds is None else result.bounds.dropped_rows
+    assert dropped is not None and dropped > 0.5
+
+
+def test_histograms_that_saw_nothing_take_the_widest_bounds_and_say_so(tmp_path: Path) -> None:
+    """40 persons: no cell of either histogram rises above its noise floor (about 270 at epsilon 0.05 each).
+    Nothing is estimated, so the limits and bounds are the widest candidates (their intervals cover the
+    unbounded answer), what they drop is unknown rather than 0%, and the warning names both histograms."""
+    table = _visits(40, seed=21)
+    unseen = r"no cell of the histogram of rows, amount rose above its noise"
+    with pytest.warns(AccuracyWarning, match=unseen):
+        result = _session(_backend(table), AUTO, tmp_path).sql(QUERY, epsilon=1, rng=np.random.default_rng(3))
+    bounds = result.bounds
+    assert bounds is not None and bounds.dropped_rows is None and bounds.clipped_values == {"amount": None}
+    assert bounds.columns == {"amount": (-(2.0**40), 2.0**40)}
+    widest_rows = AUTO.tables["visits"].max_rows_bound
+    assert bounds.max_rows_per_partition == widest_rows and bounds.max_partitions == len(CATEGORIES)
+    assert "an unknown share of the rows, an unknown share of the mass of amount" in bounds.describe()
+    exact = _exact_answer(table)
+    answer = result.to_arrow().to_pylist()
+    assert {row["category"] for row in answer} == set(exact)
+    for row in answer:
+        true_count, true_total = exact[row["category"]]
+        assert row["n_ci_low"] <= true_count <= row["n_ci_high"]
+        assert row["total_ci_low"] <= true_total <= row["total_ci_high"]
 
 
 def test_a_row_level_table_chooses_its_column_bounds(tmp_path: Path) -> None:
@@ -392,7 +417,8 @@ def test_declared_limits_and_chosen_column_bounds(tmp_path: Path) -> None:
     result = _session(_backend(table), catalog, tmp_path).sql(QUERY, epsilon=1, rng=np.random.default_rng(13))
     assert result.bounds is not None and result.bounds.max_rows_per_partition is None
     low, high = result.bounds.columns["amount"]
-    assert low == 0 and 32 <= high <= 512 and 0 < result.bounds.dropped_rows < 0.5
+    dropped = result.bounds.dropped_rows
+    assert low == 0 and 32 <= high <= 512 and dropped is not None and 0 < dropped < 0.5
 
 
 # --- the histograms on every engine ----------------------------------------------------------------------

@@ -42,7 +42,9 @@ steps; the second is chosen from the first's output, which adaptive composition 
    much larger than a count's, so they come out smaller (on the visits benchmark 6 rows per group against
    the counts' 23-32, which halved the median's error). The cells under the noise floor are invisible to
    these estimates, so the share of rows the chosen bounds drop is a lower estimate: a few heavy persons
-   spread over many cells can hide below it (``benchmarks/RESULTS.md`` measures how far).
+   spread over many cells can hide below it (``benchmarks/RESULTS.md`` measures how far). A histogram with
+   no cell above the floor (too few persons for its epsilon) estimates nothing: its choices take the widest
+   candidates, whose intervals cover the unbounded answer, and what they drop is reported as unknown.
 
 The answer's intervals are those of its plan at the chosen bounds: they cover the *bounded* answer.
 Bounding can only drop rows and pull values toward the bounds, so for counts and for sums of values that
@@ -93,6 +95,8 @@ ROW_BINS = 41
 GROUP_BINS = 21
 #: the probability that some empty cell of a histogram survives its noise threshold
 FALSE_CELLS = 1e-3
+#: the bound a column takes when its histogram saw nothing (the largest candidate)
+WIDEST = 2.0 ** POWERS[-1]
 
 
 def provisional(catalog: Catalog) -> Catalog:
@@ -190,10 +194,13 @@ class ChosenBounds:
     max_rows_per_partition: int | None
     max_partitions: int | None
     columns: dict[str, tuple[float, float]]
-    dropped_rows: float  # estimated fraction of the rows the limits dropped (a lower estimate)
-    clipped_values: dict[str, float]  # per column: estimated fraction of its absolute value mass clamped away
+    # estimated fraction of the rows the limits dropped (a lower estimate); None: the histogram saw nothing
+    dropped_rows: float | None
+    # per column: estimated fraction of its absolute value mass clamped away (None: unknown)
+    clipped_values: dict[str, float | None]
     histogram_epsilon: Fraction
-    bias_per_group: dict[str, float]  # estimated: rows dropped ("rows"), per column the value mass clamped
+    # estimated: rows dropped ("rows"), per column the value mass clamped (None: unknown)
+    bias_per_group: dict[str, float | None]
     quantile_limits: tuple[int, int] | None = None  # the quantiles' own (kappa, L0), when chosen
 
     def to_json(self) -> str:
@@ -219,8 +226,8 @@ class ChosenBounds:
             kappa_q, l0_q = self.quantile_limits
             parts.append(f"for the quantiles {kappa_q} and {l0_q}")
         parts += [f"{c} in [{lo:g}, {hi:g}]" for c, (lo, hi) in self.columns.items()]
-        dropped = [f"about {self.dropped_rows:.1%} of the rows"]
-        dropped += [f"{share:.1%} of the mass of {c}" for c, share in self.clipped_values.items()]
+        dropped = [_share(self.dropped_rows, "the rows")]
+        dropped += [_share(share, f"the mass of {c}") for c, share in self.clipped_values.items()]
         return (
             f"chosen at epsilon {float(self.histogram_epsilon):g}: {', '.join(parts)}; "
             f"they drop {', '.join(dropped)}"
@@ -331,40 +338,50 @@ class BoundChoice:
     def decide(self, pairs: np.ndarray, shares: np.ndarray) -> ChosenBounds:
         """The bounds that minimise the estimated error, from the noisy histograms (post-processing). The
         rows histogram also serves a query that chooses column bounds only: it estimates the rows the
-        declared limits keep (on a row-level table, the column's histogram counts the rows)."""
+        declared limits keep (on a row-level table, the column's histogram counts the rows).
+
+        A histogram with no cell above its noise floor (too few persons for its epsilon) estimates nothing:
+        what it would choose takes the widest candidate (noise that covers every value, never a bias hidden
+        behind a narrow interval), and the share it drops is unknown (``None``, which the warning names)."""
         query = self.plan.query
         per_unit = float(len(self.plan.statistics) + len(self.plan.quantiles)) / float(self.answer_epsilon)
         g = _representatives(GROUP_BINS)[None, :]
         lows = 2.0 ** np.arange(ROW_BINS)[:, None]  # rows bin a holds 2^a .. 2^(a+1) - 1 rows
         c = _mean_min(lows, np.inf)
+        seen = bool(pairs.any()) if query.user_level else True
         if query.user_level:
             total, pairs_count = float((pairs * g * c).sum()), float((pairs * g).sum())
         else:
             total = pairs_count = max(float(shares[0].sum()), 0.0) if self.columns else 0.0
         groups = self._groups(pairs_count)
         kappa, l0, dropped = query.max_rows_per_partition, query.max_partitions, 0.0
-        if query.user_level:
-            kappas = np.array(self._kappa_candidates() if self.limits[0] else [kappa], float)
-            l0s = np.array(self._l0_candidates() if self.limits[1] else [l0], float)
-            k, ell = kappas[:, None, None, None], l0s[None, :, None, None]
-            lost = (pairs * (g * c - np.minimum(g, ell) * _mean_min(lows, k))).sum(axis=(2, 3))
+        kappas = np.array(self._kappa_candidates() if self.limits[0] else [kappa], float)
+        l0s = np.array(self._l0_candidates() if self.limits[1] else [l0], float)
+        if query.user_level and not seen:
+            kappa, l0 = int(kappas[-1]), int(l0s[-1])
+        elif query.user_level:
+            lost = self._lost(pairs, kappas, l0s)
             score = lost + groups * per_unit * kappas[:, None] * l0s[None, :]
             best = np.unravel_index(int(np.argmin(score)), score.shape)  # the first minimum: smaller limits
             kappa, l0, dropped = int(kappas[best[0]]), int(l0s[best[1]]), float(lost[best])
         quantile_limits = None
         if query.user_level and any(self.limits) and self.plan.quantiles:
-            kappas = np.array(self._kappa_candidates() if self.limits[0] else [kappa], float)
-            l0s = np.array(
-                [ell for ell in self._l0_candidates() if ell <= l0] if self.limits[1] else [l0], float
-            )
-            k, ell = kappas[:, None, None, None], l0s[None, :, None, None]
-            lost_q = (pairs * (g * c - np.minimum(g, ell) * _mean_min(lows, k))).sum(axis=(2, 3))
-            score_q = lost_q + groups * self._rank_noise_per_unit() * kappas[:, None] * l0s[None, :]
-            best_q = np.unravel_index(int(np.argmin(score_q)), score_q.shape)
-            quantile_limits = (int(kappas[best_q[0]]), int(l0s[best_q[1]]))
+            l0s = l0s[l0s <= l0]
+            if seen:
+                lost_q = self._lost(pairs, kappas, l0s)
+                score_q = lost_q + groups * self._rank_noise_per_unit() * kappas[:, None] * l0s[None, :]
+                at = np.unravel_index(int(np.argmin(score_q)), score_q.shape)
+                quantile_limits = (int(kappas[at[0]]), int(l0s[at[1]]))
+            else:
+                quantile_limits = (int(kappas[-1]), int(l0s[-1]))
         noise_per_value = groups * kappa * l0 * per_unit
-        columns, clipped, biases = {}, {}, {}
+        columns: dict[str, tuple[float, float]] = {}
+        clipped: dict[str, float | None] = {}
+        biases: dict[str, float | None] = {}
         for i, column in enumerate(self.columns):
+            if not seen or not shares[i].any():
+                columns[column], clipped[column], biases[column] = (-WIDEST, WIDEST), None, None
+                continue
             bounds, share, mass = _value_bounds(
                 shares[i], max(total - dropped, 0.0), noise_per_value, self.integer[i]
             )
@@ -373,12 +390,24 @@ class BoundChoice:
             max_rows_per_partition=kappa if self.limits[0] else None,
             max_partitions=l0 if self.limits[1] else None,
             columns=columns,
-            dropped_rows=dropped / total if total > 0 else 0.0,
+            dropped_rows=(dropped / total if total > 0 else 0.0) if seen else None,
             clipped_values=clipped,
             histogram_epsilon=self.histogram_epsilon,
-            bias_per_group={"rows": dropped / groups, **biases},
+            bias_per_group={"rows": dropped / groups if seen else None, **biases},
             quantile_limits=quantile_limits,
         )
+
+    @staticmethod
+    def _lost(pairs: np.ndarray, kappas: np.ndarray, l0s: np.ndarray) -> np.ndarray:
+        """The rows each (kappa, L0) candidate drops, estimated from the noisy pairs histogram (module
+        docstring): ``w (g c - min(g, L0) E[min(c, kappa)])`` summed over the cells."""
+        g = _representatives(GROUP_BINS)[None, :]
+        lows = 2.0 ** np.arange(ROW_BINS)[:, None]
+        k, ell = kappas[:, None, None, None], l0s[None, :, None, None]
+        lost: np.ndarray = (
+            pairs * (g * _mean_min(lows, np.inf) - np.minimum(g, ell) * _mean_min(lows, k))
+        ).sum(axis=(2, 3))
+        return lost
 
     def _rank_noise_per_unit(self) -> float:
         """The quantiles' median rank error per group (in rows) at kappa = L0 = 1: each grows linearly with
@@ -455,26 +484,42 @@ def _representatives(bins: int) -> np.ndarray:
     return reps
 
 
-def _warning(plan: NoisePlan, bias_per_group: dict[str, float]) -> str | None:
+def _warning(plan: NoisePlan, bias_per_group: dict[str, float | None]) -> str | None:
     """A sentence when the bias the histogram estimates per group (rows dropped, value mass clamped away)
-    exceeds the 95% noise of the statistic it biases, else ``None``."""
-    found = []
+    exceeds the 95% noise of the statistic it biases, or when a histogram saw too few persons to estimate
+    it, else ``None``."""
+    found, unseen = [], []
     for stat in plan.statistics:
         if stat.name == "rows":
-            bias = bias_per_group.get("rows", 0.0)
+            key = "rows"
         elif stat.name in (f"s_{stat.column}", f"sc_{stat.column}"):
-            bias = bias_per_group.get(str(stat.column), 0.0)
+            key = str(stat.column)
         else:
             continue
+        bias = bias_per_group.get(key, 0.0)
         noise = stat.mechanism.error_bound(1 - CONFIDENCE)
-        if bias > noise:
+        if bias is None:
+            unseen.append(key)
+        elif bias > noise:
             found.append(f"{stat.name} (about {bias:.4g} per group against noise of {noise:.4g})")
-    if not found:
-        return None
-    return (
-        "the bounds chosen privately bias these statistics toward zero by more than their noise, as the "
-        f"histogram estimates: {', '.join(found)}; the intervals cover the bounded answer only."
-    )
+    sentences = []
+    if found:
+        sentences.append(
+            "the bounds chosen privately bias these statistics toward zero by more than their noise, as the "
+            f"histogram estimates: {', '.join(found)}; the intervals cover the bounded answer only."
+        )
+    if unseen:
+        sentences.append(
+            f"no cell of the histogram of {', '.join(dict.fromkeys(unseen))} rose above its noise (too few "
+            "persons for its share of epsilon), so the widest bounds were taken: declare the bounds, or give "
+            "the query more epsilon."
+        )
+    return " ".join(sentences) or None
+
+
+def _share(share: float | None, of: str) -> str:
+    """``"about 7.4% of the rows"``, or that the share is unknown."""
+    return f"an unknown share of {of}" if share is None else f"about {share:.1%} of {of}"
 
 
 def _value_bounds(
@@ -489,9 +534,6 @@ def _value_bounds(
     lows = np.array([2.0 ** (k - 1) for k in POWERS] + [2.0 ** POWERS[-1]])  # bin j: (2^(k-1), 2^k]
     magnitude = lows / math.log(2)
     total = float(shares.sum())
-    if total <= 0:
-        smallest = 1.0 if integer else 2.0 ** POWERS[0]
-        return (0.0, smallest), 0.0, 0.0
     sides = (shares[middle + 1 :] / total, shares[:middle][::-1] / total)  # positive, negative magnitudes
     candidates = np.unique(
         [
