@@ -203,7 +203,7 @@ def test_the_error_bound_holds_at_its_confidence() -> None:
     misses, ratios = 0, []
     for seed in range(100):
         view = build(cells, counts, (8,) * 4, epsilon=1.0, rng=np.random.default_rng(1_000 + seed))
-        weights = view.weights(lows, highs)
+        weights = view.weights(lows, highs + 1)
         error = np.abs(view.range_counts(lows, highs) - weights @ _noise_free(view, cells, counts))
         bound = view.error_bounds(lows, highs, 0.1)
         misses += int((error > bound).sum())

@@ -107,7 +107,7 @@ import numbers
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
@@ -229,7 +229,8 @@ class ColumnSpec:
     needed for them). ``user_constant`` declares that every row of one user has the same value. ``unique``
     declares that no two rows of a (public) table share a non-NULL value of the column, so an equi-join on
     it repeats no sensitive row; a row-level table may only be joined on such a column (kakeibo checks the
-    declaration against the engine before the join runs).
+    declaration against the engine before the join runs). ``bins`` is how many equal-width bins a view
+    (:mod:`kakeibo.sql.views`) cuts ``[lower, upper]`` into.
 
     >>> ColumnSpec("amount", "float", lower=0, upper=100)  # doctest: +NORMALIZE_WHITESPACE
     ColumnSpec(name='amount', type='float', lower=0.0, upper=100.0, public_values=None, user_constant=False,
@@ -248,6 +249,9 @@ class ColumnSpec:
     user_constant: bool = False
     unique: bool = False
     auto_bounds: bool = False
+    # equal-width bins over [lower, upper] when a view discretises the column (kakeibo.sql.views); it
+    # changes no query's answer, so it stays out of the repr that release ids digest
+    bins: int | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a column name")
@@ -295,6 +299,11 @@ class ColumnSpec:
                 )
             object.__setattr__(self, "lower", bounds[0])
             object.__setattr__(self, "upper", bounds[1])
+        if self.bins is not None:
+            if isinstance(self.bins, bool) or not isinstance(self.bins, int) or not 1 <= self.bins <= 2**16:
+                raise ValueError(f"bins of column {name!r} must be a whole number from 1 to 65536.")
+            if not self.bounded:
+                raise ValueError(f"column {name!r} takes bins only with numeric lower and upper bounds.")
         if self.public_values is not None:
             if isinstance(self.public_values, (str, bytes)) or not isinstance(self.public_values, Iterable):
                 raise TypeError(f"public_values of column {name!r} must be a list of values.")
@@ -323,6 +332,8 @@ class ColumnSpec:
             out["user_constant"] = True
         if self.unique:
             out["unique"] = True
+        if self.bins is not None:
+            out["bins"] = self.bins
         return out
 
 
@@ -640,7 +651,7 @@ _TABLE_KEYS = frozenset(
     }
 )
 _CORRELATION_KEYS = frozenset({"edges", "tau"})
-_COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant", "unique"})
+_COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant", "unique", "bins"})
 
 
 def refuse_unknown_keys(keys: Iterable[str], allowed: frozenset[str], where: str) -> None:
@@ -670,6 +681,7 @@ def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
         public_values=None if public is None else tuple(public),
         user_constant=data.get("user_constant", False),
         unique=data.get("unique", False),
+        bins=data.get("bins"),
     )
 
 

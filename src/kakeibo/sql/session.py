@@ -48,6 +48,7 @@ from ..mechanisms import AccuracyWarning, Geometric, Laplace, Mechanism
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from ..views.hdpview import HDPViewParameters
 from .aggregates import NoisyStatistics, aggregate_spec
 from .analyze import AnalyzedQuery, QueryRefused, analyze
 from .bounds import BoundChoice, ChosenBounds, attach, attached, bound_choice, provisional, with_bounds
@@ -56,6 +57,21 @@ from .derived import Derived, derived_bounds, derived_values
 from .plan import CONFIDENCE, NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
 from .rewrite import bounded_sql, group_name, race_name
 from .shape import check_dialect
+from .views import (
+    VIEW_CONFIDENCE,
+    StoredView,
+    ViewCodec,
+    ViewRelease,
+    answer,
+    build_view,
+    over_table,
+    parse_view_definition,
+    read_view_query,
+    stored_views,
+    view_counts_sql,
+    view_name,
+    view_request_id,
+)
 
 __all__ = ["CatalogMismatch", "Result", "Session", "connect", "read_release"]
 
@@ -146,6 +162,8 @@ class Session:
         self._checked_tables: set[str] = set()
         self._default_delta: Fraction | None = None
         self._checked_unique: set[tuple[str, str]] = set()
+        self._views: dict[str, StoredView] | None = None
+        self._view_ids: dict[str, str] = {}
 
     def plan(
         self,
@@ -212,10 +230,26 @@ class Session:
         dialect: str | None = None,
         nonnegative: bool = False,
         bounds: Mapping[str, object] | None = None,
+        outside_view: str = "refuse",
     ) -> str:
         """The bounded statement, sensitivities, noise scales and expected errors -- before spending
         (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given); with ``nonnegative``, which
-        outputs :meth:`sql` would clamp at 0."""
+        outputs :meth:`sql` would clamp at 0. A query over a view says that the view answers it, at no
+        charge, or what :meth:`sql` would do with ``outside_view``."""
+        stored = self._view_of(query, outside_view)
+        prefix: list[str] = []
+        if stored is not None:
+            try:
+                read_view_query(query, stored)
+            except QueryRefused as refused:
+                if outside_view != "charge":
+                    raise
+                prefix = [
+                    f"view {stored.name} cannot answer this ({refused}); charged on table {stored.table}:"
+                ]
+                query = over_table(query, stored)
+            else:
+                return f"from view {stored.name}, no charge\n{stored.describe()}"
         if epsilon is None and accuracy is None:
             epsilon = 1
         charged, choice, _ = self._planned(
@@ -280,7 +314,106 @@ class Session:
         else:
             lines.append("engine statement:")
         lines.append(bounded_sql(plan))
-        return "\n".join(lines)
+        return "\n".join(prefix + lines)
+
+    # --- views ------------------------------------------------------------------------------------------
+
+    def create_view(
+        self,
+        name: str,
+        query: str,
+        *,
+        epsilon: Number,
+        rows_per_person: int = 1,
+        bins: Mapping[str, int] | None = None,
+        parameters: HDPViewParameters | None = None,
+        rng: Rng = None,
+    ) -> ViewRelease:
+        """Release the view ``name`` of ``query`` (``SELECT col, ... FROM table``) as an HDPView at
+        ``epsilon``, charged once; afterwards :meth:`sql` answers counts over it at no cost
+        (:mod:`.views`). Each person is bounded to ``rows_per_person`` rows and the view built at ``epsilon
+        / rows_per_person``. ``bins`` sets a numeric column's bin count where the catalog does not. The
+        view is stored with its ledger entry: it outlives the session, and creating it again is free."""
+        definition = parse_view_definition(name, query, self.catalog, bins)
+        if isinstance(rows_per_person, bool) or not isinstance(rows_per_person, int) or rows_per_person < 1:
+            raise QueryRefused(
+                f"rows_per_person must be a whole number of at least 1, got {rows_per_person!r}."
+            )
+        if definition.table.privacy_unit is None and rows_per_person != 1:
+            raise QueryRefused(f"each row of {definition.table.name} is a person: rows_per_person must be 1.")
+        loss = PureDP(epsilon)
+        if not loss.epsilon > 0:
+            raise QueryRefused("a view needs a positive epsilon.")
+        settings = (loss.epsilon, rows_per_person, parameters)
+        request_id = view_request_id(definition, (self.analyst, self.dataset, self.source), settings)
+        existing = self.views().get(definition.name)
+        if existing is not None and self._view_ids.get(definition.name) != request_id:
+            raise QueryRefused(f"a view named {definition.name} exists already, with another definition.")
+        charge = release.Charge(
+            loss,
+            label=definition.label,
+            analyst=self.analyst,
+            dataset=self.dataset or definition.table.name,
+            request_id=request_id,
+        )
+
+        def draw(source: RandomSource) -> StoredView:
+            counts = self._execute(view_counts_sql(definition, rows_per_person))
+            return build_view(
+                definition,
+                counts,
+                epsilon=float(loss.epsilon),
+                rows_per_person=rows_per_person,
+                source=self.source,
+                parameters=parameters,
+                rng=source,
+            )
+
+        out = release.run(
+            self.ledger,
+            charge,
+            draw,
+            rng=rng,
+            check=lambda: self._check_types(definition.table),
+            codec=ViewCodec(),
+        )
+        self._views = None  # read again, with this one
+        return ViewRelease(out.value, loss, out.ledger_entry, seeded=out.seeded)
+
+    def views(self) -> dict[str, StoredView]:
+        """The views this session's analyst built over its data, by name (read from the ledger)."""
+        if self._views is None:
+            found = stored_views(self.ledger, self.analyst, self.source)
+            self._views = {name: stored for name, (stored, _) in found.items()}
+            self._view_ids = {name: entry.request_id or "" for name, (_, entry) in found.items()}
+        return self._views
+
+    def _view_of(self, query: str, outside_view: str) -> StoredView | None:
+        """The view ``query`` reads, if it reads one (a catalog table of the same name cannot exist)."""
+        if outside_view not in ("refuse", "charge"):
+            raise QueryRefused(f'outside_view is "refuse" or "charge", got {outside_view!r}.')
+        name = view_name(query)
+        if name is None or name in {t.lower() for t in self.catalog.tables}:
+            return None
+        stored = self.views().get(name)
+        if stored is None:
+            self._views = None  # another session may have built it since
+            stored = self.views().get(name)
+        return stored
+
+    def _from_view(self, query: str, stored: StoredView, outside_view: str) -> Result | None:
+        """The view's answer to ``query`` (no charge), or ``None`` when it cannot answer and the caller may
+        charge the query on the view's table."""
+        try:
+            read = read_view_query(query, stored)
+        except QueryRefused as refused:
+            if outside_view == "charge":
+                return None
+            raise QueryRefused(
+                f'{refused} (view {stored.name} cannot answer it; outside_view="charge" runs it on table '
+                f"{stored.table}, charged)"
+            ) from None
+        return Result(answer(read), PureDP(0), query, None, confidence=VIEW_CONFIDENCE)
 
     def sql(
         self,
@@ -294,6 +427,7 @@ class Session:
         dialect: str | None = None,
         nonnegative: bool = False,
         bounds: Mapping[str, object] | None = None,
+        outside_view: str = "refuse",
     ) -> Result:
         """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring).
 
@@ -313,7 +447,17 @@ class Session:
         ``bounds`` overrides, for this query, the limits of its grain table (``max_rows_per_partition``,
         ``max_partitions``, ``bounds_share``) and the bounds of its columns (``{"amount": (0, 50)}``, or
         ``"auto"``) that the catalog declares, so one catalog serves queries that want other limits; the
-        release is stored under the overridden catalog."""
+        release is stored under the overridden catalog.
+
+        A query that reads a view (:meth:`create_view`) is answered from it at no cost; one the view cannot
+        answer (a column it lacks, an aggregate other than COUNT(*)) is refused with the reason, or with
+        ``outside_view="charge"`` runs on the view's table like any query, charged at ``epsilon``."""
+        stored = self._view_of(query, outside_view)
+        if stored is not None:
+            answered = self._from_view(query, stored, outside_view)
+            if answered is not None:
+                return answered
+            query = over_table(query, stored)
         plan, choice, catalog = self._planned(
             query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
         )

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from ..mechanisms import Exponential, Laplace
 from ..noise import exact, resolve_source
@@ -107,15 +107,21 @@ class View:
     def blocks(self) -> int:
         return int(self.totals.size)
 
-    def weights(self, lows: IntArray, highs: IntArray) -> FloatArray:
-        """``(queries, blocks)``: the share of each block's volume inside each query rectangle."""
-        q_lo, q_hi = _queries(lows, highs, self.sizes)
-        span = (self.highs - self.lows + 1).astype(np.float64)
-        inside = np.minimum(q_hi[:, None, :], self.highs[None]) - np.maximum(
-            q_lo[:, None, :], self.lows[None]
+    def weights(self, starts: ArrayLike, stops: ArrayLike) -> FloatArray:
+        """``(queries, blocks)``: the share of each block inside each query box ``[starts, stops)`` of cell
+        coordinates (cell ``i`` of an attribute spans ``[i, i + 1)``, so a box may cut cells: a block's
+        count is taken to spread evenly over it)."""
+        q_start, q_stop = (
+            np.atleast_2d(np.asarray(starts, np.float64)),
+            np.atleast_2d(np.asarray(stops, np.float64)),
         )
-        shares = np.clip(inside + 1, 0, None) / span[None]
-        weights: FloatArray = np.prod(shares, axis=2)
+        if q_start.shape != q_stop.shape or q_start.shape[1] != len(self.sizes):
+            raise ValueError(f"query boxes must have shape (queries, {len(self.sizes)}).")
+        span = (self.highs - self.lows + 1).astype(np.float64)
+        inside = np.minimum(q_stop[:, None, :], self.highs[None] + 1.0) - np.maximum(
+            q_start[:, None, :], self.lows[None]
+        )
+        weights: FloatArray = np.prod(np.clip(inside, 0, None) / span[None], axis=2)
         return weights
 
     def range_counts(self, lows: IntArray, highs: IntArray, *, chunk: int = 512) -> FloatArray:
@@ -124,16 +130,20 @@ class View:
         out = np.empty(q_lo.shape[0])
         for start in range(0, q_lo.shape[0], chunk):
             stop = start + chunk
-            out[start:stop] = self.weights(q_lo[start:stop], q_hi[start:stop]) @ self.totals
+            out[start:stop] = self.weights(q_lo[start:stop], q_hi[start:stop] + 1) @ self.totals
         return out
 
     def error_bounds(self, lows: IntArray, highs: IntArray, beta: float) -> FloatArray:
-        """Per query, ``a`` with ``Pr(|answer - noise-free answer| > a) <= beta``, where the noise-free answer
-        spreads each block's true total uniformly over it (the paper's analytical reliability: the noise of
-        any counting query is known; the uniformity assumption's own error is not, since it depends on the
+        """Per range count, ``a`` with ``Pr(|answer - noise-free answer| > a) <= beta``, where the noise-free
+        answer spreads each block's true total evenly over it (the paper's analytical reliability: the
+        noise of any counting query is known; the error of spreading evenly is not, since it depends on the
         data). See :func:`noise_bound`."""
         q_lo, q_hi = _queries(lows, highs, self.sizes)
-        return np.array([noise_bound(self.noise, w, beta) for w in self.weights(q_lo, q_hi)])
+        return np.array([self.bound_of(w, beta) for w in self.weights(q_lo, q_hi + 1)])
+
+    def bound_of(self, weights: FloatArray, beta: float) -> float:
+        """The error bound of the answer ``weights @ totals`` (:func:`noise_bound`)."""
+        return noise_bound(self.noise, weights, beta)
 
 
 def noise_bound(noise: Laplace, weights: FloatArray, beta: float) -> float:

@@ -1,0 +1,598 @@
+"""Views: a table's columns discretised, released once as an HDPView (:mod:`kakeibo.views.hdpview`) and then
+queried without further charge (seed 002, slides 54-59: "unlimited queries" from a DP intermediate).
+
+``Session.create_view("v", "SELECT age, region FROM people", epsilon=1)`` reads the catalog to cut each
+column into bins (an :class:`Axis`):
+
+* a column with ``public_values``: one bin per value, and one more for every other value and NULL;
+* a bounded int or float column: ``bins`` equal-width bins over ``[lower, upper]`` (the catalog's
+  ``bins``, else ``create_view(bins=...)``, else :data:`DEFAULT_BINS`; an int column never gets more bins
+  than values), values beyond the bounds clamped into the end bins (NaN, ordered above every number by
+  the engines, into the top one), and one more bin for NULL.
+
+The engine counts the rows per cell of that grid (:func:`view_counts_sql`) after bounding each person to
+``rows_per_person`` rows (``ROW_NUMBER()`` over the person's rows in cell order: a function of that person's
+rows only). Neighbour relation: add or remove one person; the person changes at most ``rows_per_person``
+counts by 1 each, so the view is built at ``epsilon / rows_per_person`` (group privacy over the row-level
+guarantee of :func:`~kakeibo.views.hdpview.build`) and is ``epsilon``-DP for the person. The release goes
+through :func:`kakeibo.release.run` like every other: one ledger entry, with the view stored beside it
+(:class:`ViewCodec`), so the view outlives the session and a repeated ``create_view`` is a free replay.
+
+A query over a view (:func:`answer`) is post-processing of that release, so it is never charged:
+``SELECT [g, ...] COUNT(*) FROM v [WHERE ...] [GROUP BY g, ...]`` with conditions joined by AND, each a
+comparison of a view column with a literal (``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``;
+``=`` and ``IN`` on a column with public values, never ``=`` on a float). Each condition becomes an
+interval of the column's bin coordinates (bin ``i`` spans ``[i, i + 1)``; an int column's values are
+taken to fill ``[v - 1/2, v + 1/2)``), and the answer is the view's count over the product of the
+intervals (a block's count spread evenly over it). Every count carries a 95% interval for the noise of
+the view (:meth:`~kakeibo.views.hdpview.View.error_bounds`): it covers the count the same blocks hold
+without noise; spreading a block's count evenly has an error the view cannot know.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from ..accounting import Ledger, LedgerEntry
+from ..mechanisms import Laplace
+from ..privacy import PrivacyLoss
+from ..views.hdpview import HDPViewParameters, View, build
+from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
+
+__all__ = [
+    "DEFAULT_BINS",
+    "Axis",
+    "StoredView",
+    "ViewCodec",
+    "ViewQuery",
+    "ViewRelease",
+    "answer",
+    "build_view",
+    "over_table",
+    "parse_view_definition",
+    "read_view_query",
+    "stored_views",
+    "view_counts_sql",
+    "view_name",
+    "view_request_id",
+]
+
+#: bins of a bounded numeric column when neither the catalog nor ``create_view`` says
+DEFAULT_BINS = 32
+#: the confidence of the intervals a view's answers carry
+VIEW_CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One view column: its bins (the last one for NULL and, with public values, every other value)."""
+
+    name: str
+    type: str
+    values: tuple[Any, ...] | None = None  # public values: bin i holds values[i]
+    origin: float = 0.0  # numeric: bin i spans [origin + i width, origin + (i + 1) width)
+    width: float = 1.0
+    bins: int = 1  # numeric: bins of values (public values: len(values))
+
+    @property
+    def size(self) -> int:
+        """Bins of the view's domain along this column, the NULL / other bin included."""
+        return self.bins + 1
+
+    @classmethod
+    def of(cls, spec: ColumnSpec, bins: int | None) -> Axis:
+        if spec.public_values is not None:
+            return cls(spec.name, spec.type, values=spec.public_values, bins=len(spec.public_values))
+        if not spec.bounded or spec.type not in ("int", "float"):
+            raise QueryRefused(
+                f"a view needs the bins of column {spec.name!r}: declare its public_values, or numeric lower "
+                "and upper bounds."
+            )
+        assert spec.lower is not None and spec.upper is not None
+        wanted = spec.bins or bins or DEFAULT_BINS
+        if spec.type == "int":
+            span, origin = spec.upper - spec.lower + 1, spec.lower - 0.5
+            count = min(wanted, int(span))
+        else:
+            span, origin = spec.upper - spec.lower, spec.lower
+            count = wanted if span > 0 else 1
+        return cls(spec.name, spec.type, origin=origin, width=(span / count) if span > 0 else 1.0, bins=count)
+
+    def bin_sql(self, column: str) -> str:
+        """The engine expression of a row's bin: total (every value, NULL and NaN too, lands in a bin)."""
+        if self.values is not None:
+            cases = " ".join(f"WHEN {column} = {_literal(v)} THEN {i}" for i, v in enumerate(self.values))
+            return f"CASE {cases} ELSE {self.bins} END"
+        top = self.bins - 1
+        if top == 0:
+            return f"CASE WHEN {column} IS NULL THEN 1 ELSE 0 END"
+        first, last = _double(self.origin + self.width), _double(self.origin + top * self.width)
+        scaled = f"FLOOR((CAST({column} AS DOUBLE) - {_double(self.origin)}) / {_double(self.width)})"
+        inner = f"LEAST({top}, GREATEST(0, CAST({scaled} AS BIGINT)))"
+        return (
+            f"CASE WHEN {column} IS NULL THEN {self.bins} WHEN {column} < {first} THEN 0 "
+            f"WHEN {column} >= {last} THEN {top} ELSE {inner} END"
+        )
+
+    def position(self, value: float) -> float:
+        """A real value's place in bin coordinates, clamped to the value bins ``[0, bins]``."""
+        return min(max((value - self.origin) / self.width, 0.0), float(self.bins))
+
+    def key(self, index: int) -> Any:
+        """The group key of bin ``index``: the public value, or the bin's least value."""
+        if self.values is not None:
+            return self.values[index]
+        low = self.origin + index * self.width
+        return math.ceil(low) if self.type == "int" else low
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "values": None if self.values is None else list(self.values)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Axis:
+        values = data.get("values")
+        return cls(**{**data, "values": None if values is None else tuple(values)})
+
+
+def _double(value: float) -> str:
+    return f"CAST('{float(value)!r}' AS DOUBLE)"
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, str):
+        return exp.Literal.string(value).sql(dialect="duckdb")
+    return repr(int(value)) if isinstance(value, (int, np.integer)) else _double(value)
+
+
+@dataclass(frozen=True)
+class ViewDefinition:
+    """``SELECT a, b, ... FROM t``, read against the catalog."""
+
+    name: str
+    table: TableSpec
+    axes: tuple[Axis, ...]
+    sql: str  # normalised
+
+    @property
+    def label(self) -> str:
+        return f"CREATE VIEW {self.name} AS {self.sql}"
+
+
+def parse_view_definition(
+    name: str, query: str, catalog: Catalog, bins: Mapping[str, int] | None = None
+) -> ViewDefinition:
+    """Read ``query`` (``SELECT col, ... FROM table``) into the view's axes; refuse anything else."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise QueryRefused(f"a view's name must be an identifier, got {name!r}.")
+    if name.lower() in {t.lower() for t in catalog.tables}:
+        raise QueryRefused(f"a view cannot take the name of the catalog's table {name!r}.")
+    try:
+        tree = sqlglot.parse_one(query, read="duckdb")
+    except sqlglot.errors.ParseError:
+        raise QueryRefused(
+            "a view is defined by SELECT col, ... FROM table; this is not SQL kakeibo reads."
+        ) from None
+    tables = list(tree.find_all(exp.Table)) if isinstance(tree, exp.Select) else []
+    plain = isinstance(tree, exp.Select) and all(isinstance(e, exp.Column) for e in tree.expressions)
+    extras = [
+        key
+        for key in ("where", "group", "having", "order", "limit", "joins", "distinct")
+        if tree.args.get(key)
+    ]
+    if not plain or len(tables) != 1 or extras:
+        raise QueryRefused(
+            "a view is defined by SELECT col, ... FROM table: plain columns of one table, no other clause."
+        )
+    table = catalog.table(tables[0].name)
+    if table.public or table.references:
+        raise QueryRefused(
+            f"a view reads one sensitive table without references; {table.name!r} is "
+            f"{'public' if table.public else 'joined to its persons through references'}."
+        )
+    names = [column.name.lower() for column in tree.expressions]
+    if len(set(names)) != len(names):
+        raise QueryRefused("a view lists each column once.")
+    wanted = {k.lower(): v for k, v in (bins or {}).items()}
+    unknown = sorted(set(wanted) - set(names))
+    if unknown:
+        raise QueryRefused(f"bins= names columns the view does not have: {', '.join(unknown)}.")
+    axes = []
+    for column in names:
+        spec = table.columns.get(column)
+        if spec is None or column == table.privacy_unit:
+            raise QueryRefused(f"{table.name}.{column} is not a column a view can hold.")
+        axes.append(Axis.of(spec, wanted.get(column)))
+    return ViewDefinition(name, table, tuple(axes), f"SELECT {', '.join(names)} FROM {table.name}")
+
+
+def view_request_id(
+    definition: ViewDefinition, identity: tuple[object, ...], settings: tuple[object, ...]
+) -> str:
+    """The ledger request id of a view: a digest of who built it from which data (``identity``: analyst,
+    dataset, source), its name, definition, axes and build ``settings``."""
+    text = repr((identity, definition.name, definition.sql, definition.axes, definition.table, settings))
+    return "view:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def stored_views(
+    ledger: Ledger, analyst: str | None, source: str
+) -> dict[str, tuple[StoredView, LedgerEntry]]:
+    """The views the ledger stores for ``analyst`` over ``source``, by name (the latest of a name wins; a
+    session refuses to create a second)."""
+    found: dict[str, tuple[StoredView, LedgerEntry]] = {}
+    codec = ViewCodec()
+    for entry in ledger.entries(analyst=analyst):
+        if not (entry.request_id or "").startswith("view:"):
+            continue
+        payload = ledger.stored_release(entry.request_id or "")
+        if payload is None:
+            continue
+        stored, _ = codec.decode(payload)
+        if stored.source == source:
+            found[stored.name] = (stored, entry)
+    return found
+
+
+def view_counts_sql(definition: ViewDefinition, rows_per_person: int) -> str:
+    """The engine statement (DuckDB's dialect) of the view's count tensor: the non-zero cells and their
+    counts, after each person is bounded to ``rows_per_person`` rows."""
+    table = exp.to_identifier(definition.table.name, quoted=True).sql("duckdb")
+    bins = [axis.bin_sql(exp.to_identifier(axis.name, quoted=True).sql("duckdb")) for axis in definition.axes]
+    cells = ", ".join(f"{b} AS __c{i}" for i, b in enumerate(bins))
+    keys = ", ".join(f"__c{i}" for i in range(len(bins)))
+    unit = definition.table.privacy_unit
+    if unit is None:
+        return f"SELECT {keys}, COUNT(*) AS __n FROM (SELECT {cells} FROM {table}) AS __b GROUP BY {keys}"
+    person = exp.to_identifier(unit, quoted=True).sql("duckdb")
+    return (
+        f"SELECT {keys}, COUNT(*) AS __n FROM (SELECT {keys}, ROW_NUMBER() OVER (PARTITION BY __u ORDER BY "
+        f"{keys}) AS __r FROM (SELECT {person} AS __u, {cells} FROM {table} WHERE {person} IS NOT NULL) "
+        f"AS __b) AS __k WHERE __r <= {int(rows_per_person)} GROUP BY {keys}"
+    )
+
+
+def build_view(
+    definition: ViewDefinition,
+    counts: pa.Table,
+    *,
+    epsilon: float,
+    rows_per_person: int,
+    source: str,
+    parameters: HDPViewParameters | None,
+    rng: Any,
+) -> StoredView:
+    """The view of the engine's count tensor (rows of :func:`view_counts_sql`), built at ``epsilon /
+    rows_per_person`` (module docstring)."""
+    width = len(definition.axes)
+    cells = np.zeros((counts.num_rows, width), np.int64)
+    for i in range(width):
+        cells[:, i] = counts.column(f"__c{i}").to_numpy(zero_copy_only=False)
+    view = build(
+        cells,
+        counts.column("__n").to_numpy(zero_copy_only=False),
+        tuple(axis.size for axis in definition.axes),
+        epsilon=epsilon / rows_per_person,
+        parameters=parameters,
+        rng=rng,
+    )
+    return StoredView(
+        definition.name,
+        definition.table.name,
+        definition.sql,
+        definition.axes,
+        float(epsilon),
+        rows_per_person,
+        source,
+        view,
+    )
+
+
+@dataclass(frozen=True)
+class StoredView:
+    """A built view with what it means: its definition's axes, the table and the loss it was charged."""
+
+    name: str
+    table: str
+    sql: str
+    axes: tuple[Axis, ...]
+    epsilon: float
+    rows_per_person: int
+    source: str  # the data it was built from (a session answers from views of its own source only)
+    view: View
+
+    @property
+    def label(self) -> str:
+        return f"CREATE VIEW {self.name} AS {self.sql}"
+
+    def describe(self) -> str:
+        columns = ", ".join(f"{a.name} ({a.bins} bins)" for a in self.axes)
+        return (
+            f"view {self.name} over {self.table}: {columns}; {self.view.blocks} blocks, built at epsilon "
+            f"{self.epsilon:g} with at most {self.rows_per_person} row(s) per person"
+        )
+
+    def axis(self, column: str) -> Axis | None:
+        found = [a for a in self.axes if a.name == column.lower()]
+        return found[0] if found else None
+
+
+@dataclass(frozen=True)
+class ViewRelease:
+    """What ``Session.create_view`` returns: the view, read like every release (``privacy_loss``,
+    ``ledger_entry``, ``confidence`` of the intervals its answers carry)."""
+
+    view: StoredView
+    privacy_loss: PrivacyLoss
+    ledger_entry: LedgerEntry | None
+    seeded: bool = False
+    confidence: float = VIEW_CONFIDENCE
+
+
+class ViewCodec:
+    """A stored view as bytes: a JSON header line, then the blocks and totals as a NumPy archive."""
+
+    def encode(self, value: StoredView, seeded: bool) -> bytes:
+        noise = value.view.noise
+        header = {
+            "name": value.name,
+            "table": value.table,
+            "sql": value.sql,
+            "axes": [a.to_dict() for a in value.axes],
+            "epsilon": value.epsilon,
+            "rows_per_person": value.rows_per_person,
+            "source": value.source,
+            "view_epsilon": value.view.epsilon,
+            "noise": [str(noise.sensitivity), repr(noise.epsilon)],
+            "seeded": seeded,
+        }
+        arrays = io.BytesIO()
+        np.savez(arrays, lows=value.view.lows, highs=value.view.highs, totals=value.view.totals)
+        return json.dumps(header).encode() + b"\n" + arrays.getvalue()
+
+    def decode(self, payload: bytes) -> tuple[StoredView, bool]:
+        head, _, body = payload.partition(b"\n")
+        header = json.loads(head)
+        arrays = np.load(io.BytesIO(body))
+        axes = tuple(Axis.from_dict(a) for a in header["axes"])
+        view = View(
+            sizes=tuple(a.size for a in axes),
+            lows=arrays["lows"],
+            highs=arrays["highs"],
+            totals=arrays["totals"],
+            noise=Laplace(
+                sensitivity=float(header["noise"][0]), epsilon=float(header["noise"][1]), coordinates=1
+            ),
+            epsilon=float(header["view_epsilon"]),
+        )
+        stored = StoredView(
+            header["name"],
+            header["table"],
+            header["sql"],
+            axes,
+            header["epsilon"],
+            header["rows_per_person"],
+            header["source"],
+            view,
+        )
+        return stored, bool(header["seeded"])
+
+
+# --- queries over a view ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ViewQuery:
+    """``SELECT [g, ...] COUNT(*) [AS alias] FROM v [WHERE ...] [GROUP BY g, ...]`` read against a view:
+    per column, the intervals (of bin coordinates) its conditions allow."""
+
+    view: StoredView
+    groups: tuple[str, ...]
+    alias: str
+    intervals: dict[str, list[tuple[float, float]]]
+
+
+def over_table(query: str, view: StoredView) -> str:
+    """``query`` with the view's table in place of the view (what ``outside_view="charge"`` runs)."""
+    tree = sqlglot.parse_one(query, read="duckdb")
+    for table in tree.find_all(exp.Table):
+        table.set("this", exp.to_identifier(view.table))
+    return tree.sql(dialect="duckdb")
+
+
+def view_name(query: str) -> str | None:
+    """The single table a query reads, when it parses (the session checks whether it names a view)."""
+    try:
+        tree = sqlglot.parse_one(query, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return None
+    tables = list(tree.find_all(exp.Table)) if isinstance(tree, exp.Select) else []
+    return tables[0].name.lower() if len(tables) == 1 else None
+
+
+def read_view_query(query: str, view: StoredView) -> ViewQuery:
+    """Read ``query`` against ``view``; :class:`QueryRefused` says what a view cannot answer."""
+    tree = sqlglot.parse_one(query, read="duckdb")
+    assert isinstance(tree, exp.Select)
+    extras = [k for k in ("having", "order", "limit", "joins", "distinct", "qualify") if tree.args.get(k)]
+    if extras:
+        raise QueryRefused(f"a view answers COUNT(*) with WHERE and GROUP BY only, not {extras[0].upper()}.")
+    group_by = tree.args.get("group")
+    groups = tuple(_view_column(view, e) for e in (group_by.expressions if group_by else []))
+    counts, keys = [], []
+    for item in tree.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if (
+            isinstance(inner, exp.Count)
+            and isinstance(inner.this, exp.Star | exp.Literal)
+            and not inner.args.get("distinct")
+        ):
+            counts.append(item.alias_or_name if isinstance(item, exp.Alias) else "count")
+        elif isinstance(inner, exp.Column):
+            keys.append(_view_column(view, inner))
+        else:
+            raise QueryRefused(f"a view answers COUNT(*) and its own columns, not {inner.sql()}.")
+    if len(counts) != 1 or sorted(keys) != sorted(groups):
+        raise QueryRefused(
+            "a view answers one COUNT(*) per query, with the GROUP BY columns selected beside it."
+        )
+    intervals: dict[str, list[tuple[float, float]]] = {}
+    where = tree.args.get("where")
+    for condition in _conjuncts(where.this) if where else []:
+        column, allowed = _condition(view, condition)
+        previous = intervals.get(column, [(0.0, float(view.axis(column).bins))])  # type: ignore[union-attr]
+        intervals[column] = _intersect(previous, allowed)
+    return ViewQuery(view, groups, counts[0], intervals)
+
+
+def _view_column(view: StoredView, node: exp.Expression) -> str:
+    if not isinstance(node, exp.Column) or view.axis(node.name) is None:
+        raise QueryRefused(
+            f"view {view.name} has no column {node.sql()}; its columns are "
+            f"{', '.join(a.name for a in view.axes)}."
+        )
+    return node.name.lower()
+
+
+def _conjuncts(node: Any) -> list[exp.Expression]:
+    if isinstance(node, exp.Paren):
+        return _conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]
+
+
+def _number(node: exp.Expression) -> float:
+    negative = isinstance(node, exp.Neg)
+    literal = node.this if negative else node
+    if not isinstance(literal, exp.Literal) or literal.is_string:
+        raise QueryRefused(f"a view compares its columns with literals only, not {node.sql()}.")
+    value = float(literal.this)
+    if not math.isfinite(value):
+        raise QueryRefused(f"{node.sql()} is not a finite number.")
+    return -value if negative else value
+
+
+_FLIPPED: dict[type[exp.Binary], type[exp.Binary]] = {
+    exp.LT: exp.GT,
+    exp.LTE: exp.GTE,
+    exp.GT: exp.LT,
+    exp.GTE: exp.LTE,
+    exp.EQ: exp.EQ,
+}
+
+
+def _condition(view: StoredView, node: exp.Expression) -> tuple[str, list[tuple[float, float]]]:
+    """The column a condition constrains and the intervals of bin coordinates it keeps."""
+    if isinstance(node, exp.Between):
+        column = _view_column(view, node.this)
+        low = _side(view, column, exp.GTE, node.args["low"])
+        high = _side(view, column, exp.LTE, node.args["high"])
+        return column, _intersect(low, high)
+    if isinstance(node, exp.In) and not node.args.get("query"):
+        column = _view_column(view, node.this)
+        kept: list[tuple[float, float]] = []
+        for value in node.expressions:
+            kept = _union(kept, _side(view, column, exp.EQ, value))
+        return column, kept
+    if isinstance(node, exp.Binary) and type(node) in _FLIPPED:
+        kind, left, right = type(node), node.left, node.right
+        if isinstance(left, exp.Column):
+            return left.name.lower(), _side(view, _view_column(view, left), kind, right)
+        if isinstance(right, exp.Column):
+            return right.name.lower(), _side(view, _view_column(view, right), _FLIPPED[kind], left)
+    raise QueryRefused(
+        "a view's WHERE joins comparisons of its columns with literals by AND (=, <, <=, >, >=, BETWEEN, "
+        f"IN); {node.sql()} is not one."
+    )
+
+
+def _side(view: StoredView, column: str, kind: type[exp.Binary], literal: Any) -> list[tuple[float, float]]:
+    """The bin-coordinate intervals of ``column <kind> literal``."""
+    axis = view.axis(column)
+    assert axis is not None
+    if axis.values is not None:
+        if kind is not exp.EQ:
+            raise QueryRefused(
+                f"column {column} of view {view.name} has public values: compare it with = or IN."
+            )
+        value: Any = (
+            literal.this if isinstance(literal, exp.Literal) and literal.is_string else _number(literal)
+        )
+        matches = [i for i, v in enumerate(axis.values) if v == value]
+        if not matches:
+            raise QueryRefused(f"{literal.sql()} is not among the public values of {view.name}.{column}.")
+        return [(float(matches[0]), float(matches[0] + 1))]
+    value = _number(literal)
+    if axis.type == "int":
+        edges: dict[type[exp.Binary], tuple[float | None, float | None]] = {
+            exp.LT: (None, math.ceil(value) - 0.5),
+            exp.LTE: (None, math.floor(value) + 0.5),
+            exp.GT: (math.floor(value) + 0.5, None),
+            exp.GTE: (math.ceil(value) - 0.5, None),
+            exp.EQ: (value - 0.5, value + 0.5) if float(value).is_integer() else (value, value),
+        }
+    else:
+        if kind is exp.EQ:
+            raise QueryRefused(f"{view.name}.{column} is a float column: ask for a range (BETWEEN), not =.")
+        edges = {exp.LT: (None, value), exp.LTE: (None, value), exp.GT: (value, None), exp.GTE: (value, None)}
+    low, high = edges[kind]
+    start = 0.0 if low is None else axis.position(low)
+    stop = float(axis.bins) if high is None else axis.position(high)
+    return [(start, stop)] if stop > start else []
+
+
+def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out = [(max(x0, y0), min(x1, y1)) for x0, x1 in a for y0, y1 in b]
+    return [(lo, hi) for lo, hi in out if hi > lo]
+
+
+def _union(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    return sorted(a + b)
+
+
+def answer(query: ViewQuery) -> pa.Table:
+    """The view's counts for ``query``, each with its interval (module docstring)."""
+    view = query.view
+    axes = view.axes
+    per_group = list(product(*(range(view.axis(g).bins) for g in query.groups)))  # type: ignore[union-attr]
+    starts, stops, owner = [], [], []
+    for n, combination in enumerate(per_group):
+        chosen = dict(zip(query.groups, combination, strict=True))
+        ranges = []
+        for axis in axes:
+            allowed = query.intervals.get(axis.name, [(0.0, float(axis.size))])
+            if axis.name in chosen:
+                allowed = _intersect(allowed, [(float(chosen[axis.name]), float(chosen[axis.name] + 1))])
+            ranges.append(allowed)
+        for box in product(*ranges):
+            starts.append([lo for lo, _ in box])
+            stops.append([hi for _, hi in box])
+            owner.append(n)
+    counts = np.zeros(len(per_group))
+    bounds = np.zeros(len(per_group))
+    if starts:
+        weights = view.view.weights(np.array(starts), np.array(stops))
+        grouped = np.zeros((len(per_group), view.view.blocks))
+        np.add.at(grouped, np.array(owner), weights)
+        counts = grouped @ view.view.totals
+        bounds = np.array([view.view.bound_of(w, 1 - VIEW_CONFIDENCE) for w in grouped])
+    columns: dict[str, Any] = {
+        g: [view.axis(g).key(c[i]) for c in per_group]  # type: ignore[union-attr]
+        for i, g in enumerate(query.groups)
+    }
+    columns[query.alias] = counts
+    columns[f"{query.alias}_ci_low"] = counts - bounds
+    columns[f"{query.alias}_ci_high"] = counts + bounds
+    return pa.table(columns)
