@@ -410,8 +410,8 @@ class Session:
             if outside_view == "charge":
                 return None
             raise QueryRefused(
-                f'{refused} (view {stored.name} cannot answer it; outside_view="charge" runs it on table '
-                f"{stored.table}, charged)"
+                f"view {stored.name} cannot answer this query ({str(refused).rstrip('.')}); "
+                f'outside_view="charge" runs it on table {stored.table}, charged.'
             ) from None
         return Result(answer(read), PureDP(0), query, None, confidence=VIEW_CONFIDENCE)
 
