@@ -120,3 +120,29 @@ def test_bounds_flag_chooses_them_privately_and_says_what_it_chose(files: tuple[
         assert refused.returncode == 2 and fragment in refused.stderr, refused.stderr
     with Ledger(files[2]) as ledger:
         assert len(ledger.entries()) == 1
+
+
+def test_views_are_created_listed_and_answered_without_a_charge(files: tuple[Path, Path, Path]) -> None:
+    create = run(
+        "view", "create", *_common(files), "--epsilon", "1", "v", "SELECT category, amount FROM visits"
+    )
+    assert create.returncode == 0, create.stderr
+    assert create.stdout.startswith("view v over visits: category (2 bins), amount (32 bins); ")
+    listed = run("view", "list", *_common(files))
+    assert listed.returncode == 0 and listed.stdout == create.stdout
+    counted = run(
+        "sql", *_common(files), "--format", "json", "SELECT category, COUNT(*) AS n FROM v GROUP BY category"
+    )
+    assert counted.returncode == 0, counted.stderr
+    assert [row["category"] for row in json.loads(counted.stdout)] == ["food", "rent"]
+    refused = run("sql", *_common(files), "--epsilon", "1", "SELECT SUM(amount) AS s FROM v")
+    assert refused.returncode == 1 and 'outside_view="charge" runs it on table visits' in refused.stderr
+    charged = run(
+        "sql", *_common(files), "--epsilon", "1", "--outside-view", "charge", "SELECT SUM(amount) AS s FROM v"
+    )
+    assert charged.returncode == 0, charged.stderr
+    with Ledger(files[2]) as ledger:
+        assert [e.label for e in ledger.entries()] == [
+            "CREATE VIEW v AS SELECT category, amount FROM visits",
+            "SELECT SUM(amount) AS s FROM visits",
+        ]

@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text)
         sub.add_argument("--database", required=True, help="DuckDB file (':memory:' with catalog sources)")
         sub.add_argument("--catalog", required=True, help="catalog TOML file")
-        spend = sub.add_mutually_exclusive_group(required=name == "sql")
+        spend = sub.add_mutually_exclusive_group()
         spend.add_argument("--epsilon", type=float, default=None, help="privacy loss of the query")
         spend.add_argument(
             "--accuracy",
@@ -78,11 +78,29 @@ def _parser() -> argparse.ArgumentParser:
             help='this query\'s own limits and column bounds (numbers or "auto"), e.g. '
             '\'{"max_partitions": 3, "amount": "auto"}\'',
         )
+        sub.add_argument(
+            "--outside-view",
+            choices=("refuse", "charge"),
+            default="refuse",
+            help="a query over a view that the view cannot answer: refuse it, or run it on the view's table "
+            "(charged)",
+        )
         if name == "sql":
-            sub.add_argument("--ledger", required=True, help="ledger SQLite file")
-            sub.add_argument("--budget", type=float, default=None, help="epsilon budget of a new ledger")
+            _ledger_arguments(sub)
             sub.add_argument("--format", choices=("table", "json"), default="table")
         sub.add_argument("query", metavar="QUERY")
+    view = commands.add_parser("view", help="build a view (charged once) or list the views built")
+    view_actions = view.add_subparsers(dest="action", metavar="ACTION")
+    create = view_actions.add_parser("create", help="release a view of SELECT col, ... FROM table")
+    listing = view_actions.add_parser("list", help="the views in the ledger over this database")
+    for sub in (create, listing):
+        sub.add_argument("--database", required=True, help="DuckDB file (':memory:' with catalog sources)")
+        sub.add_argument("--catalog", required=True, help="catalog TOML file")
+        _ledger_arguments(sub)
+    create.add_argument("--epsilon", type=float, required=True, help="privacy loss of the view")
+    create.add_argument("--rows-per-person", type=int, default=1, help="rows of each person the view keeps")
+    create.add_argument("name", metavar="NAME")
+    create.add_argument("query", metavar="QUERY")
     repro = commands.add_parser("repro", help="reproduce a paper's experiments")
     experiments = repro.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     bdp = experiments.add_parser("bdp", help="seed 001: Bayesian DP leakage figures (needs matplotlib)")
@@ -154,6 +172,26 @@ def _hash_key(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ledger_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--ledger", required=True, help="ledger SQLite file")
+    sub.add_argument("--budget", type=float, default=None, help="epsilon budget of a new ledger")
+
+
+def _view(args: argparse.Namespace) -> int:
+    from .sql import connect
+
+    with connect(args.database, catalog=args.catalog, ledger=args.ledger, budget=args.budget) as session:
+        if args.action == "create":
+            built = session.create_view(
+                args.name, args.query, epsilon=args.epsilon, rows_per_person=args.rows_per_person
+            )
+            print(built.view.describe())
+            return 0
+        for stored in session.views().values():
+            print(stored.describe())
+    return 0
+
+
 def _bounds(text: str) -> dict[str, object]:
     """The ``--bounds`` JSON object."""
     try:
@@ -172,10 +210,17 @@ def _sql(args: argparse.Namespace) -> int:
     budget = getattr(args, "budget", None) or (args.epsilon or 1 if ledger == ":memory:" else None)
     spend = {"epsilon": args.epsilon, "accuracy": None if args.accuracy is None else tuple(args.accuracy)}
     with connect(args.database, catalog=args.catalog, ledger=ledger, budget=budget) as session:
+        where = {"delta": args.delta, "bounds": args.bounds, "outside_view": args.outside_view}
         if args.command == "explain":
-            print(session.explain(args.query, delta=args.delta, bounds=args.bounds, **spend))
+            print(session.explain(args.query, **where, **spend))
             return 0
-        released = session.sql(args.query, delta=args.delta, bounds=args.bounds, **spend)
+        if args.epsilon is None and args.accuracy is None and session.view_of(args.query) is None:
+            print(
+                "kakeibo: give --epsilon or --accuracy (only a query over a view needs neither)",
+                file=sys.stderr,
+            )
+            return 2
+        released = session.sql(args.query, **where, **spend)
         result = released.to_pandas()
     if released.bounds is not None:  # what was chosen privately, beside the table (stdout stays the answer)
         print(f"bounds {released.bounds.describe()}", file=sys.stderr)
@@ -294,6 +339,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command in ("sql", "explain"):
         return _sql(args)
+    if args.command == "view" and args.action is not None:
+        return _view(args)
     if args.command == "serve":
         return _serve(args)
     if args.command == "hash-key":

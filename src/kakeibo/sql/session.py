@@ -236,7 +236,7 @@ class Session:
         (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given); with ``nonnegative``, which
         outputs :meth:`sql` would clamp at 0. A query over a view says that the view answers it, at no
         charge, or what :meth:`sql` would do with ``outside_view``."""
-        stored = self._view_of(query, outside_view)
+        stored = self._over_view(query, outside_view)
         prefix: list[str] = []
         if stored is not None:
             try:
@@ -388,10 +388,8 @@ class Session:
             self._view_ids = {name: entry.request_id or "" for name, (_, entry) in found.items()}
         return self._views
 
-    def _view_of(self, query: str, outside_view: str) -> StoredView | None:
+    def view_of(self, query: str) -> StoredView | None:
         """The view ``query`` reads, if it reads one (a catalog table of the same name cannot exist)."""
-        if outside_view not in ("refuse", "charge"):
-            raise QueryRefused(f'outside_view is "refuse" or "charge", got {outside_view!r}.')
         name = view_name(query)
         if name is None or name in {t.lower() for t in self.catalog.tables}:
             return None
@@ -400,6 +398,11 @@ class Session:
             self._views = None  # another session may have built it since
             stored = self.views().get(name)
         return stored
+
+    def _over_view(self, query: str, outside_view: str) -> StoredView | None:
+        if outside_view not in ("refuse", "charge"):
+            raise QueryRefused(f'outside_view is "refuse" or "charge", got {outside_view!r}.')
+        return self.view_of(query)
 
     def _from_view(self, query: str, stored: StoredView, outside_view: str) -> Result | None:
         """The view's answer to ``query`` (no charge), or ``None`` when it cannot answer and the caller may
@@ -452,7 +455,7 @@ class Session:
         A query that reads a view (:meth:`create_view`) is answered from it at no cost; one the view cannot
         answer (a column it lacks, an aggregate other than COUNT(*)) is refused with the reason, or with
         ``outside_view="charge"`` runs on the view's table like any query, charged at ``epsilon``."""
-        stored = self._view_of(query, outside_view)
+        stored = self._over_view(query, outside_view)
         if stored is not None:
             answered = self._from_view(query, stored, outside_view)
             if answered is not None:
