@@ -471,3 +471,37 @@ def test_a_query_may_choose_its_bounds_privately(service: tuple[TestClient, str]
         refused = ask(client, key, sql=sql, epsilon=0.25, bounds=bad)
         assert refused.status_code in (400, 422), (bad, refused.text)
     assert spent(client, key) == pytest.approx(0.75)
+
+
+def test_a_view_is_released_once_and_queried_at_no_cost(service: tuple[TestClient, str]) -> None:
+    """POST /v1/views charges the view's epsilon once; /v1/query answers counts over it with no ledger entry
+    and no spending; a query it cannot answer is a 400 with the reason, or charged with outside_view."""
+    client, admin_key = service
+    key = make_analyst(client, admin_key, "alice")
+    view = {"dataset": "shop", "name": "v", "sql": "SELECT category, amount FROM visits", "epsilon": 0.5}
+    created = client.post("/v1/views", json=view, headers=bearer(key))
+    assert created.status_code == 200, created.text
+    body = created.json()
+    assert body["name"] == "v" and [c["name"] for c in body["columns"]] == ["category", "amount"]
+    assert body["columns"][0]["public_values"] == ["food", "rent"] and body["blocks"] >= 1
+    again = client.post("/v1/views", json=view, headers=bearer(key))
+    assert again.json() == body and spent(client, key) == 0.5
+    listed = client.get("/v1/views", params={"dataset": "shop"}, headers=bearer(key))
+    assert listed.status_code == 200 and listed.json() == [
+        {k: v for k, v in body.items() if k != "ledger_entry"}
+    ]
+    for _ in range(5):
+        counted = ask(client, key, sql="SELECT category, COUNT(*) AS n FROM v GROUP BY category")
+        assert counted.status_code == 200, counted.text
+        assert counted.json()["ledger_entry"] is None and counted.json()["privacy_loss"]["epsilon"] == 0
+    assert spent(client, key) == 0.5
+    refused = ask(client, key, sql="SELECT SUM(amount) AS s FROM v", epsilon=0.25)
+    assert refused.status_code == 400 and "outside_view" in refused.json()["detail"]
+    charged = ask(client, key, sql="SELECT SUM(amount) AS s FROM v", epsilon=0.25, outside_view="charge")
+    assert charged.status_code == 200 and charged.json()["ledger_entry"] is not None
+    assert spent(client, key) == 0.75
+    bare = ask(client, key, sql="SELECT COUNT(*) AS n FROM visits")
+    assert bare.status_code == 400 and "a query over a view needs neither" in bare.text
+    other = make_analyst(client, admin_key, "bob")
+    assert client.get("/v1/views", params={"dataset": "shop"}, headers=bearer(other)).json() == []
+    assert ask(client, other, sql="SELECT COUNT(*) FROM v").status_code == 400

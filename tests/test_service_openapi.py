@@ -35,6 +35,8 @@ EXPECTED = {  # what each operation answers besides 200, by design
     ("post", "/v1/admin/grants"): KEYED | {400, 404, 422},
     ("delete", "/v1/admin/grants/{analyst_name}/{dataset}"): KEYED | {422},
     ("post", "/v1/admin/budgets"): KEYED | {400, 404, 422},
+    ("post", "/v1/views"): KEYED | {400, 403, 409, 422, 500, 503},
+    ("get", "/v1/views"): KEYED | {403, 422},
 }
 
 

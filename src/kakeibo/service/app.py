@@ -52,7 +52,7 @@ from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 import duckdb
-from fastapi import Depends, FastAPI, HTTPException, Path, Request
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -71,6 +71,7 @@ from ..privacy import ApproxDP
 from ..sql import Catalog
 from ..sql.catalog import DIALECTS
 from ..sql.session import Session
+from ..sql.views import StoredView
 from .auth import ADMIN, Gate, RateLimiter
 from .config import DatasetConfig, ServiceConfig
 from .dashboard import dashboard_router, loss_json
@@ -135,6 +136,11 @@ class _Question(_Request):
         description='this query\'s own limits ("max_rows_per_partition", "max_partitions", "bounds_share") '
         'and column bounds ([lower, upper]), each a number or "auto" (the catalog\'s otherwise)',
     )
+    outside_view: Literal["refuse", "charge"] = Field(
+        default="refuse",
+        description="a query over a view that the view cannot answer: refused, or run on the view's table "
+        "(charged at epsilon)",
+    )
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments ``Session.sql`` and ``Session.explain`` share."""
@@ -145,28 +151,43 @@ class _Question(_Request):
             "dialect": self.dialect,
             "nonnegative": self.nonnegative,
             "bounds": self.bounds,
+            "outside_view": self.outside_view,
         }
 
 
 class QueryRequest(_Question):
-    """A query, at ``epsilon`` or at the least epsilon that meets ``accuracy`` (exactly one of them)."""
+    """A query, at ``epsilon`` or at the least epsilon that meets ``accuracy`` (at most one of them: a query
+    over a view needs neither, any other needs one, else 400)."""
 
     model_config = ConfigDict(
         json_schema_extra={  # the validator's rule, for clients generated from the document
-            "oneOf": [
-                {"required": [given], "properties": {given: {"type": kind}, other: {"type": "null"}}}
-                for given, kind, other in _EITHER
-            ]
+            "not": {
+                "required": ["epsilon", "accuracy"],
+                "properties": {"epsilon": {"type": "number"}, "accuracy": {"type": "array"}},
+            }
         }
     )
 
     request_id: str | None = Field(default=None, max_length=128, description="an idempotency key")
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "QueryRequest":
-        if (self.epsilon is None) == (self.accuracy is None):
-            raise ValueError("give exactly one of epsilon and accuracy.")
+    def _at_most_one(self) -> "QueryRequest":
+        if self.epsilon is not None and self.accuracy is not None:
+            raise ValueError("give at most one of epsilon and accuracy.")
         return self
+
+
+class ViewRequest(_Request):
+    """A view to release: ``sql`` is ``SELECT col, ... FROM table``, charged ``epsilon`` once."""
+
+    dataset: str = Field(max_length=64)
+    name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    sql: str = Field(max_length=20_000)
+    epsilon: Epsilon
+    rows_per_person: StrictInt = Field(default=1, ge=1, le=1_000, description="rows of each person kept")
+    bins: dict[Annotated[str, Field(max_length=64)], Annotated[StrictInt, Field(ge=1, le=65_536)]] | None = (
+        Field(default=None, max_length=64, description="bins of numeric columns the catalog gives none")
+    )
 
 
 class ExplainRequest(_Question):
@@ -204,6 +225,21 @@ class BudgetRequest(_Request):
     analyst: Name | None = None
     budget: Budget
     delta: Delta | None = Field(default=None, description="default: the dataset's delta_budget")
+
+
+def view_json(stored: StoredView) -> dict[str, Any]:
+    """What the service says of a view: its definition, bins, size and loss (its blocks stay server-side)."""
+    return {
+        "name": stored.name,
+        "sql": stored.sql,
+        "columns": [
+            {"name": a.name, "bins": a.bins, "public_values": None if a.values is None else list(a.values)}
+            for a in stored.axes
+        ],
+        "blocks": stored.view.blocks,
+        "epsilon": stored.epsilon,
+        "rows_per_person": stored.rows_per_person,
+    }
 
 
 @dataclass
@@ -395,18 +431,44 @@ def create_app(config: ServiceConfig) -> FastAPI:
     @app.post("/v1/query", responses=responses(*keyed, 400, 403, 409, 422, 500, 503))
     def query(body: QueryRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
         dataset = granted(name, body.dataset)
+        answering = session(name, dataset)
+        if body.epsilon is None and body.accuracy is None and answering.view_of(body.sql) is None:
+            raise HTTPException(
+                400, "give exactly one of epsilon and accuracy (a query over a view needs neither)."
+            )
         with mapped(dataset.engine_errors):
-            result = session(name, dataset).sql(body.sql, request_id=body.request_id, **body.options())
-        assert result.ledger_entry is not None  # the session charged its ledger
+            result = answering.sql(body.sql, request_id=body.request_id, **body.options())
         table = result.to_arrow()
         return {
             "columns": table.column_names,
             "rows": [list(row.values()) for row in table.to_pylist()],
             "privacy_loss": loss_json(result.privacy_loss),
-            "ledger_entry": result.ledger_entry.seq,
+            "ledger_entry": None
+            if result.ledger_entry is None
+            else result.ledger_entry.seq,  # None: a view's
             "confidence": result.confidence,
             "bounds": None if result.bounds is None else json.loads(result.bounds.to_json()),
         }
+
+    @app.post("/v1/views", responses=responses(*keyed, 400, 403, 409, 422, 500, 503))
+    def create_view(body: ViewRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
+        dataset = granted(name, body.dataset)
+        with mapped(dataset.engine_errors):
+            built = session(name, dataset).create_view(
+                body.name,
+                body.sql,
+                epsilon=body.epsilon,
+                rows_per_person=body.rows_per_person,
+                bins=body.bins,
+            )
+        assert built.ledger_entry is not None  # the session charged its ledger (or replayed the entry)
+        return {**view_json(built.view), "ledger_entry": built.ledger_entry.seq}
+
+    @app.get("/v1/views", responses=responses(*keyed, 403, 422))
+    def list_views(
+        dataset: Annotated[str, Query(max_length=64)], name: Annotated[str, Depends(analyst)]
+    ) -> list[dict[str, Any]]:
+        return [view_json(stored) for stored in session(name, granted(name, dataset)).views().values()]
 
     @app.post("/v1/explain", responses=responses(*keyed, 400, 403, 422))
     def explain(body: ExplainRequest, name: Annotated[str, Depends(analyst)]) -> dict[str, Any]:
