@@ -156,6 +156,27 @@ def test_the_blocks_partition_the_domain_and_answers_sum_their_totals() -> None:
     assert one_cell[0] == pytest.approx(view.totals[holder[0]] / volume)
 
 
+def test_range_counts_by_dense_marginals_equal_the_sum_over_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queries constraining 0 to 4 attributes: the prefix-sum answers of the dense marginals equal the
+    direct sums over the blocks (and so does a marginal too large to make dense)."""
+    view = build(
+        *_tensor_of(_correlated_rows(3_000, 8, seed=11)), (8,) * 4, epsilon=1.0, rng=np.random.default_rng(12)
+    )
+    rng = np.random.default_rng(13)
+    lows, highs = np.zeros((400, 4), np.int64), np.full((400, 4), 7)
+    for q in range(400):
+        dims = rng.choice(4, int(rng.integers(0, 5)), replace=False)
+        ends = np.sort(rng.integers(0, 8, size=(2, dims.size)), axis=0)
+        lows[q, dims], highs[q, dims] = ends
+    direct = view.weights(lows, highs + 1) @ view.totals
+    np.testing.assert_allclose(view.range_counts(lows, highs), direct, rtol=1e-9, atol=1e-6)
+    monkeypatch.setattr("kakeibo.views.hdpview.DENSE_MARGINAL", 1)
+    fresh = build(
+        *_tensor_of(_correlated_rows(3_000, 8, seed=11)), (8,) * 4, epsilon=1.0, rng=np.random.default_rng(12)
+    )
+    np.testing.assert_allclose(fresh.range_counts(lows, highs), direct, rtol=1e-9, atol=1e-6)
+
+
 def test_a_domain_of_one_cell_is_one_block() -> None:
     view = build([[0, 0]], [5], (1, 1), epsilon=1.0, rng=np.random.default_rng(0))
     assert view.blocks == 1 and view.lows.tolist() == [[0, 0]] and view.highs.tolist() == [[0, 0]]
