@@ -328,3 +328,96 @@ def test_spark_bins_every_value_as_duckdb_does(spark_backend: Any) -> None:
         assert _engine_bins(backend) == _expected_bins()
     finally:
         backend.close()
+
+
+# --- privacy of the whole path: binning, the person bound, the build --------------------------------------
+
+SMALL = Catalog.from_dict(
+    {
+        "tables": {
+            "adult": {
+                "privacy_unit": "uid",
+                "columns": {
+                    "uid": "int",
+                    "age": {"type": "int", "lower": 0, "upper": 3},
+                    "workclass": {"type": "str", "public_values": ["private", "gov"]},
+                },
+            }
+        }
+    }
+)
+
+
+def _person_worlds() -> tuple[Any, list[pa.Table]]:
+    """80 persons with 1-3 rows each over a 4 x 3 grid (with the other bin), and the same plus one person
+    with 5 rows, all in the densest cell: the engine's count tensors of both (each person's rows bounded
+    to 5)."""
+    rng = np.random.default_rng(14)
+    per = rng.integers(1, 4, 80)
+    base = pa.table(
+        {
+            "uid": np.repeat(np.arange(80), per),
+            "age": rng.integers(0, 4, per.sum()),
+            "workclass": rng.choice(np.array(["private", "gov"]), per.sum()),
+        }
+    )
+    target = pa.table({"uid": np.full(5, 10**6), "age": np.full(5, 1), "workclass": ["private"] * 5})
+    definition = parse_view_definition("v", "SELECT age, workclass FROM adult", SMALL)
+    tensors = []
+    for table in (base, pa.concat_tables([base, target])):
+        backend = DuckDBBackend()
+        backend.load_table("adult", table)
+        tensors.append(backend.execute(view_counts_sql(definition, 5)))
+    return definition, tensors
+
+
+def _view_sampler(rows_per_person: int) -> Any:
+    """Views built from each world's tensor (``rows_per_person`` as the build is told, while the target
+    holds 5 rows), each released as the auditor's best statistic: the noisy total of the block holding
+    the target's cell minus what that block holds in the world without the target (the auditor knows
+    it; the blocks are public). 90% of epsilon goes to the totals (``ratio = 0.1``), so what one person's
+    rows move is plain to see."""
+    from kakeibo.sql.views import build_view
+    from kakeibo.views.hdpview import HDPViewParameters
+
+    definition, tensors = _person_worlds()
+    cells = np.column_stack([tensors[0].column(f"__c{i}").to_numpy() for i in range(2)])
+    counts = tensors[0].column("__n").to_numpy()
+    target = np.array([1, 0])  # age 1, workclass private
+
+    def sample(index: int, n: int, rng: Any) -> np.ndarray:
+        out = np.empty(n)
+        for i in range(n):
+            view = build_view(
+                definition,
+                tensors[index],
+                epsilon=1.0,
+                rows_per_person=rows_per_person,
+                source="audit",
+                parameters=HDPViewParameters(ratio=0.1),
+                rng=rng,
+            ).view
+            block = int(np.flatnonzero(((view.lows <= target) & (view.highs >= target)).all(axis=1))[0])
+            inside = ((cells >= view.lows[block]) & (cells <= view.highs[block])).all(axis=1)
+            out[i] = view.totals[block] - counts[inside].sum()
+        return out
+
+    return sample
+
+
+@pytest.mark.statistical
+def test_an_audit_of_a_view_does_not_refute_its_epsilon_for_a_person_with_many_rows() -> None:
+    """A person with 5 rows, the view bounded to 5 rows per person and built at epsilon / 5: 1,000 views
+    per neighbour (after 200 to choose the events) do not refute epsilon 1 at 95%. Told 1 row per person
+    (so built at the full epsilon, as if the person were one row), 400 views refute it: the group-privacy
+    scaling is what keeps the promise, and the audit sees its absence."""
+    from kakeibo.audit import audit
+
+    honest = audit(
+        _view_sampler(5), 0, 1, trials=1_000, batch=500, selection_trials=200, rng=np.random.default_rng(15)
+    )
+    assert not honest.refutes(1.0), honest
+    unscaled = audit(
+        _view_sampler(1), 0, 1, trials=400, batch=400, selection_trials=100, rng=np.random.default_rng(15)
+    )
+    assert unscaled.refutes(1.0), unscaled
