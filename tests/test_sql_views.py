@@ -76,6 +76,10 @@ def test_a_view_is_charged_once_and_answers_at_no_cost(people: pa.Table, tmp_pat
         result = session.sql(query)
         assert result.privacy_loss == PureDP(0) and result.ledger_entry is None
     assert session.ledger.spent() == spent and len(session.ledger.entries()) == 1
+    ages = session.sql("SELECT age, COUNT(*) AS n FROM v GROUP BY age").to_arrow()
+    assert ages.column("age").to_pylist() == list(range(17, 91))  # one-year bins, keyed by their value
+    hours = session.sql("SELECT hours, COUNT(*) AS n FROM v WHERE age < 30 GROUP BY hours").to_arrow()
+    assert hours.column("hours").to_pylist() == [3.125 * i for i in range(32)]  # keyed by their least value
     assert session.explain(queries[0]).startswith("from view v, no charge\nview v over adult: age (74 bins)")
 
 
