@@ -159,8 +159,18 @@ def test_the_source_answers_only_during_the_draw() -> None:
 # -- nothing else draws central-DP noise and returns it: static scan ----------------------------------------
 
 #: Layers that may make and use randomness themselves: the primitives (noise, mechanisms, the privacy
-#: audit) and local DP, whose randomizers run on the client and return reports, not central releases.
-LOWER = ("noise/", "mechanisms/", "audit/", "ldp/", "ml/randomizers.py", "ml/supml.py", "ml/_common.py")
+#: audit, the HDPView build, a mechanism whose callers charge it), and local DP, whose randomizers run on
+#: the client and return reports, not central releases.
+LOWER = (
+    "noise/",
+    "mechanisms/",
+    "audit/",
+    "views/",
+    "ldp/",
+    "ml/randomizers.py",
+    "ml/supml.py",
+    "ml/_common.py",
+)
 #: Calls that make randomness; allowed elsewhere only as the ``rng=`` of a ``release.run`` call.
 MAKE = {"resolve_source", "random_source", "SecureSource", "GeneratorSource", "KeyedSource", "default_rng"}
 #: Calls that draw; elsewhere their randomness (``rng=``, or an argument or receiver named ``source`` or

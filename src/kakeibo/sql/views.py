@@ -180,7 +180,7 @@ def parse_view_definition(
         raise QueryRefused(f"a view cannot take the name of the catalog's table {name!r}.")
     try:
         tree = sqlglot.parse_one(query, read="duckdb")
-    except sqlglot.errors.ParseError:
+    except (sqlglot.errors.SqlglotError, ValueError, IndexError):  # sqlglot's tokenizer raises them all
         raise QueryRefused(
             "a view is defined by SELECT col, ... FROM table; this is not SQL kakeibo reads."
         ) from None
@@ -415,7 +415,7 @@ def view_name(query: str) -> str | None:
     """The single table a query reads, when it parses (the session checks whether it names a view)."""
     try:
         tree = sqlglot.parse_one(query, read="duckdb")
-    except sqlglot.errors.ParseError:
+    except (sqlglot.errors.SqlglotError, ValueError, IndexError):  # the analyser says what is wrong with it
         return None
     tables = list(tree.find_all(exp.Table)) if isinstance(tree, exp.Select) else []
     return tables[0].name.lower() if len(tables) == 1 else None
