@@ -65,6 +65,8 @@ FloatArray = NDArray[np.float64]
 
 #: the most cells of a marginal :meth:`View.range_counts` makes dense to answer its queries by prefix sums
 DENSE_MARGINAL = 2**22
+#: the most cells of dense marginals a view keeps between calls (2^24 doubles: 128 MiB)
+CACHED_CELLS = 2**24
 #: the sensitivity of a block's aggregation error (and so of a cut's score) to one row (module docstring)
 AE_SENSITIVITY = 2
 
@@ -130,11 +132,13 @@ class View:
     def range_counts(self, lows: IntArray, highs: IntArray) -> FloatArray:
         """The view's answer to each range count ``lows[q] <= x <= highs[q]`` (inclusive, per attribute).
 
-        Queries are grouped by the attributes they constrain; for a group whose marginal grid has at most
-        :data:`DENSE_MARGINAL` cells, the view's marginal on those attributes (each block's total spread
-        evenly over its projection) is made dense once, with prefix sums, and each query is the
-        inclusion-exclusion of its 2^k corners; other groups sum over the blocks (:meth:`weights`). Both
-        give the same numbers: the answer is linear in the blocks and the marginal is exact."""
+        Queries are grouped by the attributes they constrain. A group answers from the view's dense
+        marginal on those attributes (each block's total spread evenly over its projection, with prefix
+        sums: each query is then the inclusion-exclusion of its 2^k corners) when that marginal has at most
+        :data:`DENSE_MARGINAL` cells and costs less to make than summing the group's queries over the
+        blocks (:meth:`weights`), which the other groups do. Both give the same numbers: the answer is
+        linear in the blocks and the marginal is exact. At most :data:`CACHED_CELLS` cells of marginals are
+        kept, the least recently used dropped first."""
         q_lo, q_hi = _queries(lows, highs, self.sizes)
         top = np.asarray(self.sizes, np.int64) - 1
         patterns, which = np.unique((q_lo > 0) | (q_hi < top), axis=0, return_inverse=True)
@@ -142,22 +146,27 @@ class View:
         for i, pattern in enumerate(patterns):
             rows = np.flatnonzero(which.ravel() == i)
             dims = tuple(int(d) for d in np.flatnonzero(pattern))
+            cells = math.prod(self.sizes[d] + 1 for d in dims)
+            direct = rows.size * self.blocks * max(len(dims), 1)
             if not dims:
                 out[rows] = self.totals.sum()
-            elif math.prod(self.sizes[d] for d in dims) <= DENSE_MARGINAL:
+            elif cells <= DENSE_MARGINAL and (
+                dims in self._marginals or cells + self.blocks * 2 ** len(dims) < direct
+            ):
                 out[rows] = _corners(
                     self._marginal_prefix(dims), q_lo[rows][:, dims], q_hi[rows][:, dims] + 1
                 )
-                continue
-            for start in range(0, rows.size, 256):
-                chunk = rows[start : start + 256]
-                out[chunk] = self.weights(q_lo[chunk], q_hi[chunk] + 1) @ self.totals
+            else:
+                for start in range(0, rows.size, 256):
+                    chunk = rows[start : start + 256]
+                    out[chunk] = self.weights(q_lo[chunk], q_hi[chunk] + 1) @ self.totals
         return out
 
     def _marginal_prefix(self, dims: tuple[int, ...]) -> FloatArray:
         """Prefix sums (with a leading 0 on every axis) of the view's dense marginal on ``dims``."""
-        cached = self._marginals.get(dims)
+        cached = self._marginals.pop(dims, None)
         if cached is not None:
+            self._marginals[dims] = cached  # the most recently used last
             return cached
         shape = tuple(self.sizes[d] + 1 for d in dims)
         lows, ends = self.lows[:, dims], self.highs[:, dims] + 1
@@ -174,6 +183,8 @@ class View:
         for axis in range(len(dims)):
             prefix = np.cumsum(prefix, axis=axis)
         self._marginals[dims] = prefix
+        while sum(m.size for m in self._marginals.values()) > CACHED_CELLS and len(self._marginals) > 1:
+            del self._marginals[next(iter(self._marginals))]
         return prefix
 
     def error_bounds(self, lows: IntArray, highs: IntArray, beta: float) -> FloatArray:
