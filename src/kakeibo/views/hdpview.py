@@ -396,14 +396,9 @@ def _split(
     """The block's two halves: cut by the exponential mechanism up to the depth limit, at random below it."""
     widths = block.high - block.low + 1
     attributes = np.flatnonzero(widths > 1)
-    if block.depth > calibration.depth_limit:
-        options = widths[attributes] - 1
-        pick = int(exact.uniform_below(int(options.sum()), 1, source)[0])
-        index = int(np.searchsorted(np.cumsum(options), pick, side="right"))
-        attribute, point = (
-            int(attributes[index]),
-            pick - int(np.concatenate([[0], np.cumsum(options)])[index]),
-        )
+    if block.depth > calibration.depth_limit:  # a uniform attribute, then a uniform point (no data read)
+        attribute = int(attributes[int(exact.uniform_below(attributes.size, 1, source)[0])])
+        point = int(exact.uniform_below(int(widths[attribute]) - 1, 1, source)[0])
     else:
         volume = block.volume
         scores: list[FloatArray] = []
