@@ -39,6 +39,8 @@ repro-supml: $(STAMP)
 	$(BIN)/kakeibo repro supml --dataset wdbc --out repro-supml/wdbc
 	$(BIN)/kakeibo repro supml --dataset ionosphere --out repro-supml/ionosphere
 
+VIEW_METHODS := hdpview,identity,privtree,privtree-fanout
+SYNTH_METHODS := hdpview,privbayes,mst
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python benchmarks/bench_samplers.py
@@ -46,6 +48,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sql.py --rows 1000000 10000000
 	$(BIN)/python benchmarks/bench_sql_peers.py --rows 1000000
 	$(BIN)/python benchmarks/bench_tpch.py --scale 1 --runs 10
+	$(BIN)/python benchmarks/bench_bounds.py --rows 1000000 --runs 8
+	$(BIN)/python benchmarks/bench_views_scale.py --rows 1000000
+	$(BIN)/python benchmarks/bench_views.py --methods $(VIEW_METHODS) --runs 3
+	$(if $(VIEWS_SYNTH_PYTHON),$(BIN)/python benchmarks/bench_views.py --methods $(SYNTH_METHODS) --bins 10 --synth-python $(VIEWS_SYNTH_PYTHON))
 	$(BIN)/python benchmarks/bench_sql_peers.py --corpus $(if $(SMARTNOISE_PYTHON),--smartnoise-python $(SMARTNOISE_PYTHON)) $(if $(QRLEW_PYTHON),--qrlew-python $(QRLEW_PYTHON)) $(if $(OPENDP_PYTHON),--opendp-python $(OPENDP_PYTHON))
 	$(BIN)/python benchmarks/bench_ldp.py $(if $(PEER_LDP_PYTHON),--peer-python $(PEER_LDP_PYTHON))
 	$(BIN)/python benchmarks/bench_rappor.py
