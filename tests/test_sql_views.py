@@ -425,3 +425,17 @@ def test_an_audit_of_a_view_does_not_refute_its_epsilon_for_a_person_with_many_r
         _view_sampler(1), 0, 1, trials=400, batch=400, selection_trials=100, rng=np.random.default_rng(15)
     )
     assert unscaled.refutes(1.0), unscaled
+
+
+def test_a_query_too_large_for_a_view_is_refused_and_in_lists_merge(people: pa.Table, tmp_path: Path) -> None:
+    """An analyst cannot make one count fill memory: over 4,096 groups (or 65,536 boxes) is refused from
+    the query and the view alone; IN over neighbouring public values is one box, and answers as the sum."""
+    session = _session(people, tmp_path / "ledger.sqlite")
+    session.create_view("v", DEFINITION, epsilon=1, rng=np.random.default_rng(16))
+    with pytest.raises(
+        QueryRefused, match="at most 4096 groups and 65536 boxes per query; this one asks for 7104"
+    ):
+        session.sql("SELECT age, hours, workclass, COUNT(*) AS n FROM v GROUP BY age, hours, workclass")
+    both = session.sql("SELECT COUNT(*) AS n FROM v WHERE workclass IN ('gov', 'private')").to_arrow()
+    each = session.sql("SELECT workclass, COUNT(*) AS n FROM v GROUP BY workclass").to_arrow().to_pylist()
+    assert both.column("n")[0].as_py() == pytest.approx(each[0]["n"] + each[1]["n"])

@@ -73,6 +73,11 @@ __all__ = [
 DEFAULT_BINS = 32
 #: the confidence of the intervals a view's answers carry
 VIEW_CONFIDENCE = 0.95
+#: the most groups, and boxes (a group's product of its columns' intervals), one query over a view may ask
+MAX_GROUPS = 4096
+MAX_BOXES = 65536
+#: the most (box, block, column) overlaps computed at once for one answer
+WEIGHT_BUDGET = 2**22
 
 
 @dataclass(frozen=True)
@@ -453,6 +458,15 @@ def read_view_query(query: str, view: StoredView) -> ViewQuery:
         column, allowed = _condition(view, condition)
         previous = intervals.get(column, [(0.0, float(view.axis(column).bins))])  # type: ignore[union-attr]
         intervals[column] = _intersect(previous, allowed)
+    groups_count = math.prod([a.bins for a in view.axes if a.name in groups])
+    boxes = groups_count * math.prod(
+        len(intervals.get(a.name, [(0.0, 1.0)])) for a in view.axes if a.name not in groups
+    )
+    if groups_count > MAX_GROUPS or boxes > MAX_BOXES:
+        raise QueryRefused(
+            f"a view answers at most {MAX_GROUPS} groups and {MAX_BOXES} boxes per query; this one asks for "
+            f"{groups_count} groups and {boxes} boxes: group by fewer columns or list fewer values."
+        )
     return ViewQuery(view, groups, counts[0], intervals)
 
 
@@ -559,7 +573,15 @@ def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> li
 
 
 def _union(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    return sorted(a + b)
+    """The union of two lists of intervals, touching ones merged (``IN`` over neighbouring values is one
+    interval)."""
+    merged: list[tuple[float, float]] = []
+    for low, high in sorted(a + b):
+        if merged and low <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+        else:
+            merged.append((low, high))
+    return merged
 
 
 def answer(query: ViewQuery) -> pa.Table:
@@ -582,12 +604,16 @@ def answer(query: ViewQuery) -> pa.Table:
             owner.append(n)
     counts = np.zeros(len(per_group))
     bounds = np.zeros(len(per_group))
-    if starts:
-        weights = view.view.weights(np.array(starts), np.array(stops))
-        grouped = np.zeros((len(per_group), view.view.blocks))
-        np.add.at(grouped, np.array(owner), weights)
-        counts = grouped @ view.view.totals
-        bounds = np.array([view.view.bound_of(w, 1 - VIEW_CONFIDENCE) for w in grouped])
+    owners = np.array(owner, np.int64)
+    step = max(1, WEIGHT_BUDGET // max(1, view.view.blocks * len(axes)))  # boxes per weights() call
+    for n in range(len(per_group)):  # one group's weights at a time: memory stays at blocks x step x axes
+        mine = np.flatnonzero(owners == n)
+        weights = np.zeros(view.view.blocks)
+        for start in range(0, mine.size, step):
+            chunk = mine[start : start + step]
+            weights += view.view.weights(np.array(starts)[chunk], np.array(stops)[chunk]).sum(axis=0)
+        counts[n] = weights @ view.view.totals
+        bounds[n] = view.view.bound_of(weights, 1 - VIEW_CONFIDENCE)
     columns: dict[str, Any] = {
         g: [view.axis(g).key(c[i]) for c in per_group]  # type: ignore[union-attr]
         for i, g in enumerate(query.groups)
