@@ -317,10 +317,6 @@ class StoredView:
     source: str  # the data it was built from (a session answers from views of its own source only)
     view: View
 
-    @property
-    def label(self) -> str:
-        return f"CREATE VIEW {self.name} AS {self.sql}"
-
     def describe(self) -> str:
         columns = ", ".join(f"{a.name} ({a.bins} bins)" for a in self.axes)
         return (
@@ -587,31 +583,23 @@ def _union(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[t
 def answer(query: ViewQuery) -> pa.Table:
     """The view's counts for ``query``, each with its interval (module docstring)."""
     view = query.view
-    axes = view.axes
     per_group = list(product(*(range(view.axis(g).bins) for g in query.groups)))  # type: ignore[union-attr]
-    starts, stops, owner = [], [], []
-    for n, combination in enumerate(per_group):
+    counts = np.zeros(len(per_group))
+    bounds = np.zeros(len(per_group))
+    step = max(1, WEIGHT_BUDGET // max(1, view.view.blocks * len(view.axes)))  # boxes per weights() call
+    for n, combination in enumerate(per_group):  # one group at a time: memory stays at blocks x step x axes
         chosen = dict(zip(query.groups, combination, strict=True))
         ranges = []
-        for axis in axes:
+        for axis in view.axes:
             allowed = query.intervals.get(axis.name, [(0.0, float(axis.size))])
             if axis.name in chosen:
                 allowed = _intersect(allowed, [(float(chosen[axis.name]), float(chosen[axis.name] + 1))])
             ranges.append(allowed)
-        for box in product(*ranges):
-            starts.append([lo for lo, _ in box])
-            stops.append([hi for _, hi in box])
-            owner.append(n)
-    counts = np.zeros(len(per_group))
-    bounds = np.zeros(len(per_group))
-    owners = np.array(owner, np.int64)
-    step = max(1, WEIGHT_BUDGET // max(1, view.view.blocks * len(axes)))  # boxes per weights() call
-    for n in range(len(per_group)):  # one group's weights at a time: memory stays at blocks x step x axes
-        mine = np.flatnonzero(owners == n)
+        boxes = np.array(list(product(*ranges)), np.float64).reshape(-1, len(view.axes), 2)
         weights = np.zeros(view.view.blocks)
-        for start in range(0, mine.size, step):
-            chunk = mine[start : start + step]
-            weights += view.view.weights(np.array(starts)[chunk], np.array(stops)[chunk]).sum(axis=0)
+        for start in range(0, len(boxes), step):
+            chunk = boxes[start : start + step]
+            weights += view.view.weights(chunk[..., 0], chunk[..., 1]).sum(axis=0)
         counts[n] = weights @ view.view.totals
         bounds[n] = view.view.bound_of(weights, 1 - VIEW_CONFIDENCE)
     columns: dict[str, Any] = {
