@@ -302,10 +302,10 @@ class _Block:
     high: IntArray
     depth: int
     rows: IntArray  # indices of the block's non-zero cells
+    volume: float = field(init=False)  # cells in the box, read by every test and cut
 
-    @property
-    def volume(self) -> float:
-        return float(np.prod((self.high - self.low + 1).astype(np.float64)))
+    def __post_init__(self) -> None:
+        self.volume = float(np.prod((self.high - self.low + 1).astype(np.float64)))
 
 
 @dataclass(frozen=True)
