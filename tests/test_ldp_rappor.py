@@ -482,7 +482,7 @@ def test_bad_client_inputs_are_refused() -> None:
         rappor.randomize([1, 2], cohorts=[0, 8])
     with pytest.raises(TypeError, match="rng must be None"):
         rappor.randomize([1], rng="seed")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="rappor must be a RAPPOR, not OUE"):
+    with pytest.raises(TypeError, match="rappor must be a RAPPOR or a OneTimeRAPPOR, not OUE"):
         RapporClient(ldp.OUE(epsilon=1, domain_size=4), b"s" * 32)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="secret must be bytes, not str"):
         RapporClient(rappor, "s" * 32)  # type: ignore[arg-type]

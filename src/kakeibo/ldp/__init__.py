@@ -27,7 +27,7 @@ from .itemsets import SVIM, SVSM, FrequentItems, FrequentItemsets, LengthChoice
 from .multidim import MultidimensionalEstimate, MultidimensionalSampling
 from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMechanism
 from .padding import PaddingSamplingOracle, UserSets
-from .rappor import RAPPOR, RapporClient, RapporDecoding
+from .rappor import RAPPOR, OneTimeRAPPOR, RapporClient, RapporDecoding
 from .reports import FORMAT_VERSION, ReportFormatError, Reports
 from .sketch import CountMeanSketch, HadamardCountMeanSketch
 from .spatial import PCEP, PSDA, LocationHierarchy, SpatialCounts
@@ -64,6 +64,7 @@ __all__ = [
     "MeanEstimate",
     "MultidimensionalEstimate",
     "MultidimensionalSampling",
+    "OneTimeRAPPOR",
     "PaddingSamplingOracle",
     "PiecewiseMechanism",
     "PrefixExtendingMethod",

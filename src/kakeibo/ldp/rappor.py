@@ -27,6 +27,15 @@ bit, so
 With the paper's parameters ``h = 2, f = 1/2, p = 1/2, q = 3/4``: ``epsilon_infinity = 4 ln 3 ~ 4.39`` and
 ``epsilon_one ~ 1.07``.
 
+**One-time RAPPOR** (:class:`OneTimeRAPPOR`; paper Sec. 2, for collections that ask once): step 3 is
+skipped and the client sends ``B'``. A report then costs ``epsilon_infinity`` at once, and reporting the
+same value again (the memoised ``B'``, byte for byte) costs nothing more. It is decoded like RAPPOR with
+``p* = f/2`` and ``q* = 1 - f/2``.
+
+Under the *removal* relation (a client's value against the client holding none, which reports the empty
+filter) only ``h`` bits differ, so each protocol's :attr:`~OneTimeRAPPOR.removal_loss` is
+``h ln max(q*/p*, (1 - p*)/(1 - q*))``, about half the replacement loss.
+
 Exactness: ``p``, ``q`` and ``f/2`` are used as dyadic rationals. One with more than 32 fractional bits
 (or not dyadic at all, like ``1/3``) is rounded to a multiple of ``2^-32`` in the direction that lowers
 the loss (``p`` and ``f/2`` up, ``q`` down); :attr:`RAPPOR.p`, :attr:`RAPPOR.q` and :attr:`RAPPOR.f` report
@@ -55,6 +64,7 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -117,71 +127,54 @@ def _probability(value: Number, name: str) -> Fraction:
     return frac
 
 
-# -- the protocol --------------------------------------------------------------------------------------------
-class RAPPOR(LocalRandomizer):
-    """RAPPOR with ``k`` Bloom bits, ``h`` hash functions, ``m`` cohorts and coins ``p``, ``q``, ``f``
-    (Erlingsson et al. 2014, Sec. 2; see the module docstring).
+# -- the protocols -------------------------------------------------------------------------------------------
+class _BloomRandomizer(LocalRandomizer, ABC):
+    """What both RAPPOR variants share: the Bloom filter (``k`` bits, ``h`` hash functions per cohort, ``m``
+    cohorts), the memoised permanent randomized response with noise level ``f``, the packed wire format and
+    the server's decoding (Erlingsson et al. 2014, Secs. 2 and 4). A variant fixes how a report is made from
+    ``B'`` (:meth:`_report_words`) and so the probabilities ``p*`` and ``q*`` that a reported bit is set when
+    the client's Bloom bit is 0 and 1, from which the decoder and the losses follow."""
 
-    * Neighbour relation: local, any two values of one client.
-    * Sensitivity: at most ``2h`` bits of the Bloom filter differ between two values (``h`` set by each).
-    * Privacy loss: ``PureDP(epsilon_one)`` per report (:attr:`privacy_loss`, paper Sec. 3,
-      ``h ln(q*(1 - p*) / (p*(1 - q*)))``) and ``PureDP(epsilon_infinity)`` per client and value however
-      many reports it sends (:attr:`longitudinal_loss`, ``2h ln((1 - f/2) / (f/2))``), both computed from
-      the exact coins used. The cohort id travels in the clear; it is chosen independently of the value.
+    protocol: ClassVar[str]
 
-    :meth:`randomize` simulates a population in which every client reports once (PRR drawn fresh per
-    client: for one report that is the same distribution as a memoised one); deployed clients use
-    :class:`RapporClient`, which memoises the PRR.
-    """
-
-    protocol: ClassVar[str] = "RAPPOR"
-
-    def __init__(
-        self,
-        *,
-        k: int = 128,
-        h: int = 2,
-        m: int = 64,
-        p: Number = 0.5,
-        q: Number = 0.75,
-        f: Number = 0.5,
-        hash_seed: int = 0,
-    ) -> None:
+    def __init__(self, *, k: int, h: int, m: int, f: Number, hash_seed: int) -> None:
         self._k = check_integer(k, "k", 2, 1 << 16)
         self._h = check_integer(h, "h", 1, 64)
         self._m = check_integer(m, "m", 1, 1 << 16)
         if self._m * self._h > 1 << 20:
             raise ValueError(f"m * h must be at most 2**20 hash functions, got {self._m * self._h}.")
-        exact_p, exact_q, exact_f = (_probability(v, name) for v, name in ((p, "p"), (q, "q"), (f, "f")))
-        if not exact_p < exact_q:
-            raise ValueError(f"p must be smaller than q (a 1 must be reported more often), got p={p}, q={q}.")
-        self._p = _coin(exact_p, round_up=True)
-        self._q = _coin(exact_q, round_up=False)
-        self._half_f = _coin(exact_f / 2, round_up=True)
-        if not self._p < self._q or not self._half_f < Fraction(1, 2):
-            raise ValueError(
-                f"p={p}, q={q}, f={f} are too close to each other or to 1 for exact coins on the "
-                f"2^-{COIN_BITS} grid."
-            )
+        self._half_f = _coin(_probability(f, "f") / 2, round_up=True)
+        if not self._half_f < Fraction(1, 2):
+            raise ValueError(f"f={f} is too close to 1 for exact coins on the 2^-{COIN_BITS} grid.")
         self._hashes = HashFamily(seed=hash_seed, count=self._m * self._h, buckets=self._k)
-        p_star, q_star = self._p_star, self._q_star
-        epsilon_one = self._h * ln_upper(q_star * (1 - p_star) / (p_star * (1 - q_star)))
-        if epsilon_one > MAX_EPSILON:
-            raise ValueError(
-                f"these parameters give epsilon_one = {float(epsilon_one):.4g} per report, above the largest "
-                f"supported {MAX_EPSILON}."
-            )
-        super().__init__(epsilon=epsilon_one)
         self._epsilon_infinity = 2 * self._h * ln_upper((1 - self._half_f) / self._half_f)
+        loss = self._report_loss()
+        if loss > MAX_EPSILON:
+            raise ValueError(
+                f"these parameters give epsilon = {float(loss):.4g} per report, above the largest supported "
+                f"{MAX_EPSILON}."
+            )
+        super().__init__(epsilon=loss)
         self._params: dict[str, Param] = {
             "k": self._k,
             "h": self._h,
             "m": self._m,
-            "p": str(self._p),
-            "q": str(self._q),
+            **self._coin_params(),
             "f": str(2 * self._half_f),
             "hash_seed": self._hashes.seed,
         }
+
+    @abstractmethod
+    def _report_loss(self) -> Fraction:
+        """A rational upper bound on the loss of one report."""
+
+    def _coin_params(self) -> dict[str, Param]:
+        """The variant's own coins, as exact fractions for the report parameters."""
+        return {}
+
+    @abstractmethod
+    def _report_words(self, permanent: WordArray, source: RandomSource) -> WordArray:
+        """The reported bits, as words, made from the permanent responses ``B'``."""
 
     # -- description ---------------------------------------------------------------------------------------
     @property
@@ -204,42 +197,27 @@ class RAPPOR(LocalRandomizer):
         return self._hashes.seed
 
     @property
-    def p(self) -> float:
-        """IRR probability of reporting a 1 where ``B'`` has a 0 (exact dyadic value used)."""
-        return float(self._p)
-
-    @property
-    def q(self) -> float:
-        """IRR probability of reporting a 1 where ``B'`` has a 1 (exact dyadic value used)."""
-        return float(self._q)
-
-    @property
     def f(self) -> float:
         """PRR noise level: each Bloom bit is replaced by a fair coin with probability ``f``."""
         return float(2 * self._half_f)
 
     @property
-    def _p_star(self) -> Fraction:
-        return self._half_f * (self._p + self._q) + (1 - 2 * self._half_f) * self._p
+    @abstractmethod
+    def _p_star(self) -> Fraction: ...
 
     @property
-    def _q_star(self) -> Fraction:
-        return self._half_f * (self._p + self._q) + (1 - 2 * self._half_f) * self._q
+    @abstractmethod
+    def _q_star(self) -> Fraction: ...
 
     @property
     def p_star(self) -> float:
-        """``P(S_i = 1 | B_i = 0) = f/2 (p + q) + (1 - f) p`` (paper Sec. 3)."""
+        """``P(reported bit = 1 | B_i = 0)``."""
         return float(self._p_star)
 
     @property
     def q_star(self) -> float:
-        """``P(S_i = 1 | B_i = 1) = f/2 (p + q) + (1 - f) q`` (paper Sec. 3)."""
+        """``P(reported bit = 1 | B_i = 1)``."""
         return float(self._q_star)
-
-    @property
-    def epsilon_one(self) -> float:
-        """Loss of one report, ``h ln(q*(1 - p*) / (p*(1 - q*)))`` (equal to :attr:`epsilon`)."""
-        return self.epsilon
 
     @property
     def epsilon_infinity(self) -> float:
@@ -253,20 +231,24 @@ class RAPPOR(LocalRandomizer):
         return PureDP(self._epsilon_infinity)
 
     @property
+    def removal_loss(self) -> PureDP:
+        """The loss of one report under the *removal* relation: a client's value against the same client
+        holding no value and reporting the empty Bloom filter. Only the ``h`` bits of one value differ (not
+        ``2h``), each with likelihood ratio at most ``max(q*/p*, (1 - p*)/(1 - q*))``, so the loss is ``h ln``
+        of that: half of :attr:`privacy_loss` when the two ratios are equal (one-time RAPPOR), a little more
+        than half otherwise."""
+        p, q = self._p_star, self._q_star
+        return PureDP(self._h * ln_upper(max(q / p, (1 - p) / (1 - q))))
+
+    @property
     def report_bits(self) -> int:
-        """Bits of one report's payload on the wire (the IRR bits; the cohort id comes on top)."""
+        """Bits of one report's payload on the wire (the cohort id comes on top)."""
         return self._k
 
     @property
     def params(self) -> dict[str, Param]:
         """Everything the server needs to decode these reports (the exact coins as fractions)."""
         return dict(self._params)
-
-    def __repr__(self) -> str:
-        return (
-            f"RAPPOR(k={self._k}, h={self._h}, m={self._m}, p={self.p!r}, q={self.q!r}, f={self.f!r}, "
-            f"hash_seed={self.hash_seed})"
-        )
 
     # -- client side ---------------------------------------------------------------------------------------
     def randomize(self, values: Values, rng: Rng = None, cohorts: ArrayLike | None = None) -> Reports:
@@ -278,7 +260,7 @@ class RAPPOR(LocalRandomizer):
         if chosen is None:
             chosen = uniform_below(self._m, keys.size, source)
         permanent = self._permanent(self._bloom_words(keys, chosen), source)
-        return self._reports(self._instantaneous(permanent, source), chosen)
+        return self._reports(self._report_words(permanent, source), chosen)
 
     def bloom_filters(self, values: Values, cohorts: ArrayLike) -> NDArray[np.uint8]:
         """The (unrandomized) Bloom filters of ``values`` in ``cohorts``, packed like the reports' bits."""
@@ -310,12 +292,6 @@ class RAPPOR(LocalRandomizer):
         flips = bernoulli_words(self._half_f, bloom.size, source).reshape(bloom.shape)
         return bloom ^ flips
 
-    def _instantaneous(self, permanent: WordArray, source: RandomSource) -> WordArray:
-        """The IRR: Bernoulli(q) bits where ``B'`` is 1, Bernoulli(p) bits where it is 0 (Sec. 2, step 3)."""
-        ones = bernoulli_words(self._q, permanent.size, source).reshape(permanent.shape)
-        zeros = bernoulli_words(self._p, permanent.size, source).reshape(permanent.shape)
-        return (permanent & ones) | (~permanent & zeros)
-
     def _pack(self, words: WordArray) -> NDArray[np.uint8]:
         """Rows of words as ``ceil(k/8)`` bytes each, little-endian bit order, bits beyond ``k`` cleared."""
         width = -(-self._k // 8)
@@ -324,8 +300,8 @@ class RAPPOR(LocalRandomizer):
             packed[:, -1] &= np.uint8((1 << (self._k % 8)) - 1)
         return packed
 
-    def _reports(self, irr: WordArray, cohorts: NDArray[np.int64]) -> Reports:
-        arrays: dict[str, NDArray[Any]] = {"bits": self._pack(irr), "cohort": cohorts.astype(np.uint16)}
+    def _reports(self, words: WordArray, cohorts: NDArray[np.int64]) -> Reports:
+        arrays: dict[str, NDArray[Any]] = {"bits": self._pack(words), "cohort": cohorts.astype(np.uint16)}
         return Reports(self.protocol, self.params, arrays)
 
     # -- server side ---------------------------------------------------------------------------------------
@@ -352,7 +328,9 @@ class RAPPOR(LocalRandomizer):
         check_payload_range(reports, "cohort", self._m)
         bits, cohorts = reports["bits"].astype(np.uint8), reports["cohort"].astype(np.uint16)
         if self._k % 8 and bits.size and int(bits[:, -1].max()) >> (self._k % 8):
-            raise ValueError(f"RAPPOR report array 'bits' sets bits beyond the k = {self._k} Bloom bits.")
+            raise ValueError(
+                f"{self.protocol} report array 'bits' sets bits beyond the k = {self._k} Bloom bits."
+            )
         order = np.argsort(cohorts, kind="stable")  # a radix sort for 16-bit keys
         sizes = np.bincount(cohorts, minlength=self._m).astype(np.int64)
         groups = np.split(bits[order], np.cumsum(sizes)[:-1])
@@ -439,6 +417,141 @@ class RAPPOR(LocalRandomizer):
         background = (1 - (1 - 1 / self._k) ** self._h) * np.ones((self._m * self._k, 1))
         row_share = sp.diags(np.repeat(share, self._k))
         return sp.csr_matrix(row_share @ sp.hstack([hits, sp.csr_matrix(background)]))
+
+
+class RAPPOR(_BloomRandomizer):
+    """RAPPOR with ``k`` Bloom bits, ``h`` hash functions, ``m`` cohorts and coins ``p``, ``q``, ``f``
+    (Erlingsson et al. 2014, Sec. 2; see the module docstring): every report applies a fresh instantaneous
+    randomized response to the memoised ``B'``.
+
+    * Neighbour relation: local, any two values of one client (:attr:`removal_loss`: a value against none).
+    * Sensitivity: at most ``2h`` bits of the Bloom filter differ between two values (``h`` set by each).
+    * Privacy loss: ``PureDP(epsilon_one)`` per report (:attr:`privacy_loss`, paper Sec. 3,
+      ``h ln(q*(1 - p*) / (p*(1 - q*)))``) and ``PureDP(epsilon_infinity)`` per client and value however
+      many reports it sends (:attr:`longitudinal_loss`, ``2h ln((1 - f/2) / (f/2))``), both computed from
+      the exact coins used. The cohort id travels in the clear; it is chosen independently of the value.
+
+    :meth:`randomize` simulates a population in which every client reports once (PRR drawn fresh per
+    client: for one report that is the same distribution as a memoised one); deployed clients use
+    :class:`RapporClient`, which memoises the PRR.
+    """
+
+    protocol: ClassVar[str] = "RAPPOR"
+
+    def __init__(
+        self,
+        *,
+        k: int = 128,
+        h: int = 2,
+        m: int = 64,
+        p: Number = 0.5,
+        q: Number = 0.75,
+        f: Number = 0.5,
+        hash_seed: int = 0,
+    ) -> None:
+        exact_p, exact_q = _probability(p, "p"), _probability(q, "q")
+        if not exact_p < exact_q:
+            raise ValueError(f"p must be smaller than q (a 1 must be reported more often), got p={p}, q={q}.")
+        self._p = _coin(exact_p, round_up=True)
+        self._q = _coin(exact_q, round_up=False)
+        if not self._p < self._q:
+            raise ValueError(
+                f"p={p} and q={q} are too close to each other for exact coins on the 2^-{COIN_BITS} grid."
+            )
+        super().__init__(k=k, h=h, m=m, f=f, hash_seed=hash_seed)
+
+    def _report_loss(self) -> Fraction:
+        p_star, q_star = self._p_star, self._q_star
+        return self._h * ln_upper(q_star * (1 - p_star) / (p_star * (1 - q_star)))
+
+    def _coin_params(self) -> dict[str, Param]:
+        return {"p": str(self._p), "q": str(self._q)}
+
+    def _report_words(self, permanent: WordArray, source: RandomSource) -> WordArray:
+        """The IRR: Bernoulli(q) bits where ``B'`` is 1, Bernoulli(p) bits where it is 0 (Sec. 2, step 3)."""
+        ones = bernoulli_words(self._q, permanent.size, source).reshape(permanent.shape)
+        zeros = bernoulli_words(self._p, permanent.size, source).reshape(permanent.shape)
+        return (permanent & ones) | (~permanent & zeros)
+
+    @property
+    def p(self) -> float:
+        """IRR probability of reporting a 1 where ``B'`` has a 0 (exact dyadic value used)."""
+        return float(self._p)
+
+    @property
+    def q(self) -> float:
+        """IRR probability of reporting a 1 where ``B'`` has a 1 (exact dyadic value used)."""
+        return float(self._q)
+
+    @property
+    def _p_star(self) -> Fraction:
+        return self._half_f * (self._p + self._q) + (1 - 2 * self._half_f) * self._p
+
+    @property
+    def _q_star(self) -> Fraction:
+        return self._half_f * (self._p + self._q) + (1 - 2 * self._half_f) * self._q
+
+    @property
+    def p_star(self) -> float:
+        """``P(S_i = 1 | B_i = 0) = f/2 (p + q) + (1 - f) p`` (paper Sec. 3)."""
+        return float(self._p_star)
+
+    @property
+    def q_star(self) -> float:
+        """``P(S_i = 1 | B_i = 1) = f/2 (p + q) + (1 - f) q`` (paper Sec. 3)."""
+        return float(self._q_star)
+
+    @property
+    def epsilon_one(self) -> float:
+        """Loss of one report, ``h ln(q*(1 - p*) / (p*(1 - q*)))`` (equal to :attr:`epsilon`)."""
+        return self.epsilon
+
+    def __repr__(self) -> str:
+        return (
+            f"RAPPOR(k={self._k}, h={self._h}, m={self._m}, p={self.p!r}, q={self.q!r}, f={self.f!r}, "
+            f"hash_seed={self.hash_seed})"
+        )
+
+
+class OneTimeRAPPOR(_BloomRandomizer):
+    """One-time RAPPOR (Erlingsson et al. 2014, Sec. 2: "a one-time collection ... may skip the
+    instantaneous randomized response"): the client sends its permanent response ``B'`` itself, so a report
+    is ``B'_i = B_i XOR Bernoulli(f/2)`` and ``p* = f/2``, ``q* = 1 - f/2``. The server decodes it like
+    RAPPOR (:meth:`estimate_bits`, :meth:`decode`) with these ``p*`` and ``q*``: ``t_ij = (c_ij - N_j f/2) /
+    (1 - f)``, variance ``N_j (f/2)(1 - f/2) / (1 - f)^2`` whatever the bit counts.
+
+    * Neighbour relation: local, any two values of one client (:attr:`removal_loss`: a value against none,
+      ``h ln((1 - f/2) / (f/2))``, half the loss).
+    * Sensitivity: at most ``2h`` Bloom bits differ between two values.
+    * Privacy loss: ``PureDP(epsilon_infinity)``, ``2h ln((1 - f/2) / (f/2))``, per client and value: one
+      report spends all of it, and a memoised client (:class:`RapporClient`) that reports the same value
+      again sends the same ``B'``, which costs nothing more.
+    """
+
+    protocol: ClassVar[str] = "RAPPOR-1"
+
+    def __init__(self, *, k: int = 128, h: int = 2, m: int = 64, f: Number = 0.5, hash_seed: int = 0) -> None:
+        super().__init__(k=k, h=h, m=m, f=f, hash_seed=hash_seed)
+
+    def _report_loss(self) -> Fraction:
+        return self._epsilon_infinity
+
+    def _report_words(self, permanent: WordArray, source: RandomSource) -> WordArray:
+        """``B'`` itself: no instantaneous step."""
+        return permanent
+
+    @property
+    def _p_star(self) -> Fraction:
+        return self._half_f
+
+    @property
+    def _q_star(self) -> Fraction:
+        return 1 - self._half_f
+
+    def __repr__(self) -> str:
+        return (
+            f"OneTimeRAPPOR(k={self._k}, h={self._h}, m={self._m}, f={self.f!r}, hash_seed={self.hash_seed})"
+        )
 
 
 def _check_candidates(candidates: Values) -> tuple[tuple[Any, ...], KeyArray]:
@@ -556,8 +669,8 @@ class RapporDecoding:
       candidates (the background coefficient of the fit on all candidates, which assumes those values hash
       like random ones; NaN when that fit is not feasible, see :meth:`RAPPOR.decode`);
     * ``n``: the number of reports; ``privacy_loss``: the loss of each client's report (local DP; the
-      client's ledger holds the charge), ``PureDP(epsilon_one)`` (:attr:`RAPPOR.privacy_loss`; all reports of
-      one value together: :attr:`RAPPOR.longitudinal_loss`).
+      client's ledger holds the charge): the protocol's ``privacy_loss`` (all reports of one value together:
+      its ``longitudinal_loss``).
     """
 
     candidates: tuple[Any, ...]
@@ -591,21 +704,24 @@ class RapporDecoding:
 
 # -- a deployed client ---------------------------------------------------------------------------------------
 class RapporClient:
-    """One client of a :class:`RAPPOR` collection, memoising its permanent randomized response.
+    """One client of a :class:`RAPPOR` or :class:`OneTimeRAPPOR` collection, memoising its permanent
+    randomized response.
 
     The PRR coins of value ``v`` are the keystream of a PRF keyed by the client's ``secret`` (32 random
     bytes from ``os.urandom`` are right) applied to ``(parameters, cohort, v)``, so reporting ``v`` again
-    gives the same ``B'`` without storing it, and nobody without the secret can predict it. The IRR coins
-    come fresh from ``rng`` for every report. The cohort, unless given, is derived from the secret too.
+    gives the same ``B'`` without storing it, and nobody without the secret can predict it. Under RAPPOR the
+    IRR coins come fresh from ``rng`` for every report; under one-time RAPPOR every report of ``v`` is that
+    same ``B'``. The cohort, unless given, is derived from the secret too.
 
     * Neighbour relation: local, any two values of this client.
-    * Privacy loss: ``PureDP(rappor.epsilon_one)`` per report and ``PureDP(rappor.epsilon_infinity)`` for
-      all reports of one value together (paper Sec. 3); distinct values have independent PRRs.
+    * Privacy loss: ``rappor.privacy_loss`` per report and ``PureDP(rappor.epsilon_infinity)`` for all
+      reports of one value together (paper Sec. 3); distinct values have independent PRRs. The client's
+      books (:class:`~kakeibo.ldp.client.ClientLedger`) charge accordingly.
     """
 
-    def __init__(self, rappor: RAPPOR, secret: bytes, cohort: int | None = None) -> None:
-        if not isinstance(rappor, RAPPOR):
-            raise TypeError(f"rappor must be a RAPPOR, not {type(rappor).__name__}.")
+    def __init__(self, rappor: RAPPOR | OneTimeRAPPOR, secret: bytes, cohort: int | None = None) -> None:
+        if not isinstance(rappor, _BloomRandomizer):
+            raise TypeError(f"rappor must be a RAPPOR or a OneTimeRAPPOR, not {type(rappor).__name__}.")
         if not isinstance(secret, bytes):
             raise TypeError(f"secret must be bytes, not {type(secret).__name__}.")
         if not 16 <= len(secret) <= 64:
@@ -622,7 +738,7 @@ class RapporClient:
         return self._cohort
 
     @property
-    def rappor(self) -> RAPPOR:
+    def rappor(self) -> RAPPOR | OneTimeRAPPOR:
         return self._rappor
 
     def report(self, values: Values, rng: Rng = None) -> Reports:
@@ -631,7 +747,7 @@ class RapporClient:
         source = resolve_source(rng)
         permanent = self._permanent_words(keys)
         cohorts = np.full(keys.size, self._cohort, dtype=np.int64)
-        return self._rappor._reports(self._rappor._instantaneous(permanent, source), cohorts)
+        return self._rappor._reports(self._rappor._report_words(permanent, source), cohorts)
 
     def permanent_response(self, values: Values) -> NDArray[np.uint8]:
         """The memoised ``B'`` of each value, packed like report bits. Client-side only: sending it would
