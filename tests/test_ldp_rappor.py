@@ -21,7 +21,7 @@ from kakeibo import ldp
 from kakeibo.audit import audit
 from kakeibo.audit._events import value_event
 from kakeibo.ldp._hash import HashFamily, value_keys
-from kakeibo.ldp.rappor import RAPPOR, RapporClient, _least_squares
+from kakeibo.ldp.rappor import RAPPOR, OneTimeRAPPOR, RapporClient, _least_squares
 from kakeibo.noise import resolve_source
 from kakeibo.privacy import PureDP
 
@@ -31,13 +31,13 @@ Z_BONFERRONI = 5.0  # two-sided normal tail 5.7e-7 per check
 TAIL = 1e-6  # false-failure rate of each binomial / chi-square bound
 
 
-def bloom_positions(rappor: RAPPOR, value: int, cohort: int) -> np.ndarray:
+def bloom_positions(rappor: RAPPOR | OneTimeRAPPOR, value: int, cohort: int) -> np.ndarray:
     """The Bloom bits ``value`` sets in ``cohort``."""
     packed = rappor.bloom_filters([value], [cohort])
     return np.flatnonzero(np.unpackbits(packed[0], bitorder="little")[: rappor.k])
 
 
-def disjoint_pair(rappor: RAPPOR) -> tuple[int, int, np.ndarray]:
+def disjoint_pair(rappor: RAPPOR | OneTimeRAPPOR) -> tuple[int, int, np.ndarray]:
     """The first two integers whose ``h`` Bloom bits in cohort 0 are all distinct (the worst case: ``2h``
     differing bits), and those ``2h`` bits (first value's first)."""
     first = next(v for v in range(1000) if bloom_positions(rappor, v, 0).size == rappor.h)
@@ -78,7 +78,7 @@ def permanent_sampler(rappor: RAPPOR, positions: np.ndarray) -> Any:
     return sample
 
 
-def audit_pair(rappor: RAPPOR, make_sampler: Any, seed: int) -> Any:
+def audit_pair(rappor: RAPPOR | OneTimeRAPPOR, make_sampler: Any, seed: int) -> Any:
     """The audit of ``rappor`` on two values with disjoint Bloom bits, every outcome of the ``2h`` relevant
     bits as an event, 10^6 samples per value, at confidence 1 - AUDIT_ALPHA."""
     first, other, positions = disjoint_pair(rappor)

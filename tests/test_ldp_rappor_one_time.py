@@ -52,7 +52,7 @@ def test_one_time_report_is_epsilon_infinity_ldp_and_tight() -> None:
     1e-6), and the outcome "the first value's two bits set, the other's clear" has likelihood ratio exactly
     ``3^4``, probabilities 0.32 and 1/256 (about 3,900 hits), so its estimate lies within 0.1 of the claim."""
     rappor = OneTimeRAPPOR()
-    result = audit_pair(rappor, one_time_sampler, 20261127)  # type: ignore[arg-type]
+    result = audit_pair(rappor, one_time_sampler, 20261127)
     assert not result.refutes(rappor.epsilon), str(result)
     assert rappor.epsilon == rappor.epsilon_infinity
     best = max(e.epsilon_estimate for e in result.events)
@@ -70,7 +70,7 @@ class ThinOneTimeRAPPOR(OneTimeRAPPOR):
 
 def test_audit_refutes_a_one_time_report_with_thin_flips() -> None:
     broken = ThinOneTimeRAPPOR()
-    result = audit_pair(broken, one_time_sampler, 29)  # type: ignore[arg-type]
+    result = audit_pair(broken, one_time_sampler, 29)
     assert result.refutes(broken.epsilon), str(result)
 
 
