@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from . import postprocess
 from .advisor import Recommendation, recommend_oracle
+from .campaign import Ask, Campaign
+from .client import ClientBudgetExceeded, ClientLedger, SentReport
 from .direct import GRR
 from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
@@ -48,6 +50,10 @@ __all__ = [
     "SVIM",
     "SVSM",
     "THE",
+    "Ask",
+    "Campaign",
+    "ClientBudgetExceeded",
+    "ClientLedger",
     "CountEstimate",
     "CountMeanSketch",
     "DuchiMechanism",
@@ -73,6 +79,7 @@ __all__ = [
     "Recommendation",
     "ReportFormatError",
     "Reports",
+    "SentReport",
     "SpatialCounts",
     "TreeHist",
     "UnaryEncoding",

@@ -754,6 +754,14 @@ class RapporClient:
         spend ``epsilon_infinity`` at once."""
         return self._rappor._pack(self._permanent_words(value_keys(values)))
 
+    def memo_key(self, value: Any) -> str:
+        """The name of ``value`` in this client's books (:class:`~kakeibo.ldp.client.ClientLedger`): a keyed
+        hash under the client's secret of the parameters, the cohort and the value, so that the books can
+        tell repeats of one value apart from other values without holding any value."""
+        key = int(value_keys([value])[0])
+        label = b"memo|" + self._context + struct.pack("<IQ", self._cohort, key)
+        return hashlib.blake2b(label, key=self._secret, digest_size=16, person=_PERSON).hexdigest()
+
     def _permanent_words(self, keys: KeyArray) -> WordArray:
         distinct, inverse = np.unique(keys, return_inverse=True)
         cohorts = np.full(distinct.size, self._cohort, dtype=np.int64)
