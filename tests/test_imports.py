@@ -20,7 +20,7 @@ from kakeibo.accounting.storage import StoreError
 from kakeibo.backends import StatementTimeout
 from kakeibo.correlated.gaussian import CertificationError
 from kakeibo.errors import ReleaseFailed
-from kakeibo.ldp import ReportFormatError
+from kakeibo.ldp import ClientBudgetExceeded, ReportFormatError
 from kakeibo.sql import QueryRefused
 from kakeibo.sql.session import CatalogMismatch
 
@@ -121,6 +121,7 @@ def test_no_module_imports_another_packages_private_module() -> None:
         (ReleaseFailed, RuntimeError),
         (CertificationError, ValueError),
         (ReportFormatError, ValueError),
+        (ClientBudgetExceeded, Exception),
     ],
 )
 def test_every_error_is_a_kakeibo_error_and_keeps_its_builtin_base(error: type, builtin: type) -> None:
