@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from . import postprocess
 from .advisor import Recommendation, recommend_oracle
+from .bitstogram import Bitstogram, MedianHeavyHitters
 from .campaign import Ask, Campaign
 from .client import ClientBudgetExceeded, ClientLedger, SentReport
 from .direct import GRR
 from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
+from .hashtogram import Hashtogram, MedianCounts
 from .heavy_hitters import PEM, HeavyHitters, PrefixExtendingMethod, TreeHist
 from .histogram import SHE
 from .itemsets import SVIM, SVSM, FrequentItems, FrequentItemsets, LengthChoice
@@ -51,6 +53,7 @@ __all__ = [
     "SVSM",
     "THE",
     "Ask",
+    "Bitstogram",
     "Campaign",
     "ClientBudgetExceeded",
     "ClientLedger",
@@ -62,12 +65,15 @@ __all__ = [
     "FrequentItemsets",
     "HadamardCountMeanSketch",
     "HadamardResponse",
+    "Hashtogram",
     "HeavyHitters",
     "HybridMechanism",
     "LengthChoice",
     "LocalHashing",
     "LocationHierarchy",
     "MeanEstimate",
+    "MedianCounts",
+    "MedianHeavyHitters",
     "MultidimensionalEstimate",
     "MultidimensionalSampling",
     "OneTimeRAPPOR",
