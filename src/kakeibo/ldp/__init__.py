@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from . import postprocess
 from .advisor import Recommendation, recommend_oracle
-from .bitstogram import Bitstogram, MedianHeavyHitters
+from .bitstogram import Bitstogram
 from .campaign import Ask, Campaign
 from .client import ClientBudgetExceeded, ClientLedger, SentReport
 from .direct import GRR
 from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
-from .hashtogram import Hashtogram, MedianCounts
+from .hashtogram import Hashtogram, MedianCounts, MedianHeavyHitters
 from .heavy_hitters import PEM, HeavyHitters, PrefixExtendingMethod, TreeHist
 from .histogram import SHE
 from .itemsets import SVIM, SVSM, FrequentItems, FrequentItemsets, LengthChoice
@@ -35,6 +35,7 @@ from .rappor import RAPPOR, OneTimeRAPPOR, RapporClient, RapporDecoding
 from .reports import FORMAT_VERSION, ReportFormatError, Reports
 from .sketch import CountMeanSketch, HadamardCountMeanSketch
 from .spatial import PCEP, PSDA, LocationHierarchy, SpatialCounts
+from .succinct import SuccinctHistogram
 from .unary import OUE, SUE, THE, UnaryEncoding
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "Reports",
     "SentReport",
     "SpatialCounts",
+    "SuccinctHistogram",
     "TreeHist",
     "UnaryEncoding",
     "UserSets",

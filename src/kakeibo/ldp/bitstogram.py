@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,18 +46,11 @@ from ..privacy import Number
 from ._hash import HashFamily
 from .framework import IntArray, LocalRandomizer, check_integer
 from .hadamard import HadamardResponse
-from .hashtogram import Hashtogram, MedianCounts
+from .hashtogram import Hashtogram, MedianHeavyHitters, top_counted
+from .heavy_hitters import group_batches
 from .reports import Param, Reports
 
-__all__ = ["Bitstogram", "MedianHeavyHitters"]
-
-
-@dataclass(frozen=True, eq=False)
-class MedianHeavyHitters(MedianCounts):
-    """The heavy hitters found (``values``, keys, largest estimated count first), with their Hashtogram
-    estimates and error bound."""
-
-    values: IntArray
+__all__ = ["Bitstogram"]
 
 
 class Bitstogram(LocalRandomizer):
@@ -195,18 +187,14 @@ class Bitstogram(LocalRandomizer):
         and the Hashtogram's error bound at ``beta``. As for any top-k selection, the counts of the keys
         returned lean high (they were chosen for being large)."""
         groups = self._collect(batches)
-        found = self._candidates(groups)
-        inner = Reports(self._counts.protocol, self._counts.params, groups[self._bits].arrays)
-        total = sum(batch.n for batch in groups)
-        estimate = self._counts.estimate_candidates(inner, found, beta, population=total)
-        top = np.argsort(-estimate.counts, kind="stable")[: self._k]
-        return MedianHeavyHitters(
-            counts=estimate.counts[top],
-            bound=estimate.bound,
-            confidence=estimate.confidence,
-            n=total,
+        return top_counted(
+            self._counts,
+            groups[self._bits],
+            self._candidates(groups),
+            k=self._k,
+            population=sum(batch.n for batch in groups),
+            beta=beta,
             privacy_loss=self.privacy_loss,
-            values=found[top],
         )
 
     def bit_threshold(self, n: int, beta: float = 0.05) -> float:
@@ -219,25 +207,9 @@ class Bitstogram(LocalRandomizer):
 
     def _collect(self, batches: Sequence[Reports]) -> list[Reports]:
         """The batches of each group joined into one, each checked against its group's parameters and
-        payload; refuses a list that misses a group."""
-        if isinstance(batches, Reports):
-            raise TypeError("pass the list of report batches that randomize returns, not a single batch.")
-        by_group: list[list[Reports]] = [[] for _ in range(self.groups)]
-        for batch in batches:
-            if not isinstance(batch, Reports):
-                raise TypeError(f"every batch must be a Reports object, got {type(batch).__name__}.")
-            group = batch.params.get("group")
-            if not isinstance(group, int) or isinstance(group, bool) or not 0 <= group < self.groups:
-                raise ValueError(f"a batch names a group that is not one of 0..{self.groups - 1}.")
-            batch.check(self.protocol, self.group_params(group))
-            by_group[group].append(batch)
-        missing = [g for g, found in enumerate(by_group) if not found or not sum(b.n for b in found)]
-        if missing:
-            raise ValueError(f"groups {missing[:5]} have no reports; every group needs clients.")
-        joined = [Reports.concatenate(found) for found in by_group]
-        for ell in range(self._bits):
-            self._oracle.check_reports(
-                Reports(self._oracle.protocol, self._oracle.params, joined[ell].arrays)
-            )
+        payload."""
+        joined = group_batches(batches, self.protocol, self.groups, self.group_params)
+        for batch in joined[:-1]:
+            self._oracle.check_reports(Reports(self._oracle.protocol, self._oracle.params, batch.arrays))
         self._counts.check_reports(Reports(self._counts.protocol, self._counts.params, joined[-1].arrays))
         return joined

@@ -60,7 +60,7 @@ from .hadamard import HadamardResponse
 from .heavy_hitters import population_count_variance
 from .reports import Param, Reports
 
-__all__ = ["Hashtogram", "MedianCounts"]
+__all__ = ["Hashtogram", "MedianCounts", "MedianHeavyHitters", "top_counted"]
 
 #: Longest key, as for the other heavy-hitter protocols.
 _MAX_BITS = 40
@@ -84,6 +84,14 @@ class MedianCounts:
     def interval(self) -> tuple[FloatArray, FloatArray]:
         """``counts -+ bound``: each covers its candidate's count with probability at least ``confidence``."""
         return self.counts - self.bound, self.counts + self.bound
+
+
+@dataclass(frozen=True, eq=False)
+class MedianHeavyHitters(MedianCounts):
+    """Heavy hitters found (``values``, keys, largest estimated count first), with their Hashtogram
+    estimates and error bound."""
+
+    values: IntArray
 
 
 class Hashtogram(LocalRandomizer):
@@ -267,3 +275,30 @@ class Hashtogram(LocalRandomizer):
 
         best = minimize_scalar(bound, bounds=(q * 1e-9, q * (1 - 1e-9)), method="bounded")
         return float(bound(float(best.x)))
+
+
+def top_counted(
+    counter: Hashtogram,
+    batch: Reports,
+    candidates: IntArray,
+    *,
+    k: int,
+    population: int,
+    beta: float,
+    privacy_loss: PrivacyLoss,
+) -> MedianHeavyHitters:
+    """The ``k`` candidates of largest count, estimated through ``counter`` from ``batch`` (the reports of a
+    uniform sample of the ``population`` clients), with the counter's error bound at ``beta``: how the
+    heavy-hitter protocols that find candidates one way and count them with a Hashtogram finish. As for any
+    top-k selection, the counts of the keys returned lean high."""
+    inner = Reports(counter.protocol, counter.params, batch.arrays)
+    estimate = counter.estimate_candidates(inner, candidates, beta, population=population)
+    top = np.argsort(-estimate.counts, kind="stable")[:k]
+    return MedianHeavyHitters(
+        counts=estimate.counts[top],
+        bound=estimate.bound,
+        confidence=estimate.confidence,
+        n=population,
+        privacy_loss=privacy_loss,
+        values=candidates[top],
+    )

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -77,6 +77,7 @@ __all__ = [
     "PrefixExtendingMethod",
     "TreeHist",
     "extend_prefixes",
+    "group_batches",
     "population_count_variance",
     "prefixes",
 ]
@@ -289,28 +290,38 @@ class _PrefixProtocol(LocalRandomizer, ABC):
 
     def _collect(self, batches: Sequence[Reports]) -> list[Reports]:
         """The batches of each group joined into one, every batch's parameters and payload checked first."""
-        if isinstance(batches, Reports):
-            raise TypeError("pass the list of report batches that randomize returns, not a single batch.")
-        by_group: list[list[Reports]] = [[] for _ in range(self.groups)]
-        for batch in batches:
-            if not isinstance(batch, Reports):
-                raise TypeError(f"every batch must be a Reports object, got {type(batch).__name__}.")
-            group = batch.params.get("group")
-            if not isinstance(group, int) or isinstance(group, bool) or not 0 <= group < self.groups:
-                raise ValueError(  # neither the batch's protocol nor its group is echoed: a client wrote them
-                    f"a batch names a group that is not one of 0..{self.groups - 1}."
-                )
-            batch.check(self.protocol, self.group_params(group))
-            by_group[group].append(batch)
-        joined = [Reports.concatenate(found) if found else None for found in by_group]
-        missing = [t for t, batch in enumerate(joined) if batch is None or batch.n == 0]
-        if missing:
-            raise ValueError(f"groups {missing} have no reports; every group needs clients to estimate.")
-        complete = [batch for batch in joined if batch is not None]
-        for t, batch in enumerate(complete):
+        joined = group_batches(batches, self.protocol, self.groups, self.group_params)
+        for t, batch in enumerate(joined):
             oracle = self._oracles[t]
             oracle.check_reports(Reports(oracle.protocol, oracle.params, batch.arrays))
-        return complete
+        return joined
+
+
+def group_batches(
+    batches: Sequence[Reports], protocol: str, groups: int, group_params: Callable[[int], dict[str, Param]]
+) -> list[Reports]:
+    """The report batches of a protocol that splits its clients into ``groups`` groups, joined into one
+    batch per group: each batch must name its group and carry that group's parameters
+    (``group_params(group)``), and every group must have reports. The payloads are the caller's to check.
+    """
+    if isinstance(batches, Reports):
+        raise TypeError("pass the list of report batches that randomize returns, not a single batch.")
+    by_group: list[list[Reports]] = [[] for _ in range(groups)]
+    for batch in batches:
+        if not isinstance(batch, Reports):
+            raise TypeError(f"every batch must be a Reports object, got {type(batch).__name__}.")
+        group = batch.params.get("group")
+        if not isinstance(group, int) or isinstance(group, bool) or not 0 <= group < groups:
+            raise ValueError(  # neither the batch's protocol nor its group is echoed: a client wrote them
+                f"a batch names a group that is not one of 0..{groups - 1}."
+            )
+        batch.check(protocol, group_params(group))
+        by_group[group].append(batch)
+    missing = [t for t, found in enumerate(by_group) if not sum(batch.n for batch in found)]
+    if missing:
+        shown = ", ".join(str(t) for t in missing[:8]) + (", ..." if len(missing) > 8 else "")
+        raise ValueError(f"groups [{shown}] have no reports; every group needs clients to estimate.")
+    return [Reports.concatenate(found) for found in by_group]
 
 
 class PrefixExtendingMethod(_PrefixProtocol):
