@@ -27,6 +27,7 @@ from .hashing import BLH, OLH, LocalHashing
 from .hashtogram import Hashtogram, MedianCounts, MedianHeavyHitters
 from .heavy_hitters import PEM, HeavyHitters, PrefixExtendingMethod, TreeHist
 from .histogram import SHE
+from .itemset_baselines import LDPMiner, SamplingRAPPOR
 from .itemsets import SVIM, SVSM, FrequentItems, FrequentItemsets, LengthChoice
 from .multidim import MultidimensionalEstimate, MultidimensionalSampling
 from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMechanism
@@ -69,6 +70,7 @@ __all__ = [
     "Hashtogram",
     "HeavyHitters",
     "HybridMechanism",
+    "LDPMiner",
     "LengthChoice",
     "LocalHashing",
     "LocationHierarchy",
@@ -86,6 +88,7 @@ __all__ = [
     "Recommendation",
     "ReportFormatError",
     "Reports",
+    "SamplingRAPPOR",
     "SentReport",
     "SpatialCounts",
     "SuccinctHistogram",

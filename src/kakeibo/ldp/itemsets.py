@@ -44,7 +44,17 @@ from .padding import (
 from .postprocess import clip_and_normalize
 from .reports import Param, Reports
 
-__all__ = ["SVIM", "SVSM", "FrequentItems", "FrequentItemsets", "LengthChoice"]
+__all__ = [
+    "SVIM",
+    "SVSM",
+    "FrequentItems",
+    "FrequentItemsets",
+    "LengthChoice",
+    "TopItems",
+    "check_candidates",
+    "ranked",
+    "take_estimates",
+]
 
 #: Guessed frequency of the most frequent item when SVSM ranks candidate itemsets (Wang et al. 2018, Sec. VI).
 _TOP_ITEM_GUESS = 0.9
@@ -211,7 +221,7 @@ def _assign_groups(n: int, split: tuple[float, float, float], source: RandomSour
     return groups
 
 
-def _check_candidates(candidates: ArrayLike, domain_size: int) -> IntArray:
+def check_candidates(candidates: ArrayLike, domain_size: int) -> IntArray:
     found = check_domain_values(candidates, domain_size, "candidates")
     if found.size == 0 or np.unique(found).size != found.size:
         raise ValueError("candidates must be a non-empty list of distinct items.")
@@ -225,33 +235,39 @@ def _check_population(n_users: int, reports: int) -> None:
         raise ValueError(f"n_users ({int(n_users)}) must be at least the number of reports ({reports}).")
 
 
-def _ranked(estimate: CountEstimate, how_many: int) -> IntArray:
+def ranked(estimate: CountEstimate, how_many: int) -> IntArray:
     """Indices of the ``how_many`` largest counts, largest first (ties: lower index first)."""
     return np.argsort(-estimate.counts, kind="stable")[:how_many]
 
 
-def _take(estimate: CountEstimate, index: IntArray) -> CountEstimate:
+def take_estimates(estimate: CountEstimate, index: IntArray) -> CountEstimate:
     return CountEstimate(estimate.counts[index], estimate.variance[index], estimate.n, estimate.privacy_loss)
 
 
 # -- SVIM ----------------------------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class FrequentItems:
-    """SVIM's answer: the top-k ``items`` (most frequent first) and their estimated numbers of holders among
-    all ``n`` users (``estimate``: counts, variances, intervals). Also the step-1 ``candidates`` (largest
-    step-1 estimate first) with the step-4 estimates of all of them (``candidate_estimate``, same order) and
-    step 2's :class:`LengthChoice`. ``privacy_loss``: the loss of each client's report (local DP; the
-    client's ledger holds the charge), the estimate's."""
+class TopItems:
+    """A top-k answer: the ``items`` (most frequent first) and their estimated numbers of holders among all
+    ``n`` users (``estimate``: counts, variances, intervals), the ``candidates`` the protocol considered
+    (largest first-round estimate first) with the final estimates of all of them (``candidate_estimate``,
+    same order). ``privacy_loss``: the loss of each client (local DP; the client's ledger holds the
+    charge), the estimate's."""
 
     items: IntArray
     estimate: CountEstimate
     candidates: IntArray
     candidate_estimate: CountEstimate
-    length_choice: LengthChoice
 
     @property
     def privacy_loss(self) -> PrivacyLoss:
         return self.estimate.privacy_loss
+
+
+@dataclass(frozen=True, eq=False)
+class FrequentItems(TopItems):
+    """SVIM's answer (:class:`TopItems`), with step 2's :class:`LengthChoice`."""
+
+    length_choice: LengthChoice
 
 
 def _item_key(candidates: IntArray) -> str:
@@ -361,19 +377,19 @@ class SVIM(_MiningProtocol):
 
     def find_candidates(self, reports: Reports) -> IntArray:
         """Step 1 (server): the ``min(2k, d)`` items with the largest estimates, largest first."""
-        return _ranked(self._discovery.estimate(reports), min(2 * self._k, self._d))
+        return ranked(self._discovery.estimate(reports), min(2 * self._k, self._d))
 
     def report_sizes(
         self, sets: UserSets | Sequence[ArrayLike] | NDArray[Any], candidates: ArrayLike, rng: Rng = None
     ) -> Reports:
         """Step 2 (client): each user's epsilon-LDP report of how many candidates it holds."""
-        found = _check_candidates(candidates, self._d)
+        found = check_candidates(candidates, self._d)
         held = as_user_sets(sets, self._d).positions_in(found, self._d)
         return self._rounds.report_sizes(held, _item_key(found), found.size, resolve_source(rng))
 
     def choose_length(self, reports: Reports, candidates: ArrayLike) -> LengthChoice:
         """Step 2 (server): the padding length and the update factor."""
-        found = _check_candidates(candidates, self._d)
+        found = check_candidates(candidates, self._d)
         return self._rounds.choose_length(reports, _item_key(found), found.size)
 
     def report_items(
@@ -384,7 +400,7 @@ class SVIM(_MiningProtocol):
         rng: Rng = None,
     ) -> Reports:
         """Step 3 (client): each user's epsilon-LDP PSFO(``length``) report of its candidates."""
-        found = _check_candidates(candidates, self._d)
+        found = check_candidates(candidates, self._d)
         held = as_user_sets(sets, self._d).positions_in(found, self._d)
         return self._rounds.report(held, _item_key(found), found.size, length, resolve_source(rng))
 
@@ -392,14 +408,14 @@ class SVIM(_MiningProtocol):
         self, reports: Reports, candidates: ArrayLike, choice: LengthChoice, n_users: int
     ) -> FrequentItems:
         """Step 4 (server): the top-k items with their estimated counts among all ``n_users`` users."""
-        found = _check_candidates(candidates, self._d)
+        found = check_candidates(candidates, self._d)
         _check_population(n_users, reports.n)
         group = self._rounds.estimate(reports, _item_key(found), found.size, choice)
         every = _to_population(group, n_users)
-        top = _ranked(every, self._k)
+        top = ranked(every, self._k)
         return FrequentItems(
             items=found[top],
-            estimate=_take(every, top),
+            estimate=take_estimates(every, top),
             candidates=found,
             candidate_estimate=every,
             length_choice=choice,
@@ -619,10 +635,10 @@ class SVSM(_MiningProtocol):
             self.privacy_loss,
         )
         labels = [(int(i),) for i in items.items] + list(itemsets)
-        top = _ranked(every, self._k)
+        top = ranked(every, self._k)
         return FrequentItemsets(
             itemsets=tuple(labels[i] for i in top.tolist()),
-            estimate=_take(every, top),
+            estimate=take_estimates(every, top),
             candidates=itemsets,
             candidate_estimate=sets_estimate,
             length_choice=choice,

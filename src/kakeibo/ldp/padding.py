@@ -238,7 +238,7 @@ def _check_length(length: int) -> int:
     return int(length)
 
 
-def _padded_sample(sets: UserSets, length: int, domain_size: int, source: RandomSource) -> IntArray:
+def padded_sample(sets: UserSets, length: int, domain_size: int, source: RandomSource) -> IntArray:
     """One value per user: a uniform draw from its ``s`` items padded to ``l`` with the ``l - s`` dummies
     ``d + s .. d + l - 1``, or (for ``s > l``) from the set itself, which is the same as truncating it to
     ``l`` items uniformly at random and then drawing one of them."""
@@ -338,7 +338,7 @@ class PaddingSamplingOracle(LocalRandomizer):
         """One epsilon-LDP report per user (``sets`` holds one set per user)."""
         data = as_user_sets(sets, self._d)
         source = resolve_source(rng)
-        inner = self._oracle.randomize(_padded_sample(data, self._l, self._d, source), rng=source)
+        inner = self._oracle.randomize(padded_sample(data, self._l, self._d, source), rng=source)
         return Reports(self.protocol, self.params, dict(inner.arrays))
 
     # -- server --------------------------------------------------------------------------------------------
