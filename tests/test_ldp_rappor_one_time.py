@@ -235,3 +235,45 @@ def test_the_two_variants_refuse_each_others_reports() -> None:
     with pytest.raises(ValueError, match=r"outside 0\.\.1"):
         one_time.estimate_bits(bad)
     assert repr(one_time) == "OneTimeRAPPOR(k=16, h=2, m=2, f=0.5, hash_seed=0)"
+
+
+# --- the removal relation for unary encodings ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
+def test_unary_encodings_lose_less_under_removal(epsilon: float) -> None:
+    """SUE: ``eps/2``; OUE: ``ln((e^eps + 1)/2)``; both below the replacement loss, computed from the exact
+    coins (within 1e-3 of the ideal values, which the coins' rounding moves)."""
+    sue, oue = ldp.SUE(epsilon=epsilon, domain_size=8), ldp.OUE(epsilon=epsilon, domain_size=8)
+    assert abs(float(sue.removal_loss.epsilon) - epsilon / 2) < 1e-3
+    assert abs(float(oue.removal_loss.epsilon) - math.log((math.exp(epsilon) + 1) / 2)) < 1e-3
+    for oracle in (sue, oue):
+        p, q = Fraction(oracle.p_star), Fraction(oracle.q_star)
+        exact = math.log(max(p / q, (1 - q) / (1 - p)))
+        assert abs(float(oracle.removal_loss.epsilon) - exact) < 1e-12  # a rational bound within 1e-39 of it
+        assert oracle.removal_loss.epsilon < oracle.privacy_loss.epsilon
+
+
+@pytest.mark.statistical
+def test_oue_removal_loss_holds_and_is_tight() -> None:
+    """The bit of value 0 in OUE reports of 0 (Bernoulli(p)) and of 1 (Bernoulli(q): exactly its law when the
+    client holds no value): not refuted at the removal loss (false failure <= 1e-6), and within 0.05 of it
+    (the tight outcome, the bit set, has probabilities 1/2 and 0.27 at epsilon 1)."""
+    oue = ldp.OUE(epsilon=1, domain_size=4)
+
+    def sample(value: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        bits = oue.randomize(np.full(n, value), rng=rng)["bits"]
+        return np.asarray(bits[:, 0] & 1, dtype=np.int64)
+
+    result = audit(
+        sample,
+        0,
+        1,
+        trials=TRIALS,
+        alpha=AUDIT_ALPHA,
+        events=[value_event(0), value_event(1)],
+        rng=np.random.default_rng(37),
+    )
+    removal = float(oue.removal_loss.epsilon)
+    assert not result.refutes(removal), str(result)
+    assert max(e.epsilon_estimate for e in result.events) > removal - 0.05, str(result)

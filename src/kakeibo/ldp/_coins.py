@@ -89,6 +89,14 @@ def flip_probability(epsilon: Fraction, protocol: str, differing: int = 1) -> Fr
     return flip
 
 
+def removal_loss(p: Fraction, q: Fraction, bits: int) -> Fraction:
+    """A rational upper bound on the loss of independent bit reports under the *removal* relation, when a
+    value sets ``bits`` bits that the empty input leaves clear (each reported 1 with probability ``p`` when
+    set, ``q`` when clear): ``bits ln max(p/q, (1 - q)/(1 - p))``. Against the replacement relation (two
+    values, ``2 bits`` differing bits) it is about half."""
+    return bits * ln_upper(max(p / q, (1 - q) / (1 - p)))
+
+
 def bernoulli_words(probability: Fraction, n_words: int, source: RandomSource) -> WordArray:
     """``n_words`` words whose 64 bits are independent Bernoulli(``probability``) draws, for a dyadic
     ``probability = 0.b_1 b_2 ... b_K`` (binary).

@@ -82,7 +82,7 @@ from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import KeyedSource, RandomSource
 from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
-from ._coins import bernoulli_words, column_counts, dyadic_at_least, dyadic_at_most, ln_upper
+from ._coins import bernoulli_words, column_counts, dyadic_at_least, dyadic_at_most, ln_upper, removal_loss
 from ._hash import HashFamily, KeyArray, value_keys
 from .framework import (
     MAX_EPSILON,
@@ -237,8 +237,7 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         ``2h``), each with likelihood ratio at most ``max(q*/p*, (1 - p*)/(1 - q*))``, so the loss is ``h ln``
         of that: half of :attr:`privacy_loss` when the two ratios are equal (one-time RAPPOR), a little more
         than half otherwise."""
-        p, q = self._p_star, self._q_star
-        return PureDP(self._h * ln_upper(max(q / p, (1 - p) / (1 - q))))
+        return PureDP(removal_loss(self._q_star, self._p_star, self._h))
 
     @property
     def report_bits(self) -> int:

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..noise.source import RandomSource
-from ..privacy import Number
+from ..privacy import Number, PureDP
 from ._coins import (
     bernoulli_words,
     column_counts,
@@ -37,6 +37,7 @@ from ._coins import (
     dyadic_at_most,
     ln_upper,
     precision_bits,
+    removal_loss,
     unpack_bits,
 )
 from .framework import FloatArray, FrequencyOracle, IntArray, check_epsilon, check_payload_range
@@ -86,6 +87,13 @@ class UnaryEncoding(FrequencyOracle):
         to rounding for SUE and OUE; below it for THE, whose thresholding discards part of the Laplace
         noise's privacy loss (0.896 at epsilon = 1)."""
         return math.log(self._p * (1 - self._q) / (self._q * (1 - self._p)))
+
+    @property
+    def removal_loss(self) -> PureDP:
+        """The loss under the *removal* relation: a value against a client holding none, which reports the
+        all-zero encoding. One bit differs, so ``ln max(p/q, (1 - q)/(1 - p))``: ``eps/2`` for SUE,
+        ``ln((e^eps + 1) / 2)`` for OUE (0.62 at epsilon 1), against ``eps`` for two values."""
+        return PureDP(removal_loss(self._p, self._q, 1))
 
     def _extra_params(self) -> dict[str, Param]:
         return {"p": str(self._p), "q": str(self._q)}
