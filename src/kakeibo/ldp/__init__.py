@@ -21,6 +21,7 @@ from .bitstogram import Bitstogram
 from .campaign import Ask, Campaign
 from .client import ClientBudgetExceeded, ClientLedger, SentReport
 from .direct import GRR
+from .expander_sketch import PrivateExpanderSketch
 from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
@@ -83,6 +84,7 @@ __all__ = [
     "PaddingSamplingOracle",
     "PiecewiseMechanism",
     "PrefixExtendingMethod",
+    "PrivateExpanderSketch",
     "RapporClient",
     "RapporDecoding",
     "Recommendation",
