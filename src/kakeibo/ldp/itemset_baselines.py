@@ -13,13 +13,14 @@ Differential Privacy", CCS 2016).
   amplification, on request.
 * :class:`SamplingRAPPOR` (Qin et al., Sec. 4, the direct approach): every user pads its set to ``L``,
   samples one item and reports it once through one-time RAPPOR at the full ``epsilon``; the server decodes
-  every item's count by RAPPOR's regression (:meth:`~kakeibo.ldp.rappor.OneTimeRAPPOR.decode`, the padding
-  dummies in its background column) and multiplies by ``L``. One-time RAPPOR rather than the two-step one:
-  each user reports once, so the instantaneous step would only add noise.
+  every item's count by RAPPOR's regression (:meth:`~kakeibo.ldp.rappor.OneTimeRAPPOR.decode`, with the
+  padding dummies as candidates of their own) and multiplies by ``L``. One-time RAPPOR rather than the
+  two-step one: each user reports once, so the instantaneous step would only add noise.
 
 Error: LDPMiner's phase-2 estimates have the variance of PSFO(2k, FO, eps/2)
 (:meth:`~kakeibo.ldp.padding.PaddingSamplingOracle.count_variance`: ``(2k)^2`` times the oracle's variance
-at ``eps/2``); sampling RAPPOR's, ``L^2`` times RAPPOR's regression variance (its sandwich standard errors).
+at ``eps/2``, sampling included); sampling RAPPOR's, ``L^2`` times RAPPOR's regression variance (its
+sandwich standard errors) plus the sampling's ``c (L - 1)`` (:meth:`SamplingRAPPOR.estimate`).
 Both grow with the padding length, which is what SVIM's length choice avoids.
 
 Privacy. Neighbour relation: local, any two item sets of one client. Sensitivity: not applicable (each user
@@ -215,10 +216,18 @@ class SamplingRAPPOR(LocalRandomizer):
 
     def estimate(self, reports: Reports, alpha: float = 0.05) -> CountEstimate:
         """Every item's estimated count (``L`` times RAPPOR's decoded count of it; 0 for the items the LASSO
-        screen drops) with variance ``L^2`` times RAPPOR's squared standard error (0 for dropped items)."""
-        decoded = self._rappor.decode(reports, np.arange(self._d), alpha=alpha)
-        variance = np.nan_to_num(decoded.std_errors**2) * self._l**2
-        return CountEstimate(decoded.counts * self._l, variance, reports.n, self.privacy_loss)
+        screen drops) with its variance (0 for dropped items): ``L^2`` times RAPPOR's squared standard error
+        (the randomized response, given what each user sampled) plus the sampling's own, ``L^2 c (1/L)(1 -
+        1/L) = c (L - 1)`` for an item held by ``c`` users with sets of at most ``L`` items (the estimate,
+        clipped, stands in for ``c``). The padding dummies are decoded as candidates too: they are few
+        values held by many users, which the regression's background column (values that hash like random
+        ones) would misplace onto the items sharing their Bloom bits."""
+        decoded = self._rappor.decode(reports, np.arange(self._d + self._l), alpha=alpha)
+        counts = decoded.counts[: self._d] * self._l
+        selected = decoded.selected[: self._d]
+        sampling = np.clip(counts, 0, reports.n) * (self._l - 1)
+        variance = np.where(selected, decoded.std_errors[: self._d] ** 2 * self._l**2 + sampling, 0.0)
+        return CountEstimate(counts, np.asarray(variance, dtype=np.float64), reports.n, self.privacy_loss)
 
     def run(self, sets: Sets, rng: Rng = None) -> TopItems:
         """Every user reports once; the top ``k`` items of the decoded counts."""
