@@ -18,6 +18,7 @@ from kakeibo.audit import audit, value_event
 from kakeibo.ldp import Reports
 from kakeibo.ldp._hash import HashFamily
 from kakeibo.ldp.expander_sketch import PrivateExpanderSketch, circulant_edges
+from test_ldp_hashtogram import grouped_outcomes, grouped_view
 
 TRIALS = 1_000_000
 AUDIT_ALPHA = 1e-6
@@ -31,30 +32,15 @@ def tiny() -> PrivateExpanderSketch:
     )
 
 
-def view(sketch: PrivateExpanderSketch) -> Any:
-    columns = sketch._oracle.columns
-    count_columns = sketch.count_oracle.oracle.columns
-
-    def sample(value: int, n: int, rng: np.random.Generator) -> np.ndarray:
-        batches = sketch.randomize(np.full(n, value), rng=rng)
-        codes = [m * columns + b["column"].astype(np.int64) for m, b in enumerate(batches[:-1])]
-        last = batches[-1]
-        offset = sketch.chunks * columns
-        codes.append(offset + last["repetition"].astype(np.int64) * count_columns + last["column"])
-        return np.concatenate(codes)
-
-    return sample
-
-
 def run_audit(sketch: PrivateExpanderSketch, trials: int, seed: int) -> Any:
-    outcomes = sketch.chunks * sketch._oracle.columns + sketch.count_oracle.oracle.columns
+    columns = sketch._oracle.columns
     return audit(
-        view(sketch),
+        grouped_view(sketch, columns),
         1,
         2,
         trials=trials,
         alpha=AUDIT_ALPHA,
-        events=[value_event(code) for code in range(outcomes)],
+        events=[value_event(code) for code in range(grouped_outcomes(sketch, columns))],
         rng=np.random.default_rng(seed),
     )
 

@@ -21,6 +21,7 @@ from kakeibo import ldp
 from kakeibo.audit import audit, value_event
 from kakeibo.ldp._hash import HashFamily
 from kakeibo.ldp.bitstogram import Bitstogram
+from kakeibo.ldp.counted import CountedHeavyHitters
 from kakeibo.ldp.hashtogram import Hashtogram
 
 TRIALS = 1_000_000
@@ -48,21 +49,26 @@ def hashtogram_view(oracle: Hashtogram) -> Any:
     return sample
 
 
-def bitstogram_view(protocol: Bitstogram) -> Any:
-    """``n`` reports of one key, each reduced to one integer: the group and the payload (the order of the
-    clients is lost, which the audit's event counts do not need)."""
-    columns = 4 * protocol.buckets
+def grouped_view(protocol: CountedHeavyHitters, columns: int) -> Any:
+    """``n`` reports of one key from a protocol whose finding groups each send one Hadamard ``column`` (of
+    ``columns``), reduced to one integer each: the group and the payload (the order of the clients is lost,
+    which the audit's event counts do not need)."""
     count_columns = protocol.count_oracle.oracle.columns
 
     def sample(value: int, n: int, rng: np.random.Generator) -> np.ndarray:
         batches = protocol.randomize(np.full(n, value), rng=rng)
-        codes = [ell * columns + b["column"].astype(np.int64) for ell, b in enumerate(batches[:-1])]
+        codes = [g * columns + b["column"].astype(np.int64) for g, b in enumerate(batches[:-1])]
         last = batches[-1]
-        offset = protocol.bits * columns
+        offset = (protocol.groups - 1) * columns
         codes.append(offset + last["repetition"].astype(np.int64) * count_columns + last["column"])
         return np.concatenate(codes)
 
     return sample
+
+
+def grouped_outcomes(protocol: CountedHeavyHitters, columns: int) -> int:
+    """How many values :func:`grouped_view` can take (a one-repetition Hashtogram group last)."""
+    return (protocol.groups - 1) * columns + protocol.count_oracle.oracle.columns
 
 
 # --- privacy audits -----------------------------------------------------------------------------------------
@@ -113,9 +119,9 @@ def test_bitstogram_report_is_epsilon_ldp_and_tight() -> None:
     event. Not refuted at epsilon = 1 (false failure <= 1e-6); an outcome of ratio ``e`` in a bit group has
     probabilities near 0.04 and 0.015, so the estimate comes within 0.2 of 1."""
     protocol = Bitstogram(epsilon=1, bits=2, k=1, buckets=2, count_buckets=2, repetitions=1)
-    outcomes = protocol.bits * 4 * protocol.buckets + protocol.count_oracle.oracle.columns
+    outcomes = grouped_outcomes(protocol, 4 * protocol.buckets)
     result = audit(
-        bitstogram_view(protocol),
+        grouped_view(protocol, 4 * protocol.buckets),
         1,
         2,
         trials=TRIALS,

@@ -312,14 +312,16 @@ def fixed_population(n: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]
 
 
 @pytest.mark.statistical
-def test_bit_estimates_are_unbiased_with_the_stated_variance() -> None:
-    """500 runs of one fixed population of 4000 clients (k = 32, m = 4: 128 bit counts).
+@pytest.mark.parametrize("protocol", [RAPPOR, OneTimeRAPPOR])
+def test_bit_estimates_are_unbiased_with_the_stated_variance(protocol: type[RAPPOR | OneTimeRAPPOR]) -> None:
+    """500 runs of one fixed population of 4000 clients (k = 32, m = 4: 128 bit counts), for both variants
+    (one-time RAPPOR's variance is ``N_j (f/2)(1 - f/2) / (1 - f)^2`` whatever the counts).
 
     Unbiased: each bit's mean over the runs is within 5 standard errors of the true count (Bonferroni over
     128 bits: false failure 7e-5). Variance: pooled over the bits, the empirical variance matches
     ``bit_count_variance`` within 5 standard deviations of the pooled ratio, ``sqrt(2 sum v^2 / (runs - 1))
     / sum v`` (about 0.6%: the estimates are sums of 1000 independent bits, very nearly normal)."""
-    rappor, runs = RAPPOR(k=32, h=2, m=4), 500
+    rappor, runs = protocol(k=32, h=2, m=4), 500
     values, cohorts = fixed_population(4000, rappor.m, seed=1)
     truth = np.unpackbits(rappor.bloom_filters(values, cohorts), axis=1, bitorder="little")[:, : rappor.k]
     true_counts = np.stack([truth[cohorts == j].sum(axis=0) for j in range(rappor.m)])

@@ -20,12 +20,13 @@ from .advisor import Recommendation, recommend_oracle
 from .bitstogram import Bitstogram
 from .campaign import Ask, Campaign
 from .client import ClientBudgetExceeded, ClientLedger, SentReport
+from .counted import MedianHeavyHitters
 from .direct import GRR
 from .expander_sketch import PrivateExpanderSketch
 from .framework import CountEstimate, FrequencyOracle
 from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
-from .hashtogram import Hashtogram, MedianCounts, MedianHeavyHitters
+from .hashtogram import Hashtogram, MedianCounts
 from .heavy_hitters import PEM, HeavyHitters, PrefixExtendingMethod, TreeHist
 from .histogram import SHE
 from .itemset_baselines import LDPMiner, SamplingRAPPOR

@@ -44,16 +44,15 @@ from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..privacy import Number
 from ._hash import HashFamily
-from .framework import IntArray, LocalRandomizer, check_integer
+from .counted import CountedHeavyHitters
+from .framework import IntArray, check_integer
 from .hadamard import HadamardResponse
-from .hashtogram import Hashtogram, MedianHeavyHitters, top_counted
-from .heavy_hitters import group_batches
 from .reports import Param, Reports
 
 __all__ = ["Bitstogram"]
 
 
-class Bitstogram(LocalRandomizer):
+class Bitstogram(CountedHeavyHitters):
     """Bitstogram over ``bits``-bit keys: ``buckets`` (``T``) buckets for the candidates, the ``k`` largest
     returned, their counts from a Hashtogram with ``count_buckets`` buckets and ``repetitions`` repetitions
     (module docstring).
@@ -82,30 +81,19 @@ class Bitstogram(LocalRandomizer):
         repetitions: int = 16,
         hash_seed: int = 0,
     ) -> None:
-        super().__init__(epsilon=epsilon)
-        self._counts = Hashtogram(
-            epsilon=self._epsilon,
+        super().__init__(
+            epsilon=epsilon,
             bits=bits,
-            buckets=count_buckets,
+            k=k,
+            count_buckets=count_buckets,
             repetitions=repetitions,
-            hash_seed=hash_seed + 1,
+            hash_seed=hash_seed,
         )
-        self._bits = self._counts.bits
-        self._k = check_integer(k, "k", 1, 1 << 16)
         self._t = check_integer(buckets, "buckets", 2, 1 << 20, "2**20")
         if self._t & (self._t - 1):
             raise ValueError(f"buckets must be a power of two, got {self._t}.")
         self._hash = HashFamily(seed=hash_seed, count=1, buckets=self._t)
         self._oracle = HadamardResponse(epsilon=self._epsilon, domain_size=2 * self._t)
-
-    # -- description ---------------------------------------------------------------------------------------
-    @property
-    def bits(self) -> int:
-        return self._bits
-
-    @property
-    def k(self) -> int:
-        return self._k
 
     @property
     def buckets(self) -> int:
@@ -116,15 +104,10 @@ class Bitstogram(LocalRandomizer):
         """Report batches: one per bit, then the Hashtogram's."""
         return self._bits + 1
 
-    @property
-    def count_oracle(self) -> Hashtogram:
-        """The Hashtogram that estimates the candidates' counts."""
-        return self._counts
-
     def group_params(self, group: int) -> dict[str, Param]:
         """The parameters of group ``group``'s batches (the last group's are the Hashtogram's)."""
         if group == self._bits:
-            return {**self._counts.params, "group": group, "heavy_hitters": self._params_digest()}
+            return self._count_params()
         return {
             "epsilon": str(self._epsilon),
             "bits": self._bits,
@@ -132,11 +115,8 @@ class Bitstogram(LocalRandomizer):
             "hash_seed": self._hash.seed,
             "group": group,
             "p": self._oracle.params["p"],
-            "heavy_hitters": self._params_digest(),
+            "heavy_hitters": repr(self),
         }
-
-    def _params_digest(self) -> str:
-        return f"Bitstogram(bits={self._bits}, buckets={self._t}, k={self._k}, counts={self._counts!r})"
 
     def __repr__(self) -> str:
         return (
@@ -144,11 +124,6 @@ class Bitstogram(LocalRandomizer):
             f"count_buckets={self._counts.buckets}, repetitions={self._counts.repetitions}, "
             f"hash_seed={self._hash.seed})"
         )
-
-    # -- client --------------------------------------------------------------------------------------------
-    def encode(self, values: ArrayLike | Sequence[Any]) -> IntArray:
-        """The ``bits``-bit key of each value (see :meth:`Hashtogram.encode`)."""
-        return self._counts.encode(values)
 
     def randomize(self, values: ArrayLike | Sequence[Any], rng: Rng = None) -> list[Reports]:
         """One epsilon-LDP report per client, batched by group: ``bits`` bit groups, then the Hashtogram's."""
@@ -163,17 +138,12 @@ class Bitstogram(LocalRandomizer):
             items += (mine >> ell) & 1
             column = self._oracle.randomize(items, rng=source)["column"]
             batches.append(Reports(self.protocol, self.group_params(ell), {"column": column}))
-        counted = self._counts.randomize(keys[group == self._bits], rng=source)
-        batches.append(Reports(self.protocol, self.group_params(self._bits), dict(counted.arrays)))
+        batches.append(self._count_batch(keys[group == self._bits], source))
         return batches
 
     # -- server --------------------------------------------------------------------------------------------
-    def candidates(self, batches: Sequence[Reports]) -> IntArray:
-        """One candidate key per bucket, bit by bit, keeping those that hash back to their bucket (sorted,
-        distinct)."""
-        return self._candidates(self._collect(batches))
-
     def _candidates(self, groups: Sequence[Reports]) -> IntArray:
+        """One candidate key per bucket, bit by bit, keeping those that hash back to their bucket."""
         key = np.zeros(self._t, dtype=np.int64)
         for ell in range(self._bits):
             inner = Reports(self._oracle.protocol, self._oracle.params, groups[ell].arrays)
@@ -181,21 +151,6 @@ class Bitstogram(LocalRandomizer):
             key |= (items[:, 1] > items[:, 0]).astype(np.int64) << ell
         buckets = self._hash.hash(np.zeros(self._t, dtype=np.int64), key.astype(np.uint64))
         return np.unique(key[buckets == np.arange(self._t)])
-
-    def identify(self, batches: Sequence[Reports], beta: float = 0.05) -> MedianHeavyHitters:
-        """The (at most) ``k`` candidates of largest estimated count, with their counts (Hashtogram medians)
-        and the Hashtogram's error bound at ``beta``. As for any top-k selection, the counts of the keys
-        returned lean high (they were chosen for being large)."""
-        groups = self._collect(batches)
-        return top_counted(
-            self._counts,
-            groups[self._bits],
-            self._candidates(groups),
-            k=self._k,
-            population=sum(batch.n for batch in groups),
-            beta=beta,
-            privacy_loss=self.privacy_loss,
-        )
 
     def bit_threshold(self, n: int, beta: float = 0.05) -> float:
         """The count above which a key alone in its bucket has each of its bits recovered with probability
@@ -205,11 +160,5 @@ class Bitstogram(LocalRandomizer):
         z = float(-ndtri(beta / self._bits))
         return z * math.sqrt(2 * n * self._bits) / (2 * self._oracle.p_star - 1)
 
-    def _collect(self, batches: Sequence[Reports]) -> list[Reports]:
-        """The batches of each group joined into one, each checked against its group's parameters and
-        payload."""
-        joined = group_batches(batches, self.protocol, self.groups, self.group_params)
-        for batch in joined[:-1]:
-            self._oracle.check_reports(Reports(self._oracle.protocol, self._oracle.params, batch.arrays))
-        self._counts.check_reports(Reports(self._counts.protocol, self._counts.params, joined[-1].arrays))
-        return joined
+    def _check_finding(self, batch: Reports) -> None:
+        self._oracle.check_reports(Reports(self._oracle.protocol, self._oracle.params, batch.arrays))

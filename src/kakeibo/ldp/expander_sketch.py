@@ -55,10 +55,9 @@ from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..privacy import Number
 from ._hash import HashFamily
-from .framework import IntArray, LocalRandomizer, check_integer
+from .counted import CountedHeavyHitters
+from .framework import IntArray, check_integer
 from .hadamard import HadamardResponse
-from .hashtogram import Hashtogram, MedianHeavyHitters, top_counted
-from .heavy_hitters import group_batches
 from .reports import Param, Reports
 
 __all__ = ["PrivateExpanderSketch"]
@@ -91,7 +90,7 @@ def circulant_edges(m: int) -> list[tuple[int, int]]:
     return sorted((a, b) for a, b in found)
 
 
-class PrivateExpanderSketch(LocalRandomizer):
+class PrivateExpanderSketch(CountedHeavyHitters):
     """PrivateExpanderSketch over ``bits``-bit keys (module docstring): ``chunks`` (``M``, default ``2 D``)
     code coordinates of ``symbol_bits`` bits each, ``link_bits`` per edge hash, ``buckets`` (``T``) buckets;
     the ``k`` largest candidates returned with counts from a Hashtogram of ``count_buckets`` buckets and
@@ -124,16 +123,14 @@ class PrivateExpanderSketch(LocalRandomizer):
         false_positive_rate: float = 0.05,
         hash_seed: int = 0,
     ) -> None:
-        super().__init__(epsilon=epsilon)
-        self._counts = Hashtogram(
-            epsilon=self._epsilon,
+        super().__init__(
+            epsilon=epsilon,
             bits=bits,
-            buckets=count_buckets,
+            k=k,
+            count_buckets=count_buckets,
             repetitions=repetitions,
-            hash_seed=hash_seed + 1,
+            hash_seed=hash_seed,
         )
-        self._bits = self._counts.bits
-        self._k = check_integer(k, "k", 1, 1 << 16)
         self._t = check_integer(buckets, "buckets", 1, 1 << 16)
         self._symbol_bits = check_integer(symbol_bits, "symbol_bits", 2, 16)
         self._data = -(-self._bits // self._symbol_bits)
@@ -157,15 +154,6 @@ class PrivateExpanderSketch(LocalRandomizer):
         self._bucket_hash = HashFamily(seed=hash_seed, count=1, buckets=max(self._t, 2))
         self._link_hash = HashFamily(seed=hash_seed + 2, count=len(self._edges), buckets=1 << self._link_bits)
         self._oracle = HadamardResponse(epsilon=self._epsilon, domain_size=self._items)
-
-    # -- description ---------------------------------------------------------------------------------------
-    @property
-    def bits(self) -> int:
-        return self._bits
-
-    @property
-    def k(self) -> int:
-        return self._k
 
     @property
     def chunks(self) -> int:
@@ -191,10 +179,6 @@ class PrivateExpanderSketch(LocalRandomizer):
         return self._m + 1
 
     @property
-    def count_oracle(self) -> Hashtogram:
-        return self._counts
-
-    @property
     def report_bits(self) -> int:
         """Bits of a chunk report (the Hadamard column); the Hashtogram half sends its own."""
         return self._oracle.report_bits
@@ -202,7 +186,7 @@ class PrivateExpanderSketch(LocalRandomizer):
     def group_params(self, group: int) -> dict[str, Param]:
         """Groups ``0 .. M-1`` report chunks; group ``M`` reports through the Hashtogram."""
         if group == self._m:
-            return {**self._counts.params, "group": group, "heavy_hitters": repr(self)}
+            return self._count_params()
         return {
             "epsilon": str(self._epsilon),
             "group": group,
@@ -248,11 +232,6 @@ class PrivateExpanderSketch(LocalRandomizer):
             return np.zeros(keys.size, dtype=np.int64)
         return self._bucket_hash.hash(np.zeros(keys.size, dtype=np.int64), keys.astype(np.uint64))
 
-    # -- client --------------------------------------------------------------------------------------------
-    def encode(self, values: ArrayLike | Sequence[Any]) -> IntArray:
-        """The ``bits``-bit key of each value (see :meth:`Hashtogram.encode`)."""
-        return self._counts.encode(values)
-
     def randomize(self, values: ArrayLike | Sequence[Any], rng: Rng = None) -> list[Reports]:
         """One epsilon-LDP report per client, batched by group: ``M`` chunk groups, then the Hashtogram's."""
         keys = self.encode(values)
@@ -262,29 +241,10 @@ class PrivateExpanderSketch(LocalRandomizer):
         for m in range(self._m):
             column = self._oracle.randomize(self.chunk_items(keys[group == m], m), rng=source)["column"]
             batches.append(Reports(self.protocol, self.group_params(m), {"column": column}))
-        counted = self._counts.randomize(keys[group == self._m], rng=source)
-        batches.append(Reports(self.protocol, self.group_params(self._m), dict(counted.arrays)))
+        batches.append(self._count_batch(keys[group == self._m], source))
         return batches
 
     # -- server --------------------------------------------------------------------------------------------
-    def candidates(self, batches: Sequence[Reports]) -> IntArray:
-        """The keys decoded from the connected components of kept chunks (sorted, distinct)."""
-        return self._candidates(self._collect(batches))
-
-    def identify(self, batches: Sequence[Reports], beta: float = 0.05) -> MedianHeavyHitters:
-        """The (at most) ``k`` candidates of largest estimated count, with their Hashtogram counts (scaled to
-        all clients) and its error bound at ``beta``; the counts of the keys returned lean high."""
-        groups = self._collect(batches)
-        return top_counted(
-            self._counts,
-            groups[self._m],
-            self._candidates(groups),
-            k=self._k,
-            population=sum(batch.n for batch in groups),
-            beta=beta,
-            privacy_loss=self.privacy_loss,
-        )
-
     @property
     def threshold_z(self) -> float:
         """``z_fp``: a chunk is kept when its estimate exceeds this many standard deviations of an empty
@@ -309,6 +269,7 @@ class PrivateExpanderSketch(LocalRandomizer):
         return order, estimate[order]
 
     def _candidates(self, groups: Sequence[Reports]) -> IntArray:
+        """The keys decoded from the connected components of kept chunks."""
         nodes: dict[int, list[Chunk]] = {}  # chunks by bucket
         for m in range(self._m):
             items, estimates = self._kept(groups[m])
@@ -394,9 +355,5 @@ class PrivateExpanderSketch(LocalRandomizer):
             result = [(r + scale * b) % p for r, b in zip(result, basis, strict=True)]
         return result
 
-    def _collect(self, batches: Sequence[Reports]) -> list[Reports]:
-        joined = group_batches(batches, self.protocol, self.groups, self.group_params)
-        for batch in joined[:-1]:
-            self._oracle.check_reports(Reports(self._oracle.protocol, self._oracle.params, batch.arrays))
-        self._counts.check_reports(Reports(self._counts.protocol, self._counts.params, joined[-1].arrays))
-        return joined
+    def _check_finding(self, batch: Reports) -> None:
+        self._oracle.check_reports(Reports(self._oracle.protocol, self._oracle.params, batch.arrays))

@@ -47,20 +47,19 @@ from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..privacy import Number, PrivacyLoss
-from ._hash import HashFamily, value_keys
+from ._hash import HashFamily
 from .framework import (
     FloatArray,
     IntArray,
     LocalRandomizer,
-    check_domain_values,
     check_integer,
     check_payload_range,
 )
 from .hadamard import HadamardResponse
-from .heavy_hitters import population_count_variance
+from .heavy_hitters import key_bits, population_count_variance
 from .reports import Param, Reports
 
-__all__ = ["Hashtogram", "MedianCounts", "MedianHeavyHitters", "top_counted"]
+__all__ = ["Hashtogram", "MedianCounts"]
 
 #: Longest key, as for the other heavy-hitter protocols.
 _MAX_BITS = 40
@@ -84,14 +83,6 @@ class MedianCounts:
     def interval(self) -> tuple[FloatArray, FloatArray]:
         """``counts -+ bound``: each covers its candidate's count with probability at least ``confidence``."""
         return self.counts - self.bound, self.counts + self.bound
-
-
-@dataclass(frozen=True, eq=False)
-class MedianHeavyHitters(MedianCounts):
-    """Heavy hitters found (``values``, keys, largest estimated count first), with their Hashtogram
-    estimates and error bound."""
-
-    values: IntArray
 
 
 class Hashtogram(LocalRandomizer):
@@ -165,12 +156,8 @@ class Hashtogram(LocalRandomizer):
 
     # -- client --------------------------------------------------------------------------------------------
     def encode(self, values: ArrayLike | Sequence[Any]) -> IntArray:
-        """The ``bits``-bit key of each value (integers below ``2^bits`` as themselves, strings and bytes by
-        the top ``bits`` bits of their 64-bit key)."""
-        arr = np.asarray(values)
-        if arr.dtype.kind in "USO":
-            return np.asarray(value_keys(arr) >> np.uint64(64 - self._bits), dtype=np.int64)
-        return check_domain_values(arr, 1 << self._bits)
+        """The ``bits``-bit key of each value (:func:`~kakeibo.ldp.heavy_hitters.key_bits`)."""
+        return key_bits(values, self._bits)
 
     def randomize(self, values: ArrayLike | Sequence[Any], rng: Rng = None) -> Reports:
         """One epsilon-LDP report per client: its repetition and its Hadamard column."""
@@ -275,30 +262,3 @@ class Hashtogram(LocalRandomizer):
 
         best = minimize_scalar(bound, bounds=(q * 1e-9, q * (1 - 1e-9)), method="bounded")
         return float(bound(float(best.x)))
-
-
-def top_counted(
-    counter: Hashtogram,
-    batch: Reports,
-    candidates: IntArray,
-    *,
-    k: int,
-    population: int,
-    beta: float,
-    privacy_loss: PrivacyLoss,
-) -> MedianHeavyHitters:
-    """The ``k`` candidates of largest count, estimated through ``counter`` from ``batch`` (the reports of a
-    uniform sample of the ``population`` clients), with the counter's error bound at ``beta``: how the
-    heavy-hitter protocols that find candidates one way and count them with a Hashtogram finish. As for any
-    top-k selection, the counts of the keys returned lean high."""
-    inner = Reports(counter.protocol, counter.params, batch.arrays)
-    estimate = counter.estimate_candidates(inner, candidates, beta, population=population)
-    top = np.argsort(-estimate.counts, kind="stable")[:k]
-    return MedianHeavyHitters(
-        counts=estimate.counts[top],
-        bound=estimate.bound,
-        confidence=estimate.confidence,
-        n=population,
-        privacy_loss=privacy_loss,
-        values=candidates[top],
-    )

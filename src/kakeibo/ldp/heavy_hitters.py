@@ -78,6 +78,7 @@ __all__ = [
     "TreeHist",
     "extend_prefixes",
     "group_batches",
+    "key_bits",
     "population_count_variance",
     "prefixes",
 ]
@@ -116,6 +117,19 @@ def extend_prefixes(kept: IntArray, step: int) -> IntArray:
     """
     suffixes = np.arange(1 << step, dtype=np.int64)
     return np.asarray(((kept[:, None] << step) | suffixes[None, :]).reshape(-1), dtype=np.int64)
+
+
+def key_bits(values: ArrayLike | Sequence[Any], bits: int) -> IntArray:
+    """The ``bits``-bit key of each value: integers below ``2^bits`` as themselves, strings and bytes by the
+    top ``bits`` bits of their 64-bit key (:func:`~kakeibo.ldp._hash.value_keys`).
+
+    >>> key_bits([5, 9], 4).tolist()
+    [5, 9]
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind in "USO":
+        return np.asarray(value_keys(arr) >> np.uint64(64 - bits), dtype=np.int64)
+    return check_domain_values(arr, 1 << bits)
 
 
 def population_count_variance(
@@ -209,12 +223,8 @@ class _PrefixProtocol(LocalRandomizer, ABC):
 
     # -- client --------------------------------------------------------------------------------------------
     def encode(self, values: ArrayLike | Sequence[Any]) -> IntArray:
-        """The ``bits``-bit key of each value: integers below ``2^bits`` as themselves, strings and bytes by
-        the top ``bits`` bits of their 64-bit key."""
-        arr = np.asarray(values)
-        if arr.dtype.kind in "USO":
-            return np.asarray(value_keys(arr) >> np.uint64(64 - self._bits), dtype=np.int64)
-        return check_domain_values(arr, 1 << self._bits)
+        """The ``bits``-bit key of each value (:func:`key_bits`)."""
+        return key_bits(values, self._bits)
 
     def randomize(self, values: ArrayLike | Sequence[Any], rng: Rng = None) -> list[Reports]:
         """One epsilon-LDP report per client, batched by group: element ``t`` of the list holds the reports

@@ -484,21 +484,13 @@ class RAPPOR(_BloomRandomizer):
 
     @property
     def _p_star(self) -> Fraction:
+        """``P(S_i = 1 | B_i = 0) = f/2 (p + q) + (1 - f) p`` (paper Sec. 3)."""
         return self._half_f * (self._p + self._q) + (1 - 2 * self._half_f) * self._p
 
     @property
     def _q_star(self) -> Fraction:
-        return self._half_f * (self._p + self._q) + (1 - 2 * self._half_f) * self._q
-
-    @property
-    def p_star(self) -> float:
-        """``P(S_i = 1 | B_i = 0) = f/2 (p + q) + (1 - f) p`` (paper Sec. 3)."""
-        return float(self._p_star)
-
-    @property
-    def q_star(self) -> float:
         """``P(S_i = 1 | B_i = 1) = f/2 (p + q) + (1 - f) q`` (paper Sec. 3)."""
-        return float(self._q_star)
+        return self._half_f * (self._p + self._q) + (1 - 2 * self._half_f) * self._q
 
     @property
     def epsilon_one(self) -> float:

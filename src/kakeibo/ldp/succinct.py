@@ -53,9 +53,8 @@ from ..noise.source import RandomSource
 from ..privacy import Number
 from ._coins import bernoulli_words, flip_probability, unpack_bits
 from ._hash import HashFamily
-from .framework import IntArray, LocalRandomizer, check_integer, check_payload_range
-from .hashtogram import Hashtogram, MedianHeavyHitters, top_counted
-from .heavy_hitters import group_batches
+from .counted import CountedHeavyHitters
+from .framework import IntArray, check_integer, check_payload_range
 from .reports import Param, Reports
 
 __all__ = ["SuccinctHistogram", "hamming_decode", "hamming_encode"]
@@ -108,7 +107,7 @@ def hamming_decode(codewords: NDArray[np.uint8]) -> IntArray:
     return np.asarray(data @ (1 << (4 * np.arange(data.shape[1]))), dtype=np.int64)
 
 
-class SuccinctHistogram(LocalRandomizer):
+class SuccinctHistogram(CountedHeavyHitters):
     """Bassily and Smith's succinct histogram over ``bits``-bit keys with ``blocks`` (``K``) hash blocks,
     the ``k`` largest candidates returned with counts from a Hashtogram of ``count_buckets`` buckets and
     ``repetitions`` repetitions (module docstring).
@@ -137,29 +136,18 @@ class SuccinctHistogram(LocalRandomizer):
         repetitions: int = 16,
         hash_seed: int = 0,
     ) -> None:
-        super().__init__(epsilon=epsilon)
-        self._counts = Hashtogram(
-            epsilon=self._epsilon,
+        super().__init__(
+            epsilon=epsilon,
             bits=bits,
-            buckets=count_buckets,
+            k=k,
+            count_buckets=count_buckets,
             repetitions=repetitions,
-            hash_seed=hash_seed + 1,
+            hash_seed=hash_seed,
         )
-        self._bits = self._counts.bits
-        self._k = check_integer(k, "k", 1, 1 << 16)
         self._blocks = check_integer(blocks, "blocks", 1, 1 << 16)
         self._length = 7 * -(-self._bits // 4)
         self._hash = HashFamily(seed=hash_seed, count=1, buckets=max(self._blocks, 2))
         self._p = 1 - flip_probability(self._epsilon, "succinct histogram")
-
-    # -- description ---------------------------------------------------------------------------------------
-    @property
-    def bits(self) -> int:
-        return self._bits
-
-    @property
-    def k(self) -> int:
-        return self._k
 
     @property
     def blocks(self) -> int:
@@ -181,18 +169,19 @@ class SuccinctHistogram(LocalRandomizer):
         return float(self._p)
 
     @property
-    def count_oracle(self) -> Hashtogram:
-        return self._counts
-
-    @property
     def report_bits(self) -> int:
         """Bits of a sketching report: the coordinate and the bit."""
         return (self.coordinates - 1).bit_length() + 1
 
+    @property
+    def groups(self) -> int:
+        """Two: the sketching half, the Hashtogram half."""
+        return 2
+
     def group_params(self, group: int) -> dict[str, Param]:
         """Group 0 sketches, group 1 reports through the Hashtogram."""
         if group == 1:
-            return {**self._counts.params, "group": 1, "heavy_hitters": repr(self)}
+            return self._count_params()
         return {
             "epsilon": str(self._epsilon),
             "bits": self._bits,
@@ -211,19 +200,12 @@ class SuccinctHistogram(LocalRandomizer):
             f"repetitions={self._counts.repetitions}, hash_seed={self._hash.seed})"
         )
 
-    # -- client --------------------------------------------------------------------------------------------
-    def encode(self, values: ArrayLike | Sequence[Any]) -> IntArray:
-        """The ``bits``-bit key of each value (see :meth:`Hashtogram.encode`)."""
-        return self._counts.encode(values)
-
     def randomize(self, values: ArrayLike | Sequence[Any], rng: Rng = None) -> list[Reports]:
         """One epsilon-LDP report per client, in two batches: the sketching half's, the Hashtogram half's."""
         keys = self.encode(values)
         source = resolve_source(rng)
         counted = uniform_below(2, keys.size, source).astype(np.bool_)
-        sketch = self._sketch(keys[~counted], source)
-        counts = self._counts.randomize(keys[counted], rng=source)
-        return [sketch, Reports(self.protocol, self.group_params(1), dict(counts.arrays))]
+        return [self._sketch(keys[~counted], source), self._count_batch(keys[counted], source)]
 
     def _sketch(self, keys: IntArray, source: RandomSource) -> Reports:
         """Algorithm 1 of the paper on ``e_h(v) (x) c(v)``: one uniform coordinate and its randomized bit."""
@@ -245,31 +227,15 @@ class SuccinctHistogram(LocalRandomizer):
         return self._hash.hash(np.zeros(keys.size, dtype=np.int64), keys.astype(np.uint64))
 
     # -- server --------------------------------------------------------------------------------------------
-    def candidates(self, batches: Sequence[Reports]) -> IntArray:
-        """One decoded key per block, kept when it hashes back to its block (sorted, distinct)."""
-        return self._candidates(self._collect(batches)[0])
-
-    def _candidates(self, sketch: Reports) -> IntArray:
+    def _candidates(self, groups: Sequence[Reports]) -> IntArray:
+        """One decoded key per block, kept when it hashes back to its block."""
+        sketch = groups[0]
         signs = 2 * sketch["bit"].astype(np.float64) - 1
         sums = np.bincount(sketch["coordinate"].astype(np.intp), weights=signs, minlength=self.coordinates)
         codewords = (sums.reshape(self._blocks, self._length) > 0).astype(np.uint8)
         keys = hamming_decode(codewords)
         valid = (keys < (1 << self._bits)) & (self._block_of(keys) == np.arange(self._blocks))
         return np.unique(keys[valid])
-
-    def identify(self, batches: Sequence[Reports], beta: float = 0.05) -> MedianHeavyHitters:
-        """The (at most) ``k`` candidates of largest estimated count, with their Hashtogram counts (scaled to
-        all clients) and its error bound at ``beta``; the counts of the keys returned lean high."""
-        sketch, counted = self._collect(batches)
-        return top_counted(
-            self._counts,
-            counted,
-            self._candidates(sketch),
-            k=self._k,
-            population=sketch.n + counted.n,
-            beta=beta,
-            privacy_loss=self.privacy_loss,
-        )
 
     def bit_threshold(self, n: int, beta: float = 0.05) -> float:
         """The count above which a key alone in its block has every codeword bit's sign right with
@@ -279,9 +245,6 @@ class SuccinctHistogram(LocalRandomizer):
         z = float(-ndtri(beta / self._length))
         return 2 * z * math.sqrt(n / 2 * self.coordinates) / (2 * self._p - 1)
 
-    def _collect(self, batches: Sequence[Reports]) -> list[Reports]:
-        sketch, counted = group_batches(batches, self.protocol, 2, self.group_params)
-        check_payload_range(sketch, "coordinate", self.coordinates)
-        check_payload_range(sketch, "bit", 2)
-        self._counts.check_reports(Reports(self._counts.protocol, self._counts.params, counted.arrays))
-        return [sketch, counted]
+    def _check_finding(self, batch: Reports) -> None:
+        check_payload_range(batch, "coordinate", self.coordinates)
+        check_payload_range(batch, "bit", 2)
