@@ -39,7 +39,7 @@ __all__ = ["BLH", "OLH", "LocalHashing"]
 
 #: Largest number of buckets: larger g means e^eps > 2^20, where GRR is the better oracle anyway.
 _MAX_BUCKETS = 1 << 20
-#: Cell budget for the tabulated aggregation (``g^m`` hash functions times ``max(g, d)``).
+#: Cell budget for the table of the tabulated aggregation (``g^m`` hash functions times ``g`` buckets).
 _TABLE_CELLS = 1 << 26
 #: Report-by-value cells evaluated per chunk in the scanning aggregation.
 _SCAN_CELLS = 1 << 24
@@ -102,8 +102,11 @@ class LocalHashing(FrequencyOracle):
         check_payload_range(reports, "value", self._g)
 
     def _support_counts(self, reports: Reports) -> FloatArray:
+        """Tabulated when the table of ``g^m`` functions by ``g`` buckets fits the cell budget and there are
+        no more functions than reports (evaluating each function once on every value then costs less than
+        evaluating every report on every value); scanned otherwise. Both are exact."""
         functions = self._g**self._m
-        if functions * max(self._g, self._d) <= _TABLE_CELLS:
+        if functions * self._g <= _TABLE_CELLS and functions <= reports.n:
             return self._tabulated_counts(reports, functions)
         return self._scanned_counts(reports, np.arange(self._d, dtype=np.int64))
 
