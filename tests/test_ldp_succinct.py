@@ -17,7 +17,7 @@ import pytest
 from kakeibo import ldp
 from kakeibo.audit import audit, value_event
 from kakeibo.ldp._hash import HashFamily
-from kakeibo.ldp.succinct import SuccinctHistogram, hamming_decode, hamming_encode
+from kakeibo.ldp.succinct import SuccinctHistogram, codeword_bits, hamming_decode, hamming_encode
 
 TRIALS = 1_000_000
 AUDIT_ALPHA = 1e-6
@@ -198,3 +198,12 @@ def test_bad_parameters_are_refused(kwargs: dict[str, Any], message: str) -> Non
     arguments: dict[str, Any] = {"epsilon": 1, "bits": 8, "k": 1, **kwargs}
     with pytest.raises(ValueError, match=message):
         SuccinctHistogram(**arguments)
+
+
+def test_a_client_computes_the_same_bit_as_the_whole_codeword() -> None:
+    rng = np.random.default_rng(181)
+    keys = rng.integers(0, 1 << 30, 2000)
+    positions = rng.integers(0, 56, 2000)
+    assert np.array_equal(
+        codeword_bits(keys, positions), hamming_encode(keys, 30)[np.arange(2000), positions]
+    )

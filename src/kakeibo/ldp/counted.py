@@ -108,7 +108,10 @@ class CountedHeavyHitters(LocalRandomizer, ABC):
     def identify(self, batches: Sequence[Reports], beta: float = 0.05) -> MedianHeavyHitters:
         """The (at most) ``k`` candidates of largest estimated count among all clients (Hashtogram medians of
         the counting group, scaled up), with the Hashtogram's error bound at ``beta``. As for any top-k
-        selection, the counts of the keys returned lean high (they were chosen for being large)."""
+        selection, the counts of the keys returned lean high (they were chosen for being large). When fewer
+        than ``k`` keys are heavy enough to be found, decoded noise can fill the list with keys nobody
+        holds (Bitstogram and the succinct histogram do not threshold their candidates): a count within
+        ``bound`` of zero does not show a key is held."""
         groups = self._collect(batches)
         found = self._candidates(groups)
         population = sum(batch.n for batch in groups)

@@ -57,7 +57,7 @@ from .counted import CountedHeavyHitters
 from .framework import IntArray, check_integer, check_payload_range
 from .reports import Param, Reports
 
-__all__ = ["SuccinctHistogram", "hamming_decode", "hamming_encode"]
+__all__ = ["SuccinctHistogram", "codeword_bits", "hamming_decode", "hamming_encode"]
 
 #: Hamming (7,4) generator: codeword bits (p1, p2, d1, p3, d2, d3, d4) from data bits (d1, d2, d3, d4).
 _GENERATOR = np.array(
@@ -87,6 +87,19 @@ def hamming_encode(keys: IntArray, bits: int) -> NDArray[np.uint8]:
     data = (keys[:, None] >> (4 * np.arange(nibbles))[None, :]) & 15
     data_bits = (data[:, :, None] >> np.arange(4)[None, None, :]) & 1  # (n, nibbles, 4): d1 is bit 0
     return np.asarray((data_bits @ _GENERATOR) % 2, dtype=np.uint8).reshape(keys.size, 7 * nibbles)
+
+
+def codeword_bits(keys: IntArray, positions: IntArray) -> NDArray[np.uint8]:
+    """Bit ``positions[i]`` of the Hamming (7,4) codeword of ``keys[i]``, computed from its one nibble (a
+    client sends one bit of its codeword and needs no other).
+
+    >>> codeword_bits(np.array([0b1011, 0b1011]), np.array([0, 1])).tolist()
+    [1, 0]
+    """
+    block, offset = np.divmod(positions, 7)
+    nibble = (keys >> (4 * block)) & 15
+    data_bits = (nibble[:, None] >> np.arange(4)[None, :]) & 1
+    return np.asarray((data_bits * _GENERATOR[:, offset].T).sum(axis=1) % 2, dtype=np.uint8)
 
 
 def hamming_decode(codewords: NDArray[np.uint8]) -> IntArray:
@@ -213,7 +226,7 @@ class SuccinctHistogram(CountedHeavyHitters):
         coordinate = uniform_below(self.coordinates, n, source)
         block, position = np.divmod(coordinate, self._length)
         own = block == self._block_of(keys)
-        codeword_bit = hamming_encode(keys, self._bits)[np.arange(n), position]
+        codeword_bit = codeword_bits(keys, position)
         words = -(-n // 64)
         kept = unpack_bits(bernoulli_words(self._p, words, source), n)
         fair = unpack_bits(bernoulli_words(Fraction(1, 2), words, source), n)
