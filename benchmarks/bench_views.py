@@ -35,6 +35,13 @@ Reported:
   synthesiser: its synthetic table's distinct rows and their counts), and queries answered per second
   over all workloads and runs.
 
+``hdpview-authors`` runs the HDPView authors' own code from a checkout of their repository, to cross-check
+kakeibo's implementation on the same data (``view_baselines.AuthorsHDPView``)::
+
+    git clone https://github.com/FumiyukiKato/HDPView /tmp/HDPView
+    .venv/bin/python benchmarks/bench_views.py --methods hdpview,hdpview-authors --authors-code \\
+        /tmp/HDPView/src --datasets phoneme,magic,marketing --bins 10 --runs 10
+
 The attributes' observed minimum and maximum are taken as their public domain (``view_workloads.py``).
 """
 
@@ -54,7 +61,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).parent))
-from view_baselines import DomainTooLargeError, Identity, PrivTree, PrivTreeFanout, RangeView, Synthetic
+from view_baselines import (
+    AuthorsHDPView,
+    DomainTooLargeError,
+    Identity,
+    PrivTree,
+    PrivTreeFanout,
+    RangeView,
+    Synthetic,
+)
 from view_workloads import (
     DATASETS,
     WORKLOADS,
@@ -65,7 +80,15 @@ from view_workloads import (
     true_answers,
 )
 
-METHODS = ("hdpview", "identity", "privtree", "privbayes", "mst", "privtree-fanout")  # index seeds runs
+METHODS = (  # a method's index seeds its runs: append, never reorder
+    "hdpview",
+    "identity",
+    "privtree",
+    "privbayes",
+    "mst",
+    "privtree-fanout",
+    "hdpview-authors",
+)
 Builder = Callable[[IntMatrix, NDArray[np.int64], tuple[int, ...], float, np.random.Generator], RangeView]
 
 
@@ -111,6 +134,7 @@ def builders(args: argparse.Namespace) -> dict[str, Builder]:
         "identity": Identity,
         "privtree": PrivTree,
         "privtree-fanout": PrivTreeFanout,
+        "hdpview-authors": partial(AuthorsHDPView, source=args.authors_code),
         "privbayes": partial(synth, model="privbayes"),
         "mst": partial(synth, model="mst"),
     }
@@ -187,6 +211,7 @@ def main() -> None:
     parser.add_argument("--synth-python", default=sys.executable, help="interpreter with dpmm installed")
     parser.add_argument("--synth-delta", type=float, default=1e-6)
     parser.add_argument("--synth-iters", type=int, default=500, help="dpmm's inference iterations")
+    parser.add_argument("--authors-code", help="src folder of a FumiyukiKato/HDPView checkout")
     args = parser.parse_args()
     datasets, names = args.datasets.split(","), args.workloads.split(",")
     methods = args.methods.split(",")

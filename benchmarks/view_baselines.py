@@ -16,12 +16,16 @@ interpreter that has dpmm installed (see ``bench_views.py`` for that environment
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
 import math
+import queue
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
-from typing import Protocol
+from types import ModuleType, SimpleNamespace
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -333,6 +337,78 @@ DPMM_MODELS = {
     "privbayes": ("dpmm.models.priv_bayes", "PrivBayesGM"),
     "mst": ("dpmm.models.mst", "MSTGM"),
 }
+
+
+class AuthorsHDPView:
+    """HDPView as its authors implemented it (github.com/FumiyukiKato/HDPView, ``src/hdpview.py``), run from a
+    checkout of that repository (``source``: its ``src`` folder; the code is theirs and stays outside
+    kakeibo) with the parameters of their experiments (``ratio`` 0.9, ``alpha`` 1.6, ``beta`` 1.2, ``gamma``
+    0.9), to cross-check ``kakeibo.views.hdpview``. Answers spread each block's noisy total evenly, as their
+    ``NoisedCountTable`` does (:func:`grouped_box_mass`).
+
+    Two shims let their code run here, neither changing what it computes: ``np.float`` (removed in numpy
+    1.24) is aliased to ``float``, and their ``multiprocessing`` pool is replaced by a sequential one (every
+    block draws from its own generator, seeded by the block's id and the run's seed, so the order of the
+    work does not matter).
+    """
+
+    def __init__(
+        self,
+        cells: IntMatrix,
+        counts: NDArray[np.int64],
+        sizes: tuple[int, ...],
+        epsilon: float,
+        rng: np.random.Generator,
+        *,
+        source: str,
+    ) -> None:
+        import pandas as pd
+
+        hdpview, count_table = _authors_modules(source)
+        names = [f"a{j}" for j in range(len(sizes))]
+        index = pd.MultiIndex.from_arrays([cells[:, j] for j in range(len(sizes))], names=names)
+        table = pd.DataFrame({"count": counts.astype(np.int64)}, index=index).sort_index()
+        block = count_table.CountTable.from_pd_count_table(table, list(sizes), names)
+        state = np.random.RandomState(int(rng.integers(2**31)))
+        view, results = hdpview.run(block, epsilon, 0.9, state, alpha=1.6, beta=1.2, gamma=0.9)
+        self.lows = np.array([[r.domain_dict[n][0] for n in names] for r in results], dtype=np.int64)
+        self.highs = np.array([[r.domain_dict[n][1] for n in names] for r in results], dtype=np.int64)
+        self.weights = np.array([b.size * b.value for b in view.blocks], dtype=np.float64)
+        self.sizes = sizes
+        self.size = len(results) * (2 * len(sizes) + 1)
+
+    def answer(self, lows: IntMatrix, highs: IntMatrix) -> FloatVector:
+        return grouped_box_mass(lows, highs, self.lows, self.highs, self.weights, self.sizes)
+
+
+class _Finished:
+    """What ``apply_async`` returns in the sequential pool: the result, computed already."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
+def _authors_modules(source: str) -> tuple[ModuleType, ModuleType]:
+    """The authors' ``hdpview`` and ``count_table`` modules from ``source``, with the shims of
+    :class:`AuthorsHDPView`."""
+    if not (Path(source) / "hdpview.py").is_file():
+        raise RuntimeError(
+            f"{source} has no hdpview.py: pass the src folder of a FumiyukiKato/HDPView checkout"
+        )
+    if not hasattr(np, "float"):
+        setattr(np, "float", float)  # noqa: B010 -- their code looks np.float up when it runs
+    if source not in sys.path:
+        sys.path.insert(0, source)
+    hdpview, count_table = importlib.import_module("hdpview"), importlib.import_module("count_table")
+    hdpview.multiprocessing = SimpleNamespace(
+        Manager=lambda: SimpleNamespace(Queue=queue.Queue),
+        Pool=lambda processes: SimpleNamespace(apply_async=lambda f, args: _Finished(f(*args))),
+        cpu_count=lambda: 2,
+    )
+    return hdpview, count_table
 
 
 class Synthetic:
