@@ -312,3 +312,29 @@ def test_reports_round_trip_and_the_server_refuses_what_no_client_sends() -> Non
 def test_bad_parameters_are_refused(make: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make()
+
+
+# --- calibration of the public-coin protocols ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
+def test_every_public_coin_report_is_calibrated_to_epsilon(epsilon: float) -> None:
+    """Hashtogram, Bitstogram, the succinct histogram and PrivateExpanderSketch each send one report through
+    a binary randomized response with keep probability ``p``: dyadic, ``ln(p / (1 - p)) <= epsilon`` checked
+    exactly, within 1e-4 of ``e^eps / (e^eps + 1)``; each protocol's stated loss is ``PureDP(epsilon)``."""
+    from kakeibo.ldp import PrivateExpanderSketch, SuccinctHistogram
+    from kakeibo.privacy import PureDP
+
+    ideal = math.exp(epsilon) / (math.exp(epsilon) + 1)
+    protocols = [
+        Hashtogram(epsilon=epsilon, bits=16),
+        Bitstogram(epsilon=epsilon, bits=16, k=1),
+        SuccinctHistogram(epsilon=epsilon, bits=16, k=1),
+        PrivateExpanderSketch(epsilon=epsilon, bits=16, k=1, buckets=4),
+    ]
+    for protocol in protocols:
+        assert protocol.privacy_loss == PureDP(epsilon)
+        coin = protocol.oracle if isinstance(protocol, Hashtogram) else getattr(protocol, "_oracle", None)
+        p = Fraction(coin.p_star) if coin is not None else Fraction(protocol.p)  # type: ignore[attr-defined]
+        assert p.denominator & (p.denominator - 1) == 0
+        assert math.log(p / (1 - p)) <= epsilon + 1e-12 and float(p) > ideal - 1e-4, type(protocol).__name__
