@@ -69,7 +69,7 @@ from ..mechanisms import Laplace
 from ..noise import RandomSource
 from .analyze import AnalyzedQuery
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
-from .plan import CONFIDENCE, NoisePlan, plan_query
+from .plan import CONFIDENCE, NoisePlan, check_epsilon, plan_query, refused_when_out_of_range
 from .rewrite import bound_histograms_sql
 from .truncation import DEFAULT_BOUND
 
@@ -423,6 +423,22 @@ class BoundChoice:
         """A sentence when the bias ``chosen`` implies exceeds the answer's noise (the accuracy warning of
         bounds chosen privately), else ``None``."""
         return _warning(self.answer_plan(chosen), chosen.bias_per_group)
+
+    def check(self) -> None:
+        """Refuse, before the draw, what would fail inside it (issue 29, R9: ``bounds_share=1e-300`` used to
+        fail there, charged): each histogram's and the answer's epsilon by the planner's rule, the
+        histograms' mechanisms, and the answer's plan at the widest candidates, which :meth:`decide` takes
+        when the histograms see nothing (every other choice has smaller limits, so smaller noise grids and
+        scales, which the samplers cover when they cover the widest)."""
+        check_epsilon(
+            self.histogram_epsilon / self.histograms,
+            "each bounds histogram's epsilon (bounds_share times epsilon, split over the histograms)",
+        )
+        check_epsilon(self.answer_epsilon, "the answer's epsilon (epsilon less its bounds_share)")
+        with refused_when_out_of_range():
+            self._mechanisms()
+        nothing_seen = np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((len(self.columns), 2 * len(POWERS) + 3))
+        self.answer_plan(self.decide(*nothing_seen))
 
     def provisional_answer(self) -> NoisePlan:
         """The plan of the answer at the provisional bounds (for ``explain``: its noise scales with the

@@ -111,7 +111,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
-from ..errors import Error
+from ..errors import ConfigurationError, Error
 from .correlation import CorrelationSpec
 from .truncation import DEFAULT_BASE, DEFAULT_BOUND
 
@@ -784,6 +784,31 @@ class Catalog:
         self.tables = FrozenMap(found)
         for table in found.values():
             self.chain(table.name)  # every chain of references is checked when the catalog loads
+            self._check_correlated(table)
+
+    def _check_correlated(self, table: TableSpec) -> None:
+        """Refuse, when the catalog loads, what only the R2T race or a view would use on a table whose
+        persons are correlated: both calibrate their noise for independent persons, so on such a table they
+        would release at the plain scale where seed 001's eq. 26 needs ``(1 + l*)`` times more (issue 29, R3
+        and R8). Queries and views refuse the same again, before any read."""
+        person = self.person(table.name)
+        if person is None or person.correlation is None:
+            return
+        if table.auto_truncation:
+            raise ConfigurationError(
+                f'table {table.name!r} races its limits (bound_selection = "race"), but the persons of table '
+                f"{person.name!r} are correlated and the race calibrates for independent persons; declare a "
+                "fixed max_rows_per_partition instead (COUNT, SUM and AVG are then calibrated to the "
+                "correlation)."
+            )
+        binned = sorted(name for name, column in table.columns.items() if column.bins is not None)
+        if table is person and binned:
+            raise ConfigurationError(
+                f"column {binned[0]!r} of table {table.name!r} declares the bins of a view, but views are "
+                "not built on a table whose persons are correlated (their noise is calibrated for "
+                "independent persons); drop bins and ask COUNT, SUM or AVG queries instead, which are "
+                "calibrated to the correlation."
+            )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> Catalog:

@@ -30,6 +30,8 @@ neighbour relation and the proofs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -43,11 +45,14 @@ from .quantiles import Buckets, QuantileEstimate, make_quantile
 from .truncation import Race, make_race
 
 __all__ = [
+    "EPSILON_RANGE",
     "NoisePlan",
     "Statistic",
+    "check_epsilon",
     "direct_statistic",
     "epsilon_for_accuracy",
     "plan_query",
+    "refused_when_out_of_range",
 ]
 
 #: the level of every released interval, and 1 - beta of the R2T race
@@ -55,6 +60,32 @@ CONFIDENCE = 0.95
 
 #: the epsilons a query may ask for: beyond them noise scales leave the exact samplers' range (or a float's)
 EPSILON_RANGE = (Fraction(1, 2**40), Fraction(2**40))
+
+
+def check_epsilon(epsilon: Fraction, what: str = "epsilon") -> Fraction:
+    """``epsilon`` when it lies in :data:`EPSILON_RANGE`, else :class:`QueryRefused`: the planner's rule for
+    every epsilon a release is built at (a query's, a view's, a share of either), checked before the draw
+    so that no parameter can make a release fail after its charge (issue 29, R9)."""
+    if not EPSILON_RANGE[0] <= epsilon <= EPSILON_RANGE[1]:
+        raise QueryRefused(f"{what} must lie between 2**-40 and 2**40, got {_shown(epsilon)}.")
+    return epsilon
+
+
+@contextmanager
+def refused_when_out_of_range() -> Iterator[None]:
+    """Turn a mechanism that cannot be built (its noise beyond the range of the exact samplers, or planning
+    arithmetic beyond a float's) into :class:`QueryRefused`. Every mechanism checks its range when it is
+    built, from public inputs only, so wrapping the planning step refuses such a release before its draw
+    instead of failing inside it, charged, or as a raw ``ValueError`` / ``OverflowError`` (issue 29, R9)."""
+    try:
+        yield
+    except QueryRefused:
+        raise
+    except (ValueError, OverflowError, ZeroDivisionError):
+        raise QueryRefused(
+            "the noise this release needs is beyond the range of kakeibo's exact samplers; raise epsilon, or "
+            "declare smaller limits and bounds."
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -194,10 +225,8 @@ def plan_query(
     """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta);
     ``quantile_limits`` gives the quantiles a kappa and an L0 of their own, at most the query's L0
     (:mod:`kakeibo.sql.bounds` chooses them)."""
-    eps = as_fraction(epsilon, "epsilon")
+    eps = check_epsilon(as_fraction(epsilon, "epsilon"))
     dlt = as_fraction(delta, "delta")
-    if not EPSILON_RANGE[0] <= eps <= EPSILON_RANGE[1]:
-        raise ValueError(f"epsilon must lie between 2**-40 and 2**40, got {_shown(eps)}.")
     if not 0 <= dlt < 1:
         raise ValueError(f"delta must lie in [0, 1), got {_shown(dlt)}.")
     person = query.person
@@ -228,53 +257,54 @@ def plan_query(
     released = len(needed)
     if selection and (USERS, None) not in needed:
         needed.append((USERS, None))  # computed by the engine for the selection, never noised
-    statistics = []
-    for index, (kind, column) in enumerate(needed):
-        spec = None if column is None else query.value(column).spec
-        per_group = kind.per_group(kappa, spec)
-        if correlation is not None:  # every group may move with a correlated user (its keys are public)
-            replace = _replace_sensitivity(kind.contribution(kappa, spec), bool(query.group_by), l0)
-            mechanism: Mechanism = Laplace(
-                sensitivity=replace * correlation.factor, epsilon=share, coordinates=len(public or ((),))
+    with refused_when_out_of_range():  # every mechanism checks its range when it is built
+        statistics = []
+        for index, (kind, column) in enumerate(needed):
+            spec = None if column is None else query.value(column).spec
+            per_group = kind.per_group(kappa, spec)
+            if correlation is not None:  # every group may move with a correlated user (its keys are public)
+                replace = _replace_sensitivity(kind.contribution(kappa, spec), bool(query.group_by), l0)
+                mechanism: Mechanism = Laplace(
+                    sensitivity=replace * correlation.factor, epsilon=share, coordinates=len(public or ((),))
+                )
+            elif kind.integer:
+                mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
+            else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
+                mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
+            race = None
+            if query.auto_truncation and kind is not USERS:
+                assert query.grain is not None
+                race = make_race(
+                    row_bound=1.0 if spec is None or kind.integer else float(spec.upper or 0),
+                    integer=kind.integer,
+                    max_rows=query.grain.max_rows_bound,
+                    base=query.grain.truncation_base,
+                    epsilon=share,
+                    max_partitions=l0,
+                    beta=1 - CONFIDENCE,
+                )
+                mechanism, per_group = race.mechanisms[-1], race.taus[-1]
+            statistics.append(
+                Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, index < released)
             )
-        elif kind.integer:
-            mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
-        else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
-            mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
-        race = None
-        if query.auto_truncation and kind is not USERS:
-            assert query.grain is not None
-            race = make_race(
-                row_bound=1.0 if spec is None or kind.integer else float(spec.upper or 0),
-                integer=kind.integer,
-                max_rows=query.grain.max_rows_bound,
-                base=query.grain.truncation_base,
-                epsilon=share,
-                max_partitions=l0,
-                beta=1 - CONFIDENCE,
+        partitions = PartitionSelection(epsilon=share, delta=dlt, max_partitions=l0) if selection else None
+        own = None  # the quantiles' own limits, L0 at most the query's
+        if quantile_limits is not None and quantile_aggregates:
+            own = (quantile_limits[0], min(quantile_limits[1], l0))
+        quantiles = []
+        for agg in quantile_aggregates:
+            assert agg.column is not None and agg.quantile is not None
+            spec = query.value(agg.column).spec  # the analyser refused unbounded columns
+            quantiles.append(
+                make_quantile(
+                    agg.alias,
+                    spec,
+                    agg.quantile,
+                    epsilon=share,
+                    kappa=kappa if own is None else own[0],
+                    max_partitions=l0 if own is None else own[1],
+                )
             )
-            mechanism, per_group = race.mechanisms[-1], race.taus[-1]
-        statistics.append(
-            Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, index < released)
-        )
-    partitions = PartitionSelection(epsilon=share, delta=dlt, max_partitions=l0) if selection else None
-    own = None  # the quantiles' own limits, L0 at most the query's
-    if quantile_limits is not None and quantile_aggregates:
-        own = (quantile_limits[0], min(quantile_limits[1], l0))
-    quantiles = []
-    for agg in quantile_aggregates:
-        assert agg.column is not None and agg.quantile is not None
-        spec = query.value(agg.column).spec  # the analyser refused unbounded columns
-        quantiles.append(
-            make_quantile(
-                agg.alias,
-                spec,
-                agg.quantile,
-                epsilon=share,
-                kappa=kappa if own is None else own[0],
-                max_partitions=l0 if own is None else own[1],
-            )
-        )
     return NoisePlan(
         query=query,
         epsilon=eps,
@@ -337,6 +367,12 @@ def _refuse_correlated(query: AnalyzedQuery, selection: bool) -> None:
     """Refuse what the Gaussian correlation model's calibration does not cover (see
     :mod:`kakeibo.sql.correlation`)."""
     name = query.table.name
+    if query.auto_truncation:  # the catalog refuses the declaration; this is the second line
+        raise QueryRefused(
+            f"the users of table {name} are correlated, and the R2T race's noise is calibrated for "
+            "independent persons only; declare a fixed max_rows_per_partition (the correlated calibration, "
+            "seed 001 eq. 26, then covers COUNT, SUM and AVG)."
+        )
     for agg in query.aggregates:
         if agg.function == "quantile":
             raise QueryRefused(

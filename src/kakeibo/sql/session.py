@@ -64,6 +64,7 @@ from .views import (
     ViewRelease,
     answer,
     build_view,
+    check_view_epsilon,
     over_table,
     parse_view_definition,
     read_view_query,
@@ -213,6 +214,8 @@ class Session:
         assert epsilon is not None
         plan = plan_query(analysed, epsilon=epsilon, delta=self._delta(delta))
         choice = bound_choice(analysed, plan, catalog)
+        if choice is not None:
+            choice.check()  # every share of epsilon by the planner's rules, before any read
         if choice is not None and accuracy is not None:
             raise QueryRefused(
                 "accuracy= needs an error that does not depend on the data, but this query chooses its "
@@ -344,6 +347,7 @@ class Session:
         loss = PureDP(epsilon)
         if not loss.epsilon > 0:
             raise QueryRefused("a view needs a positive epsilon.")
+        check_view_epsilon(definition, loss.epsilon, rows_per_person, parameters)
         settings = (loss.epsilon, rows_per_person, parameters)
         request_id = view_request_id(definition, (self.analyst, self.dataset, self.source), settings)
         existing = self.views().get(definition.name)

@@ -37,6 +37,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import product
 from typing import Any
 
@@ -48,8 +49,9 @@ from sqlglot import exp
 from ..accounting import Ledger, LedgerEntry
 from ..mechanisms import Laplace
 from ..privacy import PrivacyLoss
-from ..views.hdpview import HDPViewParameters, View, build
+from ..views.hdpview import Calibration, HDPViewParameters, View, build
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
+from .plan import check_epsilon, refused_when_out_of_range
 
 __all__ = [
     "DEFAULT_BINS",
@@ -60,6 +62,7 @@ __all__ = [
     "ViewRelease",
     "answer",
     "build_view",
+    "check_view_epsilon",
     "over_table",
     "parse_view_definition",
     "read_view_query",
@@ -98,6 +101,10 @@ class Axis:
 
     @classmethod
     def of(cls, spec: ColumnSpec, bins: int | None) -> Axis:
+        if spec.type not in ("int", "float", "str"):  # bin_sql and the stored axes hold numbers and text
+            raise QueryRefused(
+                f"a view holds int, float and str columns; {spec.name!r} is a {spec.type} column."
+            )
         if spec.public_values is not None:
             return cls(spec.name, spec.type, values=spec.public_values, bins=len(spec.public_values))
         if not spec.bounded or spec.type not in ("int", "float"):
@@ -206,6 +213,12 @@ def parse_view_definition(
             f"a view reads one sensitive table without references; {table.name!r} is "
             f"{'public' if table.public else 'joined to its persons through references'}."
         )
+    if table.correlation is not None:
+        raise QueryRefused(
+            f"the persons of table {table.name} are correlated and a view's noise is calibrated for "
+            "independent persons, so no view is built on it; ask COUNT, SUM or AVG of the table with sql() "
+            "instead, which are calibrated to the correlation."
+        )
     names = [column.name.lower() for column in tree.expressions]
     if len(set(names)) != len(names):
         raise QueryRefused("a view lists each column once.")
@@ -268,6 +281,30 @@ def view_counts_sql(definition: ViewDefinition, rows_per_person: int) -> str:
     )
 
 
+def check_view_epsilon(
+    definition: ViewDefinition,
+    epsilon: Fraction,
+    rows_per_person: int,
+    parameters: HDPViewParameters | None,
+) -> None:
+    """Refuse, before the draw, a view whose build would fail: the charged ``epsilon`` must satisfy the
+    planner's rule (:func:`~kakeibo.sql.plan.check_epsilon`), and every mechanism of the build at ``epsilon /
+    rows_per_person`` over the view's domain (:class:`~kakeibo.views.hdpview.Calibration`, which depends on
+    the axes only) must be within the exact samplers' range (issue 29, R9: ``epsilon=1e-30`` used to pass
+    these checks and fail inside the draw, charged)."""
+    check_epsilon(epsilon, "a view's epsilon")
+    volume = float(np.prod(np.array([axis.size for axis in definition.axes], np.float64)))
+    with refused_when_out_of_range():
+        Calibration.of(
+            _build_epsilon(float(epsilon), rows_per_person), volume, parameters or HDPViewParameters()
+        )
+
+
+def _build_epsilon(epsilon: float, rows_per_person: int) -> float:
+    """The epsilon the view is built at: group privacy over ``rows_per_person`` rows (module docstring)."""
+    return epsilon / rows_per_person
+
+
 def build_view(
     definition: ViewDefinition,
     counts: pa.Table,
@@ -288,7 +325,7 @@ def build_view(
         cells,
         counts.column("__n").to_numpy(zero_copy_only=False),
         tuple(axis.size for axis in definition.axes),
-        epsilon=epsilon / rows_per_person,
+        epsilon=_build_epsilon(epsilon, rows_per_person),
         parameters=parameters,
         rng=rng,
     )
