@@ -370,8 +370,8 @@ def _refuse_correlated(query: AnalyzedQuery, selection: bool) -> None:
     if query.auto_truncation:  # the catalog refuses the declaration; this is the second line
         raise QueryRefused(
             f"the users of table {name} are correlated, and the R2T race's noise is calibrated for "
-            "independent persons only; declare a fixed max_rows_per_partition (the correlated calibration, "
-            "seed 001 eq. 26, then covers COUNT, SUM and AVG)."
+            "independent persons only; declare a fixed max_rows_per_partition (COUNT, SUM and AVG are then "
+            "calibrated to the correlation)."
         )
     for agg in query.aggregates:
         if agg.function == "quantile":
