@@ -18,6 +18,11 @@ guarantee of :func:`~kakeibo.views.hdpview.build`) and is ``epsilon``-DP for the
 through :func:`kakeibo.release.run` like every other: one ledger entry, with the view stored beside it
 (:class:`ViewCodec`), so the view outlives the session and a repeated ``create_view`` is a free replay.
 
+Refused before any read (issue 29): a table whose persons are correlated (the build's noise is calibrated
+for independent persons, where seed 001's eq. 26 needs ``1 + l*`` times more; ask COUNT, SUM or AVG of the
+table instead), ``date`` and ``bool`` columns (the bins and the stored axes hold numbers and text), and an
+epsilon the build's mechanisms cannot be drawn at (:func:`check_view_epsilon`).
+
 A query over a view (:func:`answer`) is post-processing of that release, so it is never charged:
 ``SELECT [g, ...] COUNT(*) FROM v [WHERE ...] [GROUP BY g, ...]`` with conditions joined by AND, each a
 comparison of a view column with a literal (``=``, ``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``;
