@@ -55,6 +55,7 @@ from .bounds import BoundChoice, ChosenBounds, attach, attached, bound_choice, p
 from .catalog import Catalog, TableSpec
 from .derived import Derived, derived_bounds, derived_values
 from .plan import CONFIDENCE, NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
+from .region import constant_check_sql, declared_constants
 from .rewrite import bounded_sql, group_name, race_name
 from .shape import check_dialect
 from .views import (
@@ -163,6 +164,7 @@ class Session:
         self._checked_tables: set[str] = set()
         self._default_delta: Fraction | None = None
         self._checked_unique: set[tuple[str, str]] = set()
+        self._checked_constant: set[tuple[str, str]] = set()
         self._views: dict[str, StoredView] | None = None
         self._view_ids: dict[str, str] = {}
 
@@ -521,7 +523,8 @@ class Session:
 
     def _check_tables(self, plan: NoisePlan) -> None:
         """The engine's public facts the plan relies on: catalog types, declared-unique join keys (of public
-        tables, and the keys references lead to)."""
+        tables, and the keys references lead to), the columns declared constant per person that the charge's
+        region relies on."""
         query = plan.query
         for table in query.tables:
             self._check_types(table)
@@ -534,6 +537,9 @@ class Session:
                 target = self.catalog.table(reference.table)
                 if reference.table in names and reference.key != target.privacy_unit:
                     self._check_unique(target, reference.key)
+        region = self._region(plan)
+        for table, column in () if region is None else declared_constants(region, query):
+            self._check_constant(table, column)
 
     def _check_types(self, table: TableSpec) -> None:
         """Refuse a table whose engine column types differ from the catalog's (read from an empty result:
@@ -572,6 +578,21 @@ class Session:
                 "values of it; a join on it would repeat sensitive rows."
             )
         self._checked_unique.add((table.name, column))
+
+    def _check_constant(self, table: TableSpec, column: str) -> None:
+        """Refuse a WHERE region over a column declared ``user_constant`` that some person holds two values of
+        (:func:`~kakeibo.sql.region.constant_check_sql`): parallel composition would charge that person once
+        for queries they are in twice. As for :meth:`_check_unique`, the declaration is part of the schema the
+        neighbour relation ranges over, so whether it holds says nothing about one person."""
+        if (table.name, column) in self._checked_constant:
+            return
+        if self._execute(constant_check_sql(self.catalog, table, column)).num_rows:
+            raise CatalogMismatch(
+                f"the catalog declares {table.name}.{column} constant per person (user_constant), but a "
+                "person holds several values of it in the engine's table; a WHERE region over it would "
+                "charge that person once for queries that read them twice."
+            )
+        self._checked_constant.add((table.name, column))
 
     def _region(self, plan: NoisePlan) -> Box | None:
         if self.dataset is None:

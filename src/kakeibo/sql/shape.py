@@ -146,11 +146,13 @@ class AnalyzedQuery:
     * ``derived``: outputs computed from released aggregates (:mod:`kakeibo.sql.derived`); an aggregate
       they read that is not selected on its own is in ``aggregates`` but not in ``output`` (hidden).
     * ``where_box``: the region the WHERE clause selects, when it is a conjunction of comparisons of
-      numeric columns of the sensitive table with numeric literals (``<``, ``<=``, ``>``, ``>=``, ``=``,
+      numeric columns of sensitive tables with numeric literals (``<``, ``<=``, ``>``, ``>=``, ``=``,
       ``BETWEEN``), for parallel composition (see :mod:`kakeibo.accounting.overlap`): ``unit="record"``
-      for a row-level table, ``unit="user"`` when every column it constrains is constant per user (the
-      privacy unit itself counts as such); otherwise ``None``. ``None`` also when there is no WHERE
-      clause (the query covers the whole table) or the conjunction selects nothing.
+      for a row-level table (each row is a person), ``unit="user"`` when the rows belong to a person and
+      every column it constrains is constant per person: one that holds the person's key, or one declared
+      ``user_constant`` (which the session checks against the engine); otherwise ``None``
+      (:mod:`kakeibo.sql.region`). ``None`` also when there is no WHERE clause (the query covers the whole
+      table) or the conjunction selects nothing.
     """
 
     sql: str
