@@ -17,6 +17,11 @@ wildcard-heavy LIKE patterns of issue 15 (G2) take on each world, side by side.
 Usage (from the repository root)::
 
     .venv/bin/python benchmarks/fuzz_neighbours.py --examples 500 --engines duckdb,postgres,spark
+    .venv/bin/python benchmarks/fuzz_neighbours.py --grammar numbers --examples 3000 --no-timing \
+        --engines duckdb,postgres,spark
+
+``--grammar numbers`` draws ``adversarial_harness.numeric_query`` calls instead (independent seeded draws of
+aggregates over columns and expressions at the flush and overflow edges, with extreme ``bounds=``; issue 29).
 
 PostgreSQL is started as a throwaway server (the test suite's ``postgres_server`` fixture, run outside
 pytest); Spark runs in local mode (``local[2]``). The run is reproducible (hypothesis derandomised) unless
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import random
 import sys
 import tempfile
 import time
@@ -92,32 +98,28 @@ def _resources(engines: list[str]) -> Iterator[dict[str, Any]]:
         yield resources
 
 
-def fuzz(worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path, timeout: float) -> Tally:
+def fuzz(
+    worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path, timeout: float, grammar: str
+) -> Tally:
+    """Run ``examples`` calls of ``grammar`` on both worlds: ``queries`` (hypothesis, derandomised unless
+    ``seed``) or ``numbers`` (``harness.numeric_query`` of ``random.Random(seed + i)``, ``seed`` 0 by
+    default: the draws ``tests/test_adversarial_fuzz.py`` starts with)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
 
     tally = Tally(worlds.engine)
-    seen: set[harness.Drawn] = set()
+    seen: set[str] = set()
     start = time.perf_counter()
 
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        derandomize=seed is None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(harness.queries())
-    def run(drawn: harness.Drawn) -> None:
-        if drawn in seen:
+    def check(drawn: harness.Drawn) -> None:
+        key = repr(drawn)
+        if key in seen:
             return
-        seen.add(drawn)
-        query, epsilon = drawn.query, drawn.epsilon
+        seen.add(key)
         outcomes, problems = harness.compare(
             worlds,
-            query,
-            epsilon,
+            drawn.query,
+            drawn.epsilon,
             ledger_dir=ledgers,
             timeout=timeout if worlds.engine == "spark" else None,
             **drawn.options(),
@@ -131,9 +133,26 @@ def fuzz(worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path,
         if problems:
             tally.mismatches.append((drawn, problems, outcomes))
 
-    if seed is not None:
-        run = hypothesis_seed(seed)(run)
-    run()
+    if grammar == "numbers":
+        for i in range(examples):
+            check(harness.numeric_query(random.Random((seed or 0) + i)))
+    else:
+
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            database=None,
+            derandomize=seed is None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(harness.queries())
+        def run(drawn: harness.Drawn) -> None:
+            check(drawn)
+
+        if seed is not None:
+            run = hypothesis_seed(seed)(run)
+        run()
     tally.seconds = time.perf_counter() - start
     return tally
 
@@ -166,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engines", default="duckdb", help="comma-separated: duckdb,postgres,spark (default duckdb)"
     )
+    parser.add_argument(
+        "--grammar",
+        choices=("queries", "numbers"),
+        default="queries",
+        help="queries: the analyser's whole grammar (hypothesis); numbers: numeric_query's independent draws",
+    )
     parser.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: derandomised)")
     parser.add_argument("--show", type=int, default=5, help="mismatching queries to print per engine")
     parser.add_argument("--no-timing", action="store_true", help="skip the latency table")
@@ -184,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         ledgers = Path(tmp)
         for worlds in harness.iter_engine_worlds(tuple(engines), **resources):
             print(f"fuzzing {worlds.engine} with {args.examples} examples ...", file=sys.stderr, flush=True)
-            tallies.append(fuzz(worlds, args.examples, args.seed, ledgers, args.timeout))
+            tallies.append(fuzz(worlds, args.examples, args.seed, ledgers, args.timeout, args.grammar))
             if not args.no_timing:
                 timings.extend(timing(worlds, ledgers, args.timeout))
 

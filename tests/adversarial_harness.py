@@ -36,6 +36,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import random
 import re
 import struct
 import tempfile
@@ -73,6 +74,7 @@ __all__ = [
     "duckdb_worlds",
     "mismatch",
     "neighbour_outcomes",
+    "numeric_query",
     "outcome",
     "postgres_worlds",
     "public_texts",
@@ -120,10 +122,10 @@ x = { type = "float", lower = 0, upper = 1 }
 [tables.dim]
 public = true
 [tables.dim.columns]
-category = { type = "str" }
-k = { type = "int" }
-label = { type = "str" }
-weight = { type = "float" }
+category = { type = "str", unique = true }
+k = { type = "int", unique = true }
+label = { type = "str", unique = true }
+weight = { type = "float", unique = true }
 
 [tables.people]
 [tables.people.columns]
@@ -396,13 +398,15 @@ def outcome(
     timeout: float | None = None,
     dialect: str | None = None,
     nonnegative: bool = False,
+    bounds: Mapping[str, object] | None = None,
 ) -> Outcome:
     """Run ``session.sql(query, epsilon=epsilon)`` on one world with a fresh ledger and record it.
 
     ``rng_seed=None`` uses the secure default generator; otherwise both worlds draw from
     ``numpy.random.default_rng(rng_seed)``. ``timeout`` (Spark only) cancels the engine's jobs when the call
     outruns it; the outcome then has ``timed_out`` set (and the call's own error). ``dialect`` and
-    ``nonnegative`` are passed to ``session.sql`` as they are.
+    ``nonnegative`` are passed to ``session.sql`` as they are, and so is ``bounds`` (the analyst's override of
+    limits and column bounds) when given.
     """
     directory = Path(ledger_dir) if ledger_dir is not None else Path(tempfile.mkdtemp(prefix="kakeibo-adv-"))
     path = directory / f"ledger-{world}-{next(_ledger_counter)}.sqlite"
@@ -411,6 +415,8 @@ def outcome(
     kwargs: dict[str, Any] = {"epsilon": epsilon, "dialect": dialect, "nonnegative": nonnegative}
     if delta is not None:
         kwargs["delta"] = delta
+    if bounds is not None:
+        kwargs["bounds"] = bounds
     if rng_seed is not None:
         kwargs["rng"] = np.random.default_rng(rng_seed)
     timer = None
@@ -747,6 +753,63 @@ SYNONYM_TEMPLATES = (
     "APPROX_QUANTILE({c}, 0.9)",
     "PERCENTILE_CONT(0.25) WITHIN GROUP (ORDER BY {c})",
 )
+#: what aggregates read (:mod:`kakeibo.sql.values`): arithmetic and CASE over bounded columns (``{c}``,
+#: ``{d}``), literals at the edges of the flush and the double range (``{n}``), a drawn condition (``{w}``),
+#: and chains of literals whose quotient lands next to TINY = 1e-100 (issue 29, R1)
+VALUE_TEMPLATES = (
+    "{c} * {d}",
+    "{c} * {n}",
+    "{c} / {n}",
+    "({c} - {n}) * ({d} + {n})",
+    "{c} / ({d} + 1)",
+    "{c} * {n} * {n}",
+    "-{c} * {d} / 3",
+    "CASE WHEN {w} THEN {c} ELSE {n} END",
+    "CASE WHEN {w} THEN {c} * {n} ELSE {d} / {n} END",
+    "{n} / (CASE WHEN {w} THEN {q} ELSE 1 END)",
+    "{c} / ({q})",
+    "{c} + {q}",
+)
+#: literals inside aggregated expressions
+VALUE_LITERALS = (
+    "0",
+    "1",
+    "-2.5",
+    "1e-60",
+    "1e-99",
+    "1e-100",
+    "1.0000000000000001e-100",
+    "9.999999999999999e-101",
+    "1e99",
+    "1e100",
+    "5e-324",
+    "1e308",
+)
+#: literal-only divisors whose value lies within an ulp of TINY, the way an engine and a reciprocal differ
+QUOTIENT_CHAINS = (
+    "3.1235316588560124e-31 / 4.156973258475554e+36 / 7.513956584848165e+32",
+    "1e-50 / 1e50",
+    "1e-50 / 1.0000000000000002e50",
+    "2e-100 / 2",
+    "1e-100 * 1",
+)
+#: clamping bounds an analyst may pass as ``bounds=`` (issue 29, R5 and R6): pairs of zero, subnormal and
+#: tiny widths, at the flush and overflow edges, and non-finite; drawn as given or from ``BOUND_VALUES``
+BOUND_PAIRS = (
+    (0, 5e-324),
+    (5e-324, 5e-324),
+    (0, 1e-300),
+    (-1e-300, 1e-300),
+    (0, 1e-100),
+    (1e308, 1.7e308),
+    (-1.7e308, 1.7e308),
+    (0, 1e160),
+    (-1e100, 1e100),
+    (1e100, 1e100),
+    (0, math.inf),
+    (math.nan, 1),
+)
+BOUND_VALUES = (0, 1, 100, -100, 5e-324, -5e-324, 1e-100, 1e-300, 1e100, 1e160, 1e308, -1e308)
 #: constants and scalar functions of no column in the select list; the nondeterministic ones are refused
 CONSTANTS = ("3", "'label'", "PI()", "1e308", "NULL", "RANDOM()", "NOW()")
 #: dialects a query is read in (mostly DuckDB's, whose text the grammar writes; T-SQL adds ``TOP n``)
@@ -761,10 +824,11 @@ class Drawn:
     epsilon: object
     dialect: str
     nonnegative: bool
+    bounds: dict[str, object] | None = None
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`compare` beside the query and epsilon."""
-        return {"dialect": self.dialect, "nonnegative": self.nonnegative}
+        return {"dialect": self.dialect, "nonnegative": self.nonnegative, "bounds": self.bounds}
 
 
 def queries() -> Any:
@@ -780,6 +844,9 @@ def queries() -> Any:
 
     The select list may hold keys alone (a key release by partition selection), written as a GROUP BY or as
     ``SELECT DISTINCT``; each call is read in a drawn dialect and may ask for ``nonnegative`` clamping.
+    Aggregates read columns or expressions (``VALUE_TEMPLATES``: arithmetic and CASE with the literals at
+    the edges of the flush and of the double range); a quarter of the calls pass ``bounds=`` with limits and
+    column bounds drawn from ``BOUND_VALUES`` (zero, subnormal, tiny and overflowing widths, non-finite).
     """
     from hypothesis import strategies as st
 
@@ -854,8 +921,20 @@ def queries() -> Any:
             predicate(prefix, 1).map(lambda c: f"CASE WHEN {c} THEN 'in' ELSE 'out' END"),
         )
         keys = draw(st.lists(key, max_size=1 if len(groups) < 2 else 0))
+        value = st.builds(
+            lambda t, c, d, n, w, q: t.format(c=c, d=d, n=n, w=w, q=q),
+            st.sampled_from(VALUE_TEMPLATES),
+            st.sampled_from(BOUNDED_COLUMNS).map(lambda c: prefix + c),
+            st.sampled_from(BOUNDED_COLUMNS).map(lambda c: prefix + c),
+            st.sampled_from(VALUE_LITERALS),
+            predicate(prefix, 0),
+            st.sampled_from(QUOTIENT_CHAINS),
+        )
         aggregate = st.one_of(
             st.just("COUNT(*)"),
+            st.tuples(st.sampled_from(("SUM", "AVG", "COUNT", "VARIANCE", "MEDIAN")), value).map(
+                lambda t: f"{t[0]}({t[1]})"
+            ),
             st.just("COUNT(DISTINCT user_id)"),
             st.sampled_from(TEXT_COLUMNS + BOUNDED_COLUMNS).map(lambda c: f"COUNT({prefix}{c})"),
             st.tuples(st.sampled_from(("SUM", "AVG", "MEDIAN")), st.sampled_from(BOUNDED_COLUMNS)).map(
@@ -874,6 +953,25 @@ def queries() -> Any:
             if keys_alone
             else draw(st.lists(st.one_of(aggregate, aggregate, derived), min_size=1, max_size=3))
         )
+        bounds: dict[str, object] | None = None
+        if draw(st.integers(0, 3)) == 0:  # the analyst's own limits and bounds, extreme ones included
+            bounds = {}
+            for column in draw(st.lists(st.sampled_from(BOUNDED_COLUMNS), max_size=2, unique=True)):
+                pair = draw(
+                    st.one_of(
+                        st.sampled_from(BOUND_PAIRS),
+                        st.lists(st.sampled_from(BOUND_VALUES), min_size=2, max_size=2).map(sorted),
+                        st.just("auto"),
+                    )
+                )
+                bounds[column] = pair if pair == "auto" else tuple(pair)
+            for limit in ("max_rows_per_partition", "max_partitions"):
+                if draw(st.booleans()):
+                    bounds[limit] = draw(st.sampled_from((1, 2, 1000)))
+        for column in [] if keys_alone or bounds is None else [c for c in bounds if c in BOUNDED_COLUMNS]:
+            # the bounded column read as the override means it (quantiles read the bucket width)
+            function = draw(st.sampled_from(("SUM", "MEDIAN", "COUNT", "VARIANCE", "AVG", "MAX")))
+            aggregates.append(f"{function}({prefix}{column})")
         constants = draw(st.lists(st.sampled_from(CONSTANTS), max_size=0 if keys_alone else 1))
         aliases = [f"a{i}" for i in range(len(aggregates))]
         select = [("" if "." in g else prefix) + g for g in groups]
@@ -889,8 +987,11 @@ def queries() -> Any:
             sql += " JOIN dim USING (category)"
         elif join == "on":
             sql += " JOIN dim ON visits.category = dim.category"
-        where = draw(st.integers(0, 5))
-        if where in (1, 2):  # about the target alone: the membership oracles of issue 15
+        # the analyst's bounds are about the target most often: rows of the base world alone fail alike
+        where = draw(st.integers(0, 5)) if bounds is None else draw(st.sampled_from((1, 2, 3)))
+        if where == 1:  # the target's rows alone: whatever fails for them fails in one world only
+            sql += f" WHERE {prefix}user_id = {TARGET_ID}"
+        elif where == 2:  # about the target alone: the membership oracles of issue 15
             sql += f" WHERE {prefix}user_id = {TARGET_ID} AND {draw(predicate(prefix))}"
         elif where > 2:
             sql += f" WHERE {draw(predicate(prefix))}"
@@ -910,6 +1011,78 @@ def queries() -> Any:
             sql += " ORDER BY " + ", ".join(f"{c} {draw(st.sampled_from(('ASC', 'DESC')))}" for c in order)
         if limit and not top:
             sql += f" LIMIT {limit}"
-        return Drawn(sql, draw(st.sampled_from(EPSILONS)), dialect, draw(st.booleans()))
+        return Drawn(sql, draw(st.sampled_from(EPSILONS)), dialect, draw(st.booleans()), bounds)
 
     return query()
+
+
+#: the aggregates of :func:`numeric_queries`, ``{v}`` a column or an expression over columns
+NUMERIC_AGGREGATES = (
+    "SUM({v})",
+    "AVG({v})",
+    "COUNT({v})",
+    "VARIANCE({v})",
+    "STDDEV({v})",
+    "MEDIAN({v})",
+    "MIN({v})",
+    "MAX({v})",
+    "QUANTILE_CONT({v}, 0.9)",
+)
+
+
+def numeric_query(rng: random.Random) -> Drawn:
+    """One call drawn from ``rng`` aimed at what the engine computes with numbers (issue 29): aggregates of
+    the bounded columns and of expressions over them (``VALUE_TEMPLATES``), most often over the target's
+    rows alone, with the analyst's ``bounds=`` (``BOUND_PAIRS``, pairs of ``BOUND_VALUES``, ``"auto"``, and
+    limits) on the columns they read::
+
+        SELECT [category,] <1-3 aggregates of columns or expressions> FROM visits
+        [WHERE user_id = 999999 [AND <column> <op> <literal>]] [GROUP BY category]
+
+    Where :func:`queries` covers the analyser's whole grammar through ``hypothesis`` (which explores by
+    mutating what it drew before), these calls are independent draws, so a few hundred of them reach the
+    statement's arithmetic (bucket widths, flushes, products, divisions, per-person sums) in many
+    combinations."""
+
+    def condition() -> str:
+        column = rng.choice(BOUNDED_COLUMNS)
+        return f"{column} {rng.choice(('=', '<', '<=', '>', '>=', '<>'))} {rng.choice(NUMERIC_LITERALS)}"
+
+    def value(column: str) -> str:
+        if rng.random() < 2 / 3:
+            return column
+        return rng.choice(VALUE_TEMPLATES).format(
+            c=column,
+            d=rng.choice(BOUNDED_COLUMNS),
+            n=rng.choice(VALUE_LITERALS),
+            w=condition(),
+            q=rng.choice(QUOTIENT_CHAINS),
+        )
+
+    columns = [rng.choice(BOUNDED_COLUMNS) for _ in range(rng.randint(1, 3))]
+    aggregates = [rng.choice(NUMERIC_AGGREGATES).format(v=value(c)) for c in columns]
+    grouped = rng.random() < 1 / 4
+    select = (["category"] if grouped else []) + [f"{a} AS a{i}" for i, a in enumerate(aggregates)]
+    sql = f"SELECT {', '.join(select)} FROM visits"
+    where = rng.randrange(4)
+    if where in (0, 1):
+        sql += f" WHERE user_id = {TARGET_ID}"
+    if where == 1:
+        sql += f" AND {condition()}"
+    if grouped:
+        sql += " GROUP BY category"
+    bounds: dict[str, object] | None = None
+    if rng.random() < 4 / 5:
+        bounds = {}
+        for column in sorted(set(columns)):
+            kind = rng.randrange(5)
+            if kind == 1:
+                bounds[column] = "auto"
+            elif kind == 2:
+                bounds[column] = tuple(sorted(rng.choice(BOUND_VALUES) for _ in range(2)))
+            elif kind > 2:
+                bounds[column] = rng.choice(BOUND_PAIRS)
+        for limit in ("max_rows_per_partition", "max_partitions"):
+            if rng.random() < 1 / 3:
+                bounds[limit] = rng.choice((1, 2, 1000))
+    return Drawn(sql, rng.choice(EPSILONS), "duckdb", rng.random() < 1 / 2, bounds)

@@ -572,7 +572,10 @@ def _value_bounds(
         clipped_mass += float(excess[best])
     mass = kept * float((sides[0] * magnitude).sum() + (sides[1] * magnitude).sum())
     low = -ends[1] if ends[1] > 0 else 0.0
-    return (low, ends[0]), clipped_mass / mass if mass > 0 else 0.0, clipped_mass
+    # only zeros seen: [0, 0] would give the sums no sensitivity, which no noise is calibrated to (the plan
+    # would fail inside the draw); the least candidate above 0 clamps the unseen values as little as any
+    high = ends[0] if ends[0] > 0 or low < 0 else float(candidates[0])
+    return (low, high), clipped_mass / mass if mass > 0 else 0.0, clipped_mass
 
 
 def _resolve(

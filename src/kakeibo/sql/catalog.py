@@ -121,6 +121,8 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 __all__ = [
+    "HUGE",
+    "TINY",
     "Catalog",
     "ColumnSpec",
     "ColumnType",
@@ -138,6 +140,15 @@ _NUMERIC = ("int", "float")
 
 #: the share of a query's epsilon spent choosing its "auto" limits and column bounds (:mod:`.bounds`)
 DEFAULT_SHARE = 0.1
+
+#: The magnitudes kakeibo's statements compute with. Every value an aggregate reads is clamped into its
+#: bounds and then *flushed*: a magnitude below ``TINY`` becomes exactly 0. So every clamping bound is 0 or
+#: of magnitude in ``[TINY, HUGE]`` (checked here, for the catalog's bounds, an analyst's ``bounds=`` and
+#: an expression's derived bounds alike), and then no product, quotient, square or per-person sum the
+#: statement computes can leave the double range or underflow to 0 (PostgreSQL fails on both):
+#: :mod:`kakeibo.sql.values` gives the argument.
+TINY = 1e-100
+HUGE = 1e100
 
 _V = TypeVar("_V")
 
@@ -297,6 +308,12 @@ class ColumnSpec:
                 raise ValueError(
                     f"column {name!r} has lower bound {self.lower} above its upper bound {self.upper}."
                 )
+            for side, bound in zip(("lower", "upper"), bounds, strict=True):
+                if bound != 0 and not TINY <= abs(bound) <= HUGE:
+                    raise ValueError(
+                        f"the {side} bound of column {name!r} must be 0 or of magnitude between 1e-100 and "
+                        f"1e100 (kakeibo computes with it in the engine), got {bound!r}."
+                    )
             object.__setattr__(self, "lower", bounds[0])
             object.__setattr__(self, "upper", bounds[1])
         if self.bins is not None:

@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 from ..mechanisms import Exponential
 from ..noise.source import RandomSource
 from .catalog import ColumnSpec
+from .predicates import double_text
 
 __all__ = ["DEFAULT_BUCKETS", "Buckets", "QuantileEstimate", "make_quantile"]
 
@@ -80,9 +81,20 @@ class Buckets:
         return cls(lower, upper, count, (upper - lower) / count, False)
 
     def sql(self, value: str) -> str:
-        """The engine expression of a clamped value's bucket index, in ``0 .. count - 1``."""
-        index = f"CAST(FLOOR(({value} - {self.lower!r}) / {self.step!r}) AS BIGINT)"
-        return f"LEAST(GREATEST({index}, 0), {self.count - 1})"
+        """The engine expression of a clamped value's bucket index, in ``0 .. count - 1`` (NULL for NULL).
+
+        Total by construction: the value and the bounds are 0 or of magnitude in ``[TINY, HUGE]``
+        (:mod:`kakeibo.sql.values`), so the offset ``d`` from the lower bound is finite and ``step`` (a
+        1024th of a width that is a non-zero multiple of 2^-385, or a whole number) is a positive normal
+        double. Offsets below one step and from the last bucket's start on are placed by comparisons; only
+        ``1 <= d / step < count`` is divided (no underflow, which PostgreSQL raises on) and cast (it fits).
+        """
+        offset = f"({value} - {double_text(self.lower)})"
+        step, last = double_text(self.step), self.count - 1
+        return (
+            f"CASE WHEN {offset} < {step} THEN 0 WHEN {offset} >= {double_text(self.step * last)} "
+            f"THEN {last} ELSE CAST(FLOOR({offset} / {step}) AS BIGINT) END"
+        )
 
     def edges(self, index: NDArray[np.int64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The smallest and largest value bucket ``index`` holds (its closed range)."""

@@ -3,9 +3,12 @@
 The statement (DuckDB dialect, translated by sqlglot for the other engines) has these steps:
 
 1. ``filtered``: the analyst's WHERE, the public-key filter, and each value column clamped to its catalog
-   bounds (``LEAST(GREATEST(x, lower), upper)``; NULL stays NULL, so COUNT(x) and AVG(x) skip it). A column
-   that is only counted and is not numeric becomes 1 or NULL: casting text to a number would fail on some
-   values, and an engine error is a free answer about the rows.
+   bounds (``LEAST(GREATEST(x, lower), upper)``; NULL stays NULL, so COUNT(x) and AVG(x) skip it) and
+   flushed to 0 below ``TINY`` (:func:`kakeibo.sql.values.clamped_sql`: the magnitudes that keep every
+   later product, square and per-person sum total, :mod:`kakeibo.sql.values`). A column that is only
+   counted (text, dates, bools, numbers without bounds) becomes 1 or NULL: casting text to a number would
+   fail on some values, summing unbounded doubles can overflow, and an engine error is a free answer about
+   the rows.
 2. ``per_key``: pre-aggregation per (user, group): rows, non-null counts and sums of clamped values, and
    a random number ``r``; ``ranked`` numbers each user's groups in that random order
    (``ROW_NUMBER() OVER (PARTITION BY user ORDER BY r)``: engines refuse a volatile window order).
@@ -43,6 +46,7 @@ from sqlglot import exp
 from .aggregates import Operands, Weights
 from .plan import NoisePlan
 from .predicates import double_text
+from .values import clamped_sql
 
 __all__ = ["bound_histograms_sql", "bounded_sql", "bucket_name", "group_name", "per_person_sql", "race_name"]
 
@@ -182,18 +186,15 @@ def _filtered(plan: NoisePlan, clamp: bool = True) -> tuple[str, list[str], list
     for col in value_columns:
         read = query.value(col)
         spec, computed = read.spec, read.sql.sql("duckdb")
-        if spec.type not in (
-            "int",
-            "float",
-        ):  # COUNT(col) of text, dates, bools: never cast, only NULL-tested
-            clamped.append(
-                f"CASE WHEN {computed} IS NULL THEN NULL ELSE CAST(1 AS DOUBLE) END AS {_q('__v_' + col)}"
-            )
-            continue
-        value = f"CAST({computed} AS DOUBLE)"
-        if spec.bounded and (clamp or not spec.auto_bounds):  # GREATEST and LEAST skip NULLs: keep them
-            clamped_value = f"LEAST(GREATEST({value}, {spec.lower!r}), {spec.upper!r})"
-            value = f"CASE WHEN {value} IS NULL THEN NULL ELSE {clamped_value} END"
+        numeric = spec.type in ("int", "float")
+        if numeric and spec.auto_bounds and not clamp:  # binned by comparisons only (bound_histograms_sql)
+            value = f"CAST({computed} AS DOUBLE)"
+        elif numeric and spec.lower is not None and spec.upper is not None:
+            # an expression is flushed already (kakeibo.sql.values), and so stays within bounds that are
+            # 0 or at least TINY in magnitude
+            value = clamped_sql(computed, spec.lower, spec.upper, flush=not read.text)
+        else:  # only counted (COUNT(col) of text, dates, bools, unbounded numbers): never cast or summed
+            value = f"CASE WHEN {computed} IS NULL THEN NULL ELSE CAST(1 AS DOUBLE) END"
         clamped.append(f"{value} AS {_q('__v_' + col)}")
         if col in plan.histogram_columns:
             clamped.append(f"{plan.buckets(col).sql(value)} AS {_q(bucket_name(col))}")

@@ -9,19 +9,31 @@ engine computes the expression on each column clamped to its bounds and clamps t
 bounds too, so the bound holds whatever the floating-point rounding of the engine.
 
 An expression is *total* like a WHERE condition (:mod:`kakeibo.sql.predicates`): no row may make the engine
-fail, since an error answers a question about that row for free. Everything is computed in DOUBLE (an int
-column is cast, so no integer division and no integer overflow), and:
+fail, since an error answers a question about that row for free, however little the error costs. Totality
+holds *by construction*, whatever the interval arithmetic concludes; the analysis is the second line, which
+refuses what would be meaningless (a divisor that can be 0, a value beyond ``HUGE``). Everything is computed
+in DOUBLE (an int column is cast, so no integer division and no integer overflow), and:
 
-* a divisor's interval must stay away from 0 (beyond ``TINY``), or the division is refused;
-* PostgreSQL raises an error when a product or quotient of non-zero doubles rounds to 0 (and on overflow),
-  where DuckDB and Spark round; so every column, literal, product and quotient is *flushed*: a magnitude
-  below ``TINY = 1e-100`` becomes exactly 0, and every bound must stay within ``HUGE = 1e100``. Why sums need
-  no flush: every flushed non-zero value is a double of magnitude at least 1e-100 > 2^-333, hence a multiple
-  of 2^-385, and so is every sum or difference of such values (exactly, since doubles below 2^-333 that are
-  multiples of 2^-385 are representable); a non-zero one is at least 2^-385 (about 1.6e-116) in size. A
-  product of two such operands is then at least 2.6e-232 and a quotient at least 1.6e-216 (divisors are
-  within 1e100): never 0, so no engine can fail on it. At most ``MAX_PRODUCTS`` products and quotients per
-  aggregate, since each flush writes its operand twice;
+* PostgreSQL raises an error when a product or quotient of non-zero doubles rounds to 0, and on overflow,
+  where DuckDB and Spark round; Spark in ANSI mode and PostgreSQL raise on a division by 0. So every column
+  is clamped into its bounds, which are 0 or of magnitude in ``[TINY, HUGE]`` (:class:`ColumnSpec` checks
+  that), and *flushed* (a magnitude below ``TINY = 1e-100`` becomes exactly 0); every product and quotient
+  is flushed and clamped into ``[-HUGE, HUGE]`` (``HUGE = 1e100``) in the engine; every divisor is written
+  ``NULLIF(d, 0)``, so a 0 the analysis did not foresee gives NULL, never an error. Why nothing can then
+  fail: a flushed non-zero value has magnitude at least 1e-100 > 2^-333, hence is a multiple of 2^-385, and
+  so is every sum or difference of such values (exactly, since doubles below 2^-333 that are multiples of
+  2^-385 are representable); a non-zero one is at least 2^-385 (about 1.6e-116) in size. Sums of ``k``
+  operands stay within ``k HUGE``. So a product is at least 2^-770 (about 2.6e-232) and at most ``k^2
+  HUGE^2``, a quotient at least 2^-385 / (k HUGE) and at most ``k HUGE 2^385``: never 0, never beyond the
+  double range, for any ``k`` an analyst can write. At most ``MAX_PRODUCTS`` products and quotients per
+  aggregate, since each bound writes its operand three times (the engine's expression grows as 3 to the
+  power of their nesting);
+* sub-expressions of literals only are folded in Python, by the same rules, into one literal: the engine
+  never computes a number kakeibo's analysis did not compute itself (an engine's quotient of two literals
+  once differed from the analysis's by an ulp across ``TINY``, which decided between a value and an error);
+* the interval arithmetic rounds outward: an end whose double is not the exact result is moved one ulp
+  away from the interval (IEEE rounding to nearest is within half an ulp), then flushed and clamped as the
+  engine's value is;
 * CASE conditions follow WHERE's rules (total comparisons of columns with literals);
 * a column must have clamping bounds (an unbounded column makes the expression unbounded), and identifiers
   of people (the privacy unit, a column that references another table) are refused.
@@ -32,33 +44,37 @@ The module docstring of :mod:`kakeibo.sql.aggregate_calls` says where expression
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any
 
 from sqlglot import exp
 
-from .catalog import ColumnSpec, QueryRefused
+from .catalog import HUGE, TINY, ColumnSpec, QueryRefused
 from .predicates import double_text, numeric_literal, strip
 from .shape import ValueColumn
 from .tables import ColumnRef, Tables, sql_text
 
 __all__ = ["HUGE", "MAX_PRODUCTS", "TINY", "Values"]
 
-#: magnitudes below this become exactly 0 in an expression (PostgreSQL fails on double underflow)
-TINY = 1e-100
-#: the largest magnitude an expression's bounds may reach (products of two stay far from overflow)
-HUGE = 1e100
-#: the most products and quotients one aggregate argument may hold: each flush writes its operand twice, so
-#: the engine's expression grows as 2 to the power of their nesting
+#: the most products and quotients one aggregate argument may hold: each bound writes its operand three
+#: times, so the engine's expression grows as 3 to the power of their nesting
 MAX_PRODUCTS = 4
 
 
 @dataclass(frozen=True)
 class _Interval:
-    """An expression for the engine and the interval its value lies in (``None`` ends: only NULL)."""
+    """An expression for the engine and the interval its value lies in (infinite ends: only NULL).
+    ``constant`` is its value when it is a literal; ``bounded``: the engine's value is 0 or of magnitude in
+    ``[TINY, HUGE]`` (columns, literals, products and quotients; not sums)."""
 
     sql: exp.Expression
     low: float
     high: float
+    constant: float | None = None
+    bounded: bool = True
 
 
 class Values:
@@ -83,9 +99,10 @@ class Values:
         interval = _Reader(self.tables, text).read(node)
         if not (math.isfinite(interval.low) and math.isfinite(interval.high)):
             raise QueryRefused(f"{text}: the expression is NULL on every row; aggregate a value.")
-        spec = ColumnSpec("expr", "float", lower=interval.low, upper=interval.high)
+        sql = interval.sql if interval.bounded else _bound(interval.sql)
+        spec = ColumnSpec("expr", "float", lower=_flushed(interval.low), upper=_flushed(interval.high))
         names = tuple(f"expr{i}" for i in range(1, len(self.values) + 2))
-        return self._add(names, spec, interval.sql, sql_text(node, self.tables.dialect))
+        return self._add(names, spec, sql, sql_text(node, self.tables.dialect))
 
     def _add(self, names: tuple[str, ...], spec: ColumnSpec, sql: exp.Expression, text: str = "") -> str:
         """The value computed by ``sql``: its name if it is known already, else the first of ``names`` no
@@ -121,13 +138,13 @@ class _Reader:
             return _Interval(exp.null(), *_EMPTY)
         value = numeric_literal(node)
         if value is not None:
-            number = _flushed(float(value))
-            if abs(number) > HUGE:
-                raise self.refuse(f"the number {sql_text(node, self.tables.dialect)} is beyond 1e100.")
-            return _Interval(exp.Literal.number(double_text(number)), number, number)
+            return self._constant(float(value), node)
         if isinstance(node, exp.Neg):
             inner = self.read(node.this)
-            return _Interval(exp.Neg(this=exp.Paren(this=inner.sql)), -inner.high, -inner.low)
+            if inner.constant is not None:
+                return self._constant(-inner.constant, node)
+            sql = exp.Neg(this=exp.Paren(this=inner.sql))
+            return _Interval(sql, -inner.high, -inner.low, bounded=inner.bounded)
         if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
             return self._arithmetic(node)
         if isinstance(node, exp.Case):
@@ -141,6 +158,13 @@ class _Reader:
             f"bounded numeric "
             "columns, numbers, + - * / and CASE WHEN <condition> THEN <value> ELSE <value> END."
         )
+
+    def _constant(self, number: float, node: exp.Expr) -> _Interval:
+        """The literal ``number`` (flushed), refused beyond :data:`HUGE`."""
+        number = _flushed(number)
+        if abs(number) > HUGE:
+            raise self.refuse(f"{sql_text(node, self.tables.dialect)} is beyond 1e100.")
+        return _Interval(exp.Literal.number(double_text(number)), number, number, constant=number)
 
     def _column(self, node: exp.Column) -> _Interval:
         ref = self.tables.resolve(node)
@@ -159,54 +183,47 @@ class _Reader:
                 f"column {spec.name} has no clamping bounds in the catalog, so the expression is unbounded; "
                 "the data owner must declare lower and upper bounds."
             )
-        for bound in (spec.lower, spec.upper):
-            if abs(bound) > HUGE:
-                raise self.refuse(f"the bounds of column {spec.name} reach beyond 1e100.")
         column = self.tables.engine_column(node)
-        value = f"CAST({column.sql('duckdb')} AS DOUBLE)"
-        clamped = f"LEAST(GREATEST({value}, {double_text(spec.lower)}), {double_text(spec.upper)})"
         sql: exp.Expression = exp.maybe_parse(
-            f"CASE WHEN {column.sql('duckdb')} IS NULL THEN NULL ELSE {_flush_text(clamped)} END",
-            dialect="duckdb",
+            clamped_sql(column.sql("duckdb"), spec.lower, spec.upper), dialect="duckdb"
         )
-        return _Interval(sql, _flushed(spec.lower), _flushed(spec.upper))
+        return _Interval(sql, float(spec.lower), float(spec.upper))
 
     def _arithmetic(self, node: exp.Add | exp.Sub | exp.Mul | exp.Div) -> _Interval:
         left, right = self.read(node.this), self.read(node.expression)
         if math.isinf(left.low) or math.isinf(right.low):
             raise self.refuse("arithmetic on NULL is NULL on every row; aggregate a value.")
         a, b, c, d = left.low, left.high, right.low, right.high
-        operands = {"this": _p(left.sql), "expression": _p(right.sql)}
-        sql: exp.Expression
-        if isinstance(node, exp.Add):
-            low, high, sql = a + c, b + d, exp.Add(**operands)
-        elif isinstance(node, exp.Sub):
-            low, high, sql = a - d, b - c, exp.Sub(**operands)
-        else:
-            if isinstance(node, exp.Div):
-                if c <= TINY and d >= -TINY:
-                    divisor = sql_text(node.expression, self.tables.dialect)
-                    raise self.refuse(
-                        f"{divisor} can be 0 (its bounds are [{c:g}, {d:g}]), and a division by 0 fails in "
-                        "the engine; divide by a value whose bounds exclude 0."
-                    )
-                c, d = 1 / d, 1 / c
+        if isinstance(node, exp.Div) and c <= TINY and d >= -TINY:
+            divisor = sql_text(node.expression, self.tables.dialect)
+            raise self.refuse(
+                f"{divisor} can be 0 (its bounds are [{c:g}, {d:g}]), and a division by 0 fails in "
+                "the engine; divide by a value whose bounds exclude 0."
+            )
+        kind = type(node)
+        folded = _fold(kind, left.constant, right.constant)
+        if folded is not None:
+            return self._constant(folded, node)
+        sum_like = kind in (exp.Add, exp.Sub)
+        if not sum_like:
             self.products += 1
             if self.products > MAX_PRODUCTS:
                 raise self.refuse(
                     f"it multiplies or divides more than {MAX_PRODUCTS} times; kakeibo computes at most "
                     f"{MAX_PRODUCTS} products and quotients in one aggregate."
                 )
-            ends = (a * c, a * d, b * c, b * d)
-            low, high = _flushed(min(ends)), _flushed(max(ends))
-            product = (exp.Div if isinstance(node, exp.Div) else exp.Mul)(**operands)
-            sql = exp.maybe_parse(_flush_text(product.sql("duckdb")), dialect="duckdb")
+        low, high = _ends(kind, a, b, c, d)
         if max(abs(low), abs(high)) > HUGE:
             raise self.refuse(
                 f"{sql_text(node, self.tables.dialect)} can reach {max(abs(low), abs(high)):.3g}, "
                 "beyond 1e100."
             )
-        return _Interval(sql, low, high)
+        operands = {"this": _p(left.sql), "expression": _p(right.sql)}
+        if sum_like:
+            return _Interval(kind(**operands), low, high, bounded=False)
+        if kind is exp.Div:
+            operands["expression"] = _divisor(right.sql)
+        return _Interval(_bound(kind(**operands)), _flushed(max(low, -HUGE)), _flushed(min(high, HUGE)))
 
     def _case(self, node: exp.Case) -> _Interval:
         if node.this is not None:
@@ -232,11 +249,72 @@ def _p(node: exp.Expression) -> exp.Expression:
     return exp.Paren(this=node)
 
 
+#: the arithmetic of + - * / on doubles, as every engine computes it (IEEE 754, rounded to nearest)
+_OPERATORS: dict[type[exp.Expression], Callable[[Any, Any], Any]] = {
+    exp.Add: operator.add,
+    exp.Sub: operator.sub,
+    exp.Mul: operator.mul,
+    exp.Div: operator.truediv,
+}
+
+
+def _fold(kind: type[exp.Expression], x: float | None, y: float | None) -> float | None:
+    """``x kind y`` when both operands are literals (then the engine gets this one literal), else ``None``.
+    The divisor of a quotient is non-zero here (the analysis refused it otherwise)."""
+    if x is None or y is None:
+        return None
+    return float(_OPERATORS[kind](x, y))
+
+
+def _ends(kind: type[exp.Expression], a: float, b: float, c: float, d: float) -> tuple[float, float]:
+    """The least and greatest of ``x kind y`` over ``x`` in ``[a, b]`` and ``y`` in ``[c, d]`` (``0`` outside
+    ``[c, d]`` for a quotient): attained at two corners, each computed by the one operation the engine
+    performs and rounded outward (:func:`_outward`). Rounding to nearest is monotone, so the engine's value
+    for any operands in the intervals lies between them (a quotient computed as a product with ``1 / d``
+    did not: it may round the other way)."""
+    corners = [
+        _outward(_OPERATORS[kind](x, y), _OPERATORS[kind](Fraction(x), Fraction(y)))
+        for x in (a, b)
+        for y in (c, d)
+    ]
+    return min(low for low, _ in corners), max(high for _, high in corners)
+
+
+def _outward(rounded: float, exact: Fraction) -> tuple[float, float]:
+    """An interval around the exact value ``exact`` of one operation whose double is ``rounded``: the double
+    itself when it is exact, else one ulp either way (rounding to nearest errs by half an ulp at most)."""
+    if Fraction(rounded) == exact:
+        return rounded, rounded
+    return math.nextafter(rounded, -math.inf), math.nextafter(rounded, math.inf)
+
+
+def _divisor(node: exp.Expression) -> exp.Expression:
+    """A divisor as the engine gets it: ``NULLIF(d, 0)``, so a 0 the analysis did not foresee is NULL, never a
+    division error (PostgreSQL, and Spark in ANSI mode)."""
+    return exp.Nullif(this=node, expression=exp.Literal.number(0))
+
+
 def _flushed(value: float) -> float:
     """``value``, or 0 when its magnitude is below :data:`TINY`."""
     return 0.0 if abs(value) < TINY else value
 
 
-def _flush_text(sql: str) -> str:
-    """``sql`` (a DOUBLE), as 0 when its magnitude is below :data:`TINY` (DuckDB's dialect)."""
-    return f"(CASE WHEN ABS({sql}) < {double_text(TINY)} THEN CAST(0 AS DOUBLE) ELSE {sql} END)"
+def clamped_sql(value: str, lower: float, upper: float, *, flush: bool = True) -> str:
+    """The engine's DOUBLE of ``value`` (DuckDB's dialect) clamped into ``[lower, upper]`` (0 or of magnitude
+    in ``[TINY, HUGE]``, :class:`ColumnSpec` checks that) and, with ``flush``, flushed; NULL stays NULL
+    (GREATEST and LEAST skip NULLs). Every value an aggregate reads passes through this."""
+    clamped = f"LEAST(GREATEST(CAST({value} AS DOUBLE), {double_text(lower)}), {double_text(upper)})"
+    if flush:
+        clamped = f"CASE WHEN ABS({clamped}) < {double_text(TINY)} THEN CAST(0 AS DOUBLE) ELSE {clamped} END"
+    return f"CASE WHEN {value} IS NULL THEN NULL ELSE {clamped} END"
+
+
+def _bound(node: exp.Expression) -> exp.Expression:
+    """``node`` (a DOUBLE) flushed below :data:`TINY` and clamped into ``[-HUGE, HUGE]``; NULL stays NULL
+    (``SIGN(NULL)`` is NULL, where ``LEAST`` would skip it)."""
+    x = node.sql("duckdb")
+    tiny, huge = double_text(TINY), double_text(HUGE)
+    text = (
+        f"(CASE WHEN ABS({x}) < {tiny} THEN CAST(0 AS DOUBLE) ELSE SIGN({x}) * LEAST(ABS({x}), {huge}) END)"
+    )
+    return exp.maybe_parse(text, dialect="duckdb")
