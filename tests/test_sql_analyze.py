@@ -41,8 +41,8 @@ height = { type = "float" }
 [tables.categories]
 public = true
 [tables.categories.columns]
-category = "str"
-label = "str"
+category = { type = "str", unique = true }
+label = { type = "str", unique = true }
 weight = "float"
 """
 )

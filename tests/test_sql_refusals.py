@@ -45,7 +45,7 @@ total = { type = "float", lower = 0, upper = 10 }
 [tables.categories]
 public = true
 [tables.categories.columns]
-category = "str"
+category = { type = "str", unique = true }
 label = "str"
 weight = "float"
 user_id = "int"
@@ -490,7 +490,7 @@ CORPUS: list[tuple[str, str]] = [
     ),
     ("SELECT COUNT(*) AS n FROM visits ORDER BY n + 1", "ORDER BY can only name output columns"),
     # the JOIN pair compares without a conversion
-    ("SELECT COUNT(*) FROM visits JOIN categories ON visits.category = categories.user_id", "int and str"),
+    ("SELECT COUNT(*) FROM visits JOIN categories ON visits.age = categories.category", "int and str"),
     ("SELECT COUNT(*) FROM visits JOIN categories ON visits.amount = categories.category", "float and str"),
     ("SELECT COUNT(*) FROM visits WHERE amount LIKE '1%'", "LIKE compares a text column"),
     ("SELECT COUNT(*) FROM visits WHERE age", "only a bool column is a condition by itself"),

@@ -257,29 +257,6 @@ def test_variance_and_stddev_from_centred_moments(session: kakeibo.sql.session.S
     assert covered_var >= 32 and covered_sd >= 32
 
 
-def test_join_to_a_public_table_is_bounded_after_the_join(tmp_path: Path) -> None:
-    """A public table that repeats sensitive rows (two "apple" entries) must not multiply anyone's
-    contribution: the join runs before bounding, so with kappa = 1 each apple reviewer counts once for
-    "pome" (the raw join would count 2 each), and with L0 = 4 nobody loses a group."""
-    db = DuckDBBackend()
-    db.load_table("tbl", REVIEWS)
-    items = ["apple", "apple", "banana", "cherry", "orange"]
-    db.load_table("items", pa.table({"item": items, "kind": ["pome", "pome", "berry", "drupe", "citrus"]}))
-    catalog = Catalog.from_toml(
-        CATALOG.replace(
-            "max_partitions = 2\nmax_rows_per_partition = 2", "max_partitions = 4\nmax_rows_per_partition = 1"
-        )
-        + '\n[tables.items]\npublic = true\n[tables.items.columns]\nitem = "str"\n'
-        + 'kind = { type = "str", public_values = ["berry", "citrus", "drupe", "pome"] }\n'
-    )
-    session = kakeibo.connect(db, catalog=catalog, ledger=tmp_path / "l.sqlite", budget=10)
-    query = "SELECT i.kind, COUNT(*) AS n FROM tbl t JOIN items i ON t.item = i.item GROUP BY i.kind"
-    rows = {r["__g0"]: r["rows"] for r in _engine(session, query)}
-    assert rows == {"pome": 3, "berry": 3, "drupe": 2, "citrus": 2}
-    released = session.sql(query, epsilon=1).to_pandas()
-    assert sorted(released["kind"]) == ["berry", "citrus", "drupe", "pome"]
-
-
 def test_accuracy_spends_the_least_epsilon_that_meets_it(session: kakeibo.sql.session.Session) -> None:
     """accuracy=(alpha, beta) picks epsilon to two significant digits: at it every COUNT/SUM error bound is
     within alpha, one step lower (in the second digit) it is not; the ledger is charged that epsilon."""
