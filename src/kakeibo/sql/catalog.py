@@ -9,7 +9,8 @@ optional list of public GROUP BY keys, and whether its value is constant for eac
 regions over that column disjoint per user, see :mod:`kakeibo.accounting.overlap`).
 
 The neighbour relation the catalog declares is: *add or remove one privacy unit with all of its rows* (for a
-row-level table: one row). Tables marked ``public = true`` hold non-sensitive data that may be JOINed.
+row-level table: one row). Tables marked ``public = true`` hold non-sensitive data that may be JOINed
+on a column declared ``unique``.
 
 A sensitive table may instead **reference** another one: ``references = { o_custkey = "customer.c_custkey" }``
 says that each row's ``o_custkey`` is a key of ``customer``, so the row belongs to the person its ``customer``
@@ -51,7 +52,7 @@ A catalog is a TOML file or the same structure as a Python mapping::
     [tables.categories]
     public = true                     # no personal data: may be JOINed to a sensitive table
     [tables.categories.columns]
-    category = { type = "str", unique = true }  # no value twice: a row-level table may join on it
+    category = { type = "str", unique = true }  # no value twice: a public table joins only on such keys
     label    = "str"
 
 The limits of a query that joins tables along references are those of its *grain* table, the one whose
@@ -239,7 +240,7 @@ class ColumnSpec:
     ``public_values`` lists GROUP BY keys that are public knowledge (no private partition selection is
     needed for them). ``user_constant`` declares that every row of one user has the same value. ``unique``
     declares that no two rows of a (public) table share a non-NULL value of the column, so an equi-join on
-    it repeats no sensitive row; a row-level table may only be joined on such a column (kakeibo checks the
+    it repeats no sensitive row; a public table is only joined on such a column (kakeibo checks the
     declaration against the engine before the join runs). ``bins`` is how many equal-width bins a view
     (:mod:`kakeibo.sql.views`) cuts ``[lower, upper]`` into.
 

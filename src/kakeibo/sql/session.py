@@ -530,7 +530,7 @@ class Session:
             self._check_types(table)
         names = {table.name for table in query.tables}
         for join in query.joins:
-            if join.kind == "public" and join.table.column(join.column).unique:
+            if join.kind == "public":  # every public join is on a declared-unique key (tables.py)
                 self._check_unique(join.table, join.column)
         for table in query.tables:
             for reference in table.references:
