@@ -30,7 +30,9 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import sys
 from dataclasses import dataclass
+from decimal import Decimal
 from fractions import Fraction
 
 __all__ = [
@@ -54,6 +56,16 @@ Number = int | float | Fraction | str
 #: expand ten million digits first, seconds of work an analyst could ask for repeatedly.
 MAX_NUMBER_CHARS = 100
 MAX_EXPONENT = 1000
+#: The magnitudes :func:`as_fraction` accepts besides 0. Above: the largest double as written (its shortest
+#: decimal, which is how a float is read), because every parameter is also used as a float (a scale, a
+#: message), and ``float()`` of anything much larger raises OverflowError far from the parameter that
+#: caused it. Below: ``10**-MAX_EXPONENT``, the limit text already had, for every type (an exact ``delta``
+#: of ``1e-400`` stays meaningful in the ledger's exact sums).
+MAX_MAGNITUDE = Fraction(repr(sys.float_info.max))
+MIN_MAGNITUDE = Fraction(1, 10**MAX_EXPONENT)
+#: ``MAX_MAGNITUDE`` as a decimal exponent (1.8e308): a Decimal whose ``adjusted()`` exponent is above it
+#: is out of range, one at it is compared exactly.
+_MAX_DECIMAL_EXPONENT = 308
 
 
 def is_short_number(text: str) -> bool:
@@ -68,8 +80,9 @@ def is_short_number(text: str) -> bool:
     )
 
 
-def as_fraction(value: Number, name: str) -> Fraction:
-    """Convert ``value`` to an exact :class:`Fraction`, refusing NaN and infinities.
+def as_fraction(value: Number | Decimal, name: str) -> Fraction:
+    """Convert ``value`` to an exact :class:`Fraction`, refusing NaN, infinities and magnitudes outside
+    ``[MIN_MAGNITUDE, MAX_MAGNITUDE]`` (0 is always accepted) with one sentence, a ValueError.
 
     Floats are read as the shortest decimal that round-trips to them:
 
@@ -77,23 +90,53 @@ def as_fraction(value: Number, name: str) -> Fraction:
     (Fraction(1, 100), Fraction(1, 2))
     >>> as_fraction("1/3", "epsilon")
     Fraction(1, 3)
+
+    Every kind of number is checked before it is expanded, from what costs nothing to read: a Decimal's
+    digit count and exponent (``Decimal("1e-30000000")`` would otherwise build a 30-million-digit
+    denominator, half a minute of work), a string's length and exponent; an int or a Fraction exists
+    already, and comparing it with the bounds takes time linear in its size:
+
+    >>> as_fraction(10**400, "epsilon")
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon must be finite, 0 or of magnitude between 1e-1000 and the largest double \
+(~1.8e308), written in at most 100 characters.
     """
     if isinstance(value, bool):
         raise TypeError(f"{name} must be a number, not a bool.")
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):  # floats, numpy floats
         as_float = float(value)
         if not math.isfinite(as_float):
-            raise ValueError(f"{name} must be finite, got {value}.")
-        return Fraction(repr(as_float))
+            raise _out_of_range(name)
+        return Fraction(repr(as_float))  # a finite double is within the bounds
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise _out_of_range(name)
+        if not value.is_zero() and (
+            len(value.as_tuple().digits) > MAX_NUMBER_CHARS
+            or not -MAX_EXPONENT <= value.adjusted() <= _MAX_DECIMAL_EXPONENT
+        ):
+            raise _out_of_range(name)
     if isinstance(value, str) and not is_short_number(value):
-        raise ValueError(
-            f"{name} must be a number of at most {MAX_NUMBER_CHARS} characters, exponent within "
-            f"{MAX_EXPONENT}."
-        )
+        raise _out_of_range(name)
+    if isinstance(value, numbers.Integral):  # numpy integers too, whose fixed width products would overflow
+        value = int(value)
     try:
-        return Fraction(value)
+        exact = Fraction(value)  # cheap now: ints and Fractions exist already, text and Decimals are short
     except (TypeError, ValueError, ZeroDivisionError) as exc:
         raise ValueError(f"{name} must be a finite number, got {value!r}.") from exc
+    if exact and not MIN_MAGNITUDE <= abs(exact) <= MAX_MAGNITUDE:  # products by the bounds: linear time
+        raise _out_of_range(name)
+    return exact
+
+
+def _out_of_range(name: str) -> ValueError:
+    """The one sentence for every number :func:`as_fraction` refuses by its value (it quotes none: a huge
+    int cannot even be printed)."""
+    return ValueError(
+        f"{name} must be finite, 0 or of magnitude between 1e-{MAX_EXPONENT} and the largest double "
+        f"(~1.8e308), written in at most {MAX_NUMBER_CHARS} characters."
+    )
 
 
 def format_fraction(value: Fraction) -> str:
