@@ -19,7 +19,7 @@ from . import postprocess
 from .advisor import Recommendation, recommend_oracle
 from .bitstogram import Bitstogram
 from .campaign import Ask, Campaign
-from .client import ClientBudgetExceeded, ClientLedger, SentReport
+from .client import ClientBudgetExceeded, ClientLedger, ClientLedgerIntegrityError, SentReport
 from .counted import MedianHeavyHitters
 from .direct import GRR
 from .expander_sketch import PrivateExpanderSketch
@@ -61,6 +61,7 @@ __all__ = [
     "Campaign",
     "ClientBudgetExceeded",
     "ClientLedger",
+    "ClientLedgerIntegrityError",
     "CountEstimate",
     "CountMeanSketch",
     "DuchiMechanism",
