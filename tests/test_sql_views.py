@@ -428,13 +428,12 @@ def test_an_audit_of_a_view_does_not_refute_its_epsilon_for_a_person_with_many_r
 
 
 def test_a_query_too_large_for_a_view_is_refused_and_in_lists_merge(people: pa.Table, tmp_path: Path) -> None:
-    """An analyst cannot make one count fill memory: over 4,096 groups (or 65,536 boxes) is refused from
-    the query and the view alone; IN over neighbouring public values is one box, and answers as the sum."""
+    """An analyst cannot make one answer fill memory: over 4,096 groups is refused from the query and the
+    view alone (the work of an answer: tests/test_sql_work_bounds.py); IN over neighbouring public values is
+    one interval, and answers as the sum."""
     session = _session(people, tmp_path / "ledger.sqlite")
     session.create_view("v", DEFINITION, epsilon=1, rng=np.random.default_rng(16))
-    with pytest.raises(
-        QueryRefused, match="at most 4096 groups and 65536 boxes per query; this one asks for 7104"
-    ):
+    with pytest.raises(QueryRefused, match="at most 4096 groups per query and this one asks for 7104"):
         session.sql("SELECT age, hours, workclass, COUNT(*) AS n FROM v GROUP BY age, hours, workclass")
     both = session.sql("SELECT COUNT(*) AS n FROM v WHERE workclass IN ('gov', 'private')").to_arrow()
     each = session.sql("SELECT workclass, COUNT(*) AS n FROM v GROUP BY workclass").to_arrow().to_pylist()

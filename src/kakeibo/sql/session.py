@@ -373,6 +373,7 @@ class Session:
                 source=self.source,
                 parameters=parameters,
                 rng=source,
+                timeout=self.backend.statement_timeout,  # the build is bounded like a statement
             )
 
         out = release.run(

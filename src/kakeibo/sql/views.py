@@ -32,6 +32,12 @@ taken to fill ``[v - 1/2, v + 1/2)``), and the answer is the view's count over t
 intervals (a block's count spread evenly over it). Every count carries a 95% interval for the noise of
 the view (:meth:`~kakeibo.views.hdpview.View.error_bounds`): it covers the count the same blocks hold
 without noise; spreading a block's count evenly has an error the view cannot know.
+
+A free answer's work is bounded before it starts (issue 29, R4): a query asks for at most
+:data:`MAX_GROUPS` groups, and the work of its answer, counted from the query text and the view's public
+structure (axes and blocks, never a timing) by :func:`answer_work`, is at most :data:`WORK_BUDGET`; beyond
+either it is refused, free. A build is bounded like a statement, by the backend's ``statement_timeout``
+(:func:`build_view`).
 """
 
 from __future__ import annotations
@@ -40,10 +46,11 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import product
+from time import monotonic
 from typing import Any
 
 import numpy as np
@@ -52,9 +59,10 @@ import sqlglot
 from sqlglot import exp
 
 from ..accounting import Ledger, LedgerEntry
+from ..errors import StatementTimeout
 from ..mechanisms import Laplace
 from ..privacy import PrivacyLoss
-from ..views.hdpview import Calibration, HDPViewParameters, View, build
+from ..views.hdpview import CHERNOFF_POINTS, Calibration, HDPViewParameters, View, build
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
 from .plan import check_epsilon, refused_when_out_of_range
 
@@ -66,6 +74,7 @@ __all__ = [
     "ViewQuery",
     "ViewRelease",
     "answer",
+    "answer_work",
     "build_view",
     "check_view_epsilon",
     "over_table",
@@ -81,11 +90,14 @@ __all__ = [
 DEFAULT_BINS = 32
 #: the confidence of the intervals a view's answers carry
 VIEW_CONFIDENCE = 0.95
-#: the most groups, and boxes (a group's product of its columns' intervals), one query over a view may ask
+#: the most groups one query over a view may ask for (its answer has a row per group)
 MAX_GROUPS = 4096
-MAX_BOXES = 65536
-#: the most (box, block, column) overlaps computed at once for one answer
-WEIGHT_BUDGET = 2**22
+#: the most work one free answer may take, in evaluations of (an interval, a block) or (a point of the noise
+#: bound's Chernoff search, a block) (:func:`answer_work`); each takes 20 to 100 ns, so an answer within the
+#: budget takes a core for about a second at most (issue 29, R4: 15-36 s at 8,192 boxes before)
+WORK_BUDGET = 2**23
+#: the most (interval, block) overlaps held in memory at once
+OVERLAPS_AT_ONCE = 2**22
 
 
 @dataclass(frozen=True)
@@ -319,9 +331,15 @@ def build_view(
     source: str,
     parameters: HDPViewParameters | None,
     rng: Any,
+    timeout: float | None = None,
 ) -> StoredView:
     """The view of the engine's count tensor (rows of :func:`view_counts_sql`), built at ``epsilon /
-    rows_per_person`` (module docstring)."""
+    rows_per_person`` (module docstring).
+
+    ``timeout`` (seconds; ``None``: no limit) bounds the build as a backend's ``statement_timeout`` bounds a
+    statement: past it, :class:`~kakeibo.errors.StatementTimeout` stops the build (issue 29, R4: builds ran
+    for more than five minutes, since how many blocks HDPView cuts depends on the data). The build is part of
+    the release's draw, so a build stopped there is charged like any answer (:mod:`kakeibo.release`)."""
     width = len(definition.axes)
     cells = np.zeros((counts.num_rows, width), np.int64)
     for i in range(width):
@@ -333,6 +351,7 @@ def build_view(
         epsilon=_build_epsilon(epsilon, rows_per_person),
         parameters=parameters,
         rng=rng,
+        check=None if timeout is None else _deadline(timeout),
     )
     return StoredView(
         definition.name,
@@ -344,6 +363,17 @@ def build_view(
         source,
         view,
     )
+
+
+def _deadline(timeout: float) -> Callable[[], None]:
+    """A check that raises :class:`~kakeibo.errors.StatementTimeout` once ``timeout`` seconds have passed."""
+    deadline = monotonic() + timeout
+
+    def check() -> None:
+        if monotonic() > deadline:
+            raise StatementTimeout(timeout)
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -472,7 +502,7 @@ def read_view_query(query: str, view: StoredView) -> ViewQuery:
     if extras:
         raise QueryRefused(f"a view answers COUNT(*) with WHERE and GROUP BY only, not {extras[0].upper()}.")
     group_by = tree.args.get("group")
-    groups = tuple(_view_column(view, e) for e in (group_by.expressions if group_by else []))
+    groups = tuple(dict.fromkeys(_view_column(view, e) for e in (group_by.expressions if group_by else [])))
     counts, keys = [], []
     for item in tree.expressions:
         inner = item.this if isinstance(item, exp.Alias) else item
@@ -497,15 +527,18 @@ def read_view_query(query: str, view: StoredView) -> ViewQuery:
         previous = intervals.get(column, [(0.0, float(view.axis(column).bins))])  # type: ignore[union-attr]
         intervals[column] = _intersect(previous, allowed)
     groups_count = math.prod([a.bins for a in view.axes if a.name in groups])
-    boxes = groups_count * math.prod(
-        len(intervals.get(a.name, [(0.0, 1.0)])) for a in view.axes if a.name not in groups
-    )
-    if groups_count > MAX_GROUPS or boxes > MAX_BOXES:
+    if groups_count > MAX_GROUPS:
         raise QueryRefused(
-            f"a view answers at most {MAX_GROUPS} groups and {MAX_BOXES} boxes per query; this one asks for "
-            f"{groups_count} groups and {boxes} boxes: group by fewer columns or list fewer values."
+            f"a view answers at most {MAX_GROUPS} groups per query and this one asks for {groups_count}: "
+            "group by fewer columns."
         )
-    return ViewQuery(view, groups, counts[0], intervals)
+    read = ViewQuery(view, groups, counts[0], intervals)
+    if answer_work(read) > WORK_BUDGET:
+        raise QueryRefused(
+            f"answering this query from view {view.name} would take more than the {WORK_BUDGET} block "
+            "evaluations one free answer may take: group by fewer columns or list fewer values."
+        )
+    return read
 
 
 def _view_column(view: StoredView, node: exp.Expression) -> str:
@@ -554,10 +587,7 @@ def _condition(view: StoredView, node: exp.Expression) -> tuple[str, list[tuple[
         return column, _intersect(low, high)
     if isinstance(node, exp.In) and not node.args.get("query"):
         column = _view_column(view, node.this)
-        kept: list[tuple[float, float]] = []
-        for value in node.expressions:
-            kept = _union(kept, _side(view, column, exp.EQ, value))
-        return column, kept
+        return column, _union([i for value in node.expressions for i in _side(view, column, exp.EQ, value)])
     if isinstance(node, exp.Binary) and type(node) in _FLIPPED:
         kind, left, right = type(node), node.left, node.right
         if isinstance(left, exp.Column):
@@ -605,16 +635,31 @@ def _side(view: StoredView, column: str, kind: type[exp.Binary], literal: Any) -
     return [(start, stop)] if stop > start else []
 
 
-def _intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out = [(max(x0, y0), min(x1, y1)) for x0, x1 in a for y0, y1 in b]
-    return [(lo, hi) for lo, hi in out if hi > lo]
+Intervals = list[tuple[float, float]]
 
 
-def _union(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of two lists of intervals, touching ones merged (``IN`` over neighbouring values is one
-    interval)."""
-    merged: list[tuple[float, float]] = []
-    for low, high in sorted(a + b):
+def _intersect(a: Intervals, b: Intervals) -> Intervals:
+    """The intersection of two lists of disjoint intervals in increasing order (every list :func:`_side`,
+    :func:`_union` and this function make is one), in one linear sweep: a product of the lists would let two
+    long IN lists cost their product before any work is counted."""
+    out: Intervals = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if high > low:
+            out.append((low, high))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _union(intervals: Intervals) -> Intervals:
+    """The union of ``intervals`` as disjoint intervals in increasing order, touching ones merged (``IN``
+    over neighbouring values is one interval); one sort, however long the IN list."""
+    merged: Intervals = []
+    for low, high in sorted(intervals):
         if merged and low <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], high))
         else:
@@ -622,30 +667,119 @@ def _union(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[t
     return merged
 
 
+def _allowed(query: ViewQuery, axis: Axis) -> Intervals:
+    """The intervals of ``axis`` the query's conditions keep (the whole axis, NULL bin included, if none)."""
+    return query.intervals.get(axis.name, [(0.0, float(axis.size))])
+
+
+def _per_bin(allowed: Intervals, bins: int) -> list[Intervals]:
+    """``allowed`` cut at the bin edges: the pieces inside each bin ``[i, i + 1)`` of a GROUP BY column (at
+    most ``len(allowed) + bins`` pieces in all, since the intervals are disjoint)."""
+    pieces: list[Intervals] = [[] for _ in range(bins)]
+    for low, high in allowed:
+        for i in range(math.floor(low), min(bins, math.ceil(high))):
+            piece = (max(low, float(i)), min(high, float(i + 1)))
+            if piece[1] > piece[0]:
+                pieces[i].append(piece)
+    return pieces
+
+
+def _covering(view: View, dimension: int, bins: int) -> np.ndarray:
+    """How many blocks meet each bin of ``dimension``: a bound on the blocks a group of that bin weighs."""
+    ends = np.bincount(view.lows[:, dimension], minlength=bins + 2)
+    ends -= np.bincount(view.highs[:, dimension] + 1, minlength=bins + 2)
+    covering: np.ndarray = np.cumsum(ends)[:bins]
+    return covering
+
+
+def _share(view: View, dimension: int, pieces: Intervals) -> np.ndarray:
+    """Per block, the share of its extent along ``dimension`` inside the (disjoint) ``pieces``."""
+    lows = view.lows[:, dimension].astype(np.float64)
+    ends = view.highs[:, dimension] + 1.0
+    inside = np.zeros(view.blocks)
+    span = np.array(pieces, np.float64).reshape(-1, 2)
+    step = max(1, OVERLAPS_AT_ONCE // max(1, view.blocks))  # pieces at once: memory stays bounded
+    for start in range(0, len(span), step):
+        chunk = span[start : start + step]
+        overlap = np.minimum(chunk[:, 1:2], ends[None]) - np.maximum(chunk[:, 0:1], lows[None])
+        inside += np.clip(overlap, 0, None).sum(axis=0)
+    share: np.ndarray = inside / (ends - lows)
+    return share
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How :func:`answer` computes a query's weights: the GROUP BY axes (with their dimension in the view and
+    their pieces per bin) and the other axes the conditions constrain (dimension, intervals)."""
+
+    grouped: tuple[tuple[int, list[Intervals]], ...]
+    constrained: tuple[tuple[int, Intervals], ...]
+    groups: tuple[tuple[int, ...], ...]  # every combination of the GROUP BY axes' bins, in output order
+
+    @classmethod
+    def of(cls, query: ViewQuery) -> _Plan:
+        axes = {axis.name: (d, axis) for d, axis in enumerate(query.view.axes)}
+        grouped = tuple(
+            (axes[g][0], _per_bin(_allowed(query, axes[g][1]), axes[g][1].bins)) for g in query.groups
+        )
+        constrained = tuple(
+            (d, query.intervals[name])
+            for name, (d, _) in axes.items()
+            if name in query.intervals and name not in query.groups
+        )
+        groups = tuple(product(*(range(len(bins)) for _, bins in grouped)))
+        return cls(grouped, constrained, groups)
+
+    def pieces(self, group: tuple[int, ...]) -> list[Intervals]:
+        return [bins[i] for (_, bins), i in zip(self.grouped, group, strict=True)]
+
+
+def answer_work(query: ViewQuery) -> int:
+    """The work :func:`answer` does for ``query``, counted from the query and the view's public structure
+    alone (its axes and blocks), before anything is computed: (interval, block) overlaps, once for the
+    constrained columns and per group for its GROUP BY bins, plus ``CHERNOFF_POINTS`` evaluations of the
+    noise bound (:func:`~kakeibo.views.hdpview.noise_bound`) per block a group can weigh (at most the fewest
+    blocks that meet one of its bins). A group some condition empties costs nothing. The count depends on
+    public inputs only, never on timing, so a refusal over :data:`WORK_BUDGET` says nothing of the data."""
+    plan, view = _Plan.of(query), query.view.view
+    work = view.blocks * sum(len(intervals) for _, intervals in plan.constrained)
+    covering = [_covering(view, d, len(bins)) for d, bins in plan.grouped]
+    for group in plan.groups:
+        pieces = plan.pieces(group)
+        if all(pieces):
+            weighed = min((int(c[i]) for c, i in zip(covering, group, strict=True)), default=view.blocks)
+            work += view.blocks * sum(len(p) for p in pieces) + CHERNOFF_POINTS * weighed
+    return work
+
+
 def answer(query: ViewQuery) -> pa.Table:
-    """The view's counts for ``query``, each with its interval (module docstring)."""
-    view = query.view
-    per_group = list(product(*(range(view.axis(g).bins) for g in query.groups)))  # type: ignore[union-attr]
-    counts = np.zeros(len(per_group))
-    bounds = np.zeros(len(per_group))
-    step = max(1, WEIGHT_BUDGET // max(1, view.view.blocks * len(view.axes)))  # boxes per weights() call
-    for n, combination in enumerate(per_group):  # one group at a time: memory stays at blocks x step x axes
-        chosen = dict(zip(query.groups, combination, strict=True))
-        ranges = []
-        for axis in view.axes:
-            allowed = query.intervals.get(axis.name, [(0.0, float(axis.size))])
-            if axis.name in chosen:
-                allowed = _intersect(allowed, [(float(chosen[axis.name]), float(chosen[axis.name] + 1))])
-            ranges.append(allowed)
-        boxes = np.array(list(product(*ranges)), np.float64).reshape(-1, len(view.axes), 2)
-        weights = np.zeros(view.view.blocks)
-        for start in range(0, len(boxes), step):
-            chunk = boxes[start : start + step]
-            weights += view.view.weights(chunk[..., 0], chunk[..., 1]).sum(axis=0)
-        counts[n] = weights @ view.view.totals
-        bounds[n] = view.view.bound_of(weights, 1 - VIEW_CONFIDENCE)
+    """The view's counts for ``query``, each with its interval (module docstring).
+
+    A group's answer is ``sum over blocks b of w_b t_b``, with ``w_b`` the share of block ``b`` inside the
+    group's region, the product over columns of one list of intervals each. The share of a block inside a
+    box is the product over columns of its share along each, so its share inside the whole product of lists
+    is the product over columns of the sums over each list: ``blocks x (sum of the lists' lengths)``
+    overlaps per group instead of ``blocks x columns x (product of the lengths)`` (issue 29, R4). The columns
+    no GROUP BY names are weighed once. The weights are computed, not read off the view's cached marginals,
+    because the interval needs each block's weight (:func:`~kakeibo.views.hdpview.noise_bound`)."""
+    plan, stored = _Plan.of(query), query.view
+    view = stored.view
+    base = np.ones(view.blocks)
+    for dimension, intervals in plan.constrained:
+        base *= _share(view, dimension, intervals)
+    counts = np.zeros(len(plan.groups))
+    bounds = np.zeros(len(plan.groups))
+    for n, group in enumerate(plan.groups):
+        pieces = plan.pieces(group)
+        if not all(pieces):
+            continue  # a condition leaves nothing of this group: 0, exactly
+        weights = base.copy()
+        for (dimension, _), kept in zip(plan.grouped, pieces, strict=True):
+            weights *= _share(view, dimension, kept)
+        counts[n] = weights @ view.totals
+        bounds[n] = view.bound_of(weights, 1 - VIEW_CONFIDENCE)
     columns: dict[str, Any] = {
-        g: [view.axis(g).key(c[i]) for c in per_group]  # type: ignore[union-attr]
+        g: [stored.axis(g).key(c[i]) for c in plan.groups]  # type: ignore[union-attr]
         for i, g in enumerate(query.groups)
     }
     columns[query.alias] = counts

@@ -40,6 +40,7 @@ its cut points come from prefix sums over its non-zero cells (:func:`cut_errors`
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ from ..noise import exact, resolve_source
 from ..noise.source import RandomSource
 
 __all__ = [
+    "CHERNOFF_POINTS",
     "Calibration",
     "HDPViewParameters",
     "View",
@@ -69,6 +71,8 @@ DENSE_MARGINAL = 2**22
 CACHED_CELLS = 2**24
 #: the sensitivity of a block's aggregation error (and so of a cut's score) to one row (module docstring)
 AE_SENSITIVITY = 2
+#: the values of ``s`` at which :func:`noise_bound` evaluates its Chernoff bound, each over every block
+CHERNOFF_POINTS = 64
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,7 @@ def noise_bound(noise: Laplace, weights: FloatArray, beta: float) -> float:
     * Chernoff, for many blocks: for every ``s`` with ``s w_b 2^k < 1/t``, ``Pr(sum > a) <= exp(-s a) prod_b
       M(s w_b)`` with the exact moment generating function ``M(u) = (1 - q)^2 / ((1 - q e^(u 2^k)) (1 - q
       e^(-u 2^k)))``, ``q = e^(-1/t)``; both tails at ``beta / 2`` give ``a = (ln(2/beta) + sum_b ln M(s w_b))
-      / s``, minimised over 64 values of ``s`` (each one a valid bound).
+      / s``, minimised over :data:`CHERNOFF_POINTS` values of ``s`` (each one a valid bound).
     * The union bound, for few: every ``|Z_b|`` within the mechanism's bound at ``beta / n`` for the ``n``
       blocks the query overlaps, so ``a = sum_b w_b error_bound(beta / n)`` (for one block, the mechanism's
       own bound)."""
@@ -229,7 +233,7 @@ def noise_bound(noise: Laplace, weights: FloatArray, beta: float) -> float:
     k, t = noise.grid(1)
     step = math.ldexp(1.0, k)
     s_max = 1 / (t * step * float(w.max()))
-    s = s_max * (1 - np.geomspace(1e-6, 1 - 1e-9, 64))[:, None]  # strictly inside (0, s_max)
+    s = s_max * (1 - np.geomspace(1e-6, 1 - 1e-9, CHERNOFF_POINTS))[:, None]  # strictly inside (0, s_max)
     v = s * w[None] * step
     one_minus_q = -math.expm1(-1 / t)
     log_m = 2 * math.log(one_minus_q) - np.log(-np.expm1(v - 1 / t)) - np.log(-np.expm1(-v - 1 / t))
@@ -356,10 +360,15 @@ def build(
     epsilon: float,
     parameters: HDPViewParameters | None = None,
     rng: Any = None,
+    check: Callable[[], None] | None = None,
 ) -> View:
     """An ``epsilon``-DP view of the count tensor with non-zero ``cells`` (rows of attribute values, each in
     ``[0, size)``, no row twice) holding ``counts`` (module docstring). Neighbour relation: add or remove one
-    row."""
+    row.
+
+    ``check`` is called before each block is cut and before each depth's converge tests; what it raises
+    stops the build. How many blocks the build cuts depends on the data and the noise, so a caller bounds
+    its time this way (:func:`kakeibo.sql.views.build_view`: a deadline)."""
     coords, cell_counts, domain = _validated(cells, counts, sizes, epsilon)
     source = resolve_source(rng)
     root = _Block(
@@ -371,11 +380,15 @@ def build(
     if root.volume <= 1:
         leaves.append(root)
     while active:
-        children = [
-            half for block in active for half in _split(block, coords, cell_counts, calibration, source)
-        ]
+        children: list[_Block] = []
+        for block in active:
+            if check is not None:
+                check()
+            children.extend(_split(block, coords, cell_counts, calibration, source))
         leaves.extend(c for c in children if c.volume <= 1)
         tested = [c for c in children if c.volume > 1]
+        if check is not None:
+            check()
         stops = calibration.stops(tested, cell_counts, source) if tested else np.zeros(0, np.bool_)
         leaves.extend(c for c, stop in zip(tested, stops, strict=True) if stop)
         active = [c for c, stop in zip(tested, stops, strict=True) if not stop]
