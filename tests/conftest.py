@@ -1,4 +1,5 @@
-"""Shared test setup: the engine and TPC-H fixture plugins, and the xdist groups made to work again.
+"""Shared test setup: the engine and TPC-H fixture plugins, the neighbouring worlds of every engine, and the
+xdist groups made to work again.
 
 ``pytest -n 2 --dist loadgroup`` (``make test``) sends the tests of one ``xdist_group`` to one worker, so
 that one PostgreSQL server and one JVM serve the engine tests. pytest-xdist 3.8 marks a grouped test by
@@ -10,9 +11,30 @@ where the two agree (older pytest, or no grouping).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from adversarial_harness import ENGINES, Worlds, duckdb_worlds, postgres_worlds, spark_worlds
+
 pytest_plugins = ["backend_fixtures", "tpch_fixtures"]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def engine_worlds(request: pytest.FixtureRequest) -> Iterator[Worlds]:
+    """The neighbouring databases of :mod:`adversarial_harness` on one engine, built once per module and
+    engine (PostgreSQL on the session's server, Spark in sessions of the session's context)."""
+    engine = request.param
+    if engine == "duckdb":
+        built = duckdb_worlds()
+    elif engine == "postgres":
+        built = postgres_worlds(request.getfixturevalue("postgres_server"))
+    else:
+        built = spark_worlds(request.getfixturevalue("spark_backend"))
+    try:
+        yield built
+    finally:
+        built.close()
 
 
 @pytest.hookimpl(trylast=True)

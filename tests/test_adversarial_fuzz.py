@@ -28,7 +28,6 @@ the same property for many more examples and reports every mismatch instead of s
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,11 +37,8 @@ from adversarial_harness import (
     Drawn,
     Worlds,
     assert_indistinguishable,
-    duckdb_worlds,
     numeric_query,
-    postgres_worlds,
     queries,
-    spark_worlds,
 )
 
 pytestmark = pytest.mark.xdist_group("spark")
@@ -65,19 +61,10 @@ def _settings(examples: int) -> settings:
 EXAMPLES = {"duckdb": 120, "postgres": 40, "spark": 20}
 
 
-@pytest.fixture(scope="module", params=list(EXAMPLES))
-def worlds(request: pytest.FixtureRequest) -> Iterator[Worlds]:
-    engine = request.param
-    if engine == "duckdb":
-        pair = duckdb_worlds()
-    elif engine == "postgres":
-        pair = postgres_worlds(request.getfixturevalue("postgres_server"))
-    else:
-        pair = spark_worlds(request.getfixturevalue("spark_backend"))
-    try:
-        yield pair
-    finally:
-        pair.close()
+@pytest.fixture(scope="module")
+def worlds(engine_worlds: Worlds) -> Worlds:
+    """The neighbouring databases of one engine (``conftest.engine_worlds``)."""
+    return engine_worlds
 
 
 @pytest.fixture(scope="module")

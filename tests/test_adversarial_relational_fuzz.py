@@ -21,16 +21,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
-import numpy as np
 import pyarrow as pa
 import pytest
 
-import kakeibo
 from adversarial_harness import BOUND_PAIRS, BOUND_VALUES, QUOTIENT_CHAINS, VALUE_LITERALS
-from kakeibo.sql import Catalog
-from test_sql_relational import AUTO, CATALOG, CHOSEN, TARGET, _engine, _with_target
+from test_sql_relational import AUTO, CATALOG, CHOSEN, TARGET, _engine, _observe, _with_target
 from tpch_fixtures import postgres_database_with
 
 pytestmark = pytest.mark.xdist_group("spark")
@@ -127,24 +123,6 @@ def relational_query(rng: random.Random) -> tuple[str, str, dict[str, object] | 
     return sql, rng.choice(sorted(CATALOGS)), bounds
 
 
-def _observe(
-    backend: Any, catalog: Catalog, sql: str, bounds: dict[str, object] | None, directory: Path
-) -> tuple[object, ...]:
-    """What an analyst sees of one call, but the noisy values and row count."""
-    ledger = kakeibo.accounting.Ledger(directory / f"{uuid4().hex}.sqlite", budget=(100.0, 0.5))
-    session = kakeibo.connect(backend, catalog=catalog, ledger=ledger)
-    try:
-        table = session.sql(
-            sql, epsilon=1, delta=1e-6, bounds=bounds, rng=np.random.default_rng(0)
-        ).to_arrow()
-        seen: tuple[object, ...] = ("answered", tuple((f.name, str(f.type)) for f in table.schema))
-    except Exception as error:  # every failure is an observation
-        seen = ("failed", type(error).__qualname__, str(error))
-    spent = (repr(ledger.spent()), len(ledger.entries()))
-    ledger.close()
-    return (*seen, spent)
-
-
 SEEDS = {"duckdb": 120, "postgres": 60, "spark": 15}
 
 
@@ -185,7 +163,7 @@ def test_relational_fuzz(worlds: tuple[str, list[Any]]) -> None:
     with tempfile.TemporaryDirectory() as directory:
         for seed in range(SEEDS[engine]):
             sql, name, bounds = relational_query(random.Random(seed))
-            base, target = (_observe(b, CATALOGS[name], sql, bounds, Path(directory)) for b in backends)
+            base, target = (_observe(b, CATALOGS[name], sql, Path(directory), bounds) for b in backends)
             if base != target:
                 differ.append(
                     f"seed {seed} ({name}, bounds={bounds}): {sql}\n  base:   {base}\n  target: {target}"

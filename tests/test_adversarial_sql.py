@@ -20,7 +20,6 @@ any difference is an exact, free membership oracle unless it is charged and data
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -32,13 +31,9 @@ import sqlglot
 from adversarial_harness import (
     ABOVE_HALF,
     CATALOG,
-    ENGINES,
     WORLDS,
     Worlds,
     assert_indistinguishable,
-    duckdb_worlds,
-    postgres_worlds,
-    spark_worlds,
 )
 from kakeibo.sql import QueryRefused, analyze, plan_query
 
@@ -410,20 +405,10 @@ CASES = [case for cases in CLASSES.values() for case in cases]
 assert len({case.id for case in CASES}) == len(CASES), "case ids must be unique"
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def worlds(request: pytest.FixtureRequest) -> Iterator[Worlds]:
-    """The neighbouring databases of one engine, built once per module and engine."""
-    engine = request.param
-    if engine == "duckdb":
-        built = duckdb_worlds()
-    elif engine == "postgres":
-        built = postgres_worlds(request.getfixturevalue("postgres_server"))
-    else:
-        built = spark_worlds(request.getfixturevalue("spark_backend"))
-    try:
-        yield built
-    finally:
-        built.close()
+@pytest.fixture(scope="module")
+def worlds(engine_worlds: Worlds) -> Worlds:
+    """The neighbouring databases of one engine (``conftest.engine_worlds``)."""
+    return engine_worlds
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

@@ -704,13 +704,17 @@ CHANNEL_QUERIES = [
 ]
 
 
-def _observe(backend: Any, catalog: Catalog, sql: str, directory: Path) -> tuple[object, ...]:
-    """What an analyst sees of one call, but the noisy values and row count: acceptance, the error's class
-    and text, the charge, the released schema."""
+def _observe(
+    backend: Any, catalog: Catalog, sql: str, directory: Path, bounds: dict[str, object] | None = None
+) -> tuple[object, ...]:
+    """What an analyst sees of one call (with the analyst's ``bounds=``, if any), but the noisy values and
+    row count: acceptance, the error's class and text, the charge, the released schema."""
     ledger = kakeibo.accounting.Ledger(directory / f"{uuid4().hex}.sqlite", budget=(100.0, 0.5))
     session = kakeibo.connect(backend, catalog=catalog, ledger=ledger)
     try:
-        table = session.sql(sql, epsilon=1, delta=1e-6, rng=np.random.default_rng(0)).to_arrow()
+        table = session.sql(
+            sql, epsilon=1, delta=1e-6, bounds=bounds, rng=np.random.default_rng(0)
+        ).to_arrow()
         seen: tuple[object, ...] = ("answered", tuple((f.name, str(f.type)) for f in table.schema))
     except Exception as error:  # every failure is an observation
         seen = ("failed", type(error).__qualname__, str(error))

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from sqlglot import exp
 
 from adversarial_harness import (
-    ENGINES,
     WORLDS,
     Worlds,
     assert_indistinguishable,
@@ -33,7 +32,6 @@ from adversarial_harness import (
     duckdb_worlds,
     numeric_query,
     postgres_worlds,
-    spark_worlds,
 )
 from kakeibo.sql import catalog, quantiles, values
 
@@ -72,19 +70,10 @@ SHAPES = [
 ]
 
 
-@pytest.fixture(scope="module", params=ENGINES)
-def worlds(request: pytest.FixtureRequest) -> Iterator[Worlds]:
-    engine = request.param
-    if engine == "duckdb":
-        built = duckdb_worlds()
-    elif engine == "postgres":
-        built = postgres_worlds(request.getfixturevalue("postgres_server"))
-    else:
-        built = spark_worlds(request.getfixturevalue("spark_backend"))
-    try:
-        yield built
-    finally:
-        built.close()
+@pytest.fixture(scope="module")
+def worlds(engine_worlds: Worlds) -> Worlds:
+    """The neighbouring databases of one engine (``conftest.engine_worlds``)."""
+    return engine_worlds
 
 
 @pytest.mark.parametrize(("query", "bounds", "refused"), SHAPES)
