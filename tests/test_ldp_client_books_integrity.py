@@ -1,5 +1,6 @@
 """Issue 29's device-books defects D1-D5: a file that is not intact kakeibo books is never taken for new books
-(D1); the books are hash-chained, verified on open and before every report, and refuse charges that are not
+(D1); the books are hash-chained, verified in full on open and by verify(), before every report for what can
+have changed since the last one (in time independent of the books' length), and refuse charges that are not
 charges (D2); every epsilon parser refuses out-of-range numbers of every type with one sentence, before
 expanding them (D3-D5).
 """
@@ -14,6 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -24,9 +26,18 @@ import pytest
 
 import kakeibo
 from kakeibo.accounting import Ledger
-from kakeibo.ldp import OUE, Ask, Campaign, ClientBudgetExceeded, ClientLedger, ClientLedgerIntegrityError
+from kakeibo.ldp import (
+    GRR,
+    OUE,
+    Ask,
+    Campaign,
+    ClientBudgetExceeded,
+    ClientLedger,
+    ClientLedgerIntegrityError,
+)
+from kakeibo.ldp import client as client_module
 from kakeibo.mechanisms import Laplace
-from kakeibo.privacy import as_fraction
+from kakeibo.privacy import PureDP, as_fraction
 
 RANGE = r"must be finite, 0 or of magnitude between 1e-1000 and the largest double \(~1\.8e308\)"
 
@@ -42,12 +53,13 @@ class CountingOUE(OUE):
 
 
 def books_with_reports(path: Path, reports: int = 2) -> None:
-    """Books at ``path`` with a daily budget of ``reports`` reports at epsilon 1, all spent, then closed."""
-    oue = OUE(epsilon=1, domain_size=8)
+    """Books at ``path`` with a daily budget of ``reports`` reports at epsilon 1 (by a CountingOUE), all
+    spent, then closed."""
+    oue = CountingOUE(epsilon=1, domain_size=8)
     with ClientLedger(path, daily_budget=reports) as books:
         books.enrol(Campaign("c", [Ask(oue, reports_per_day=reports)], days=30))
         for value in range(reports):
-            books.report("c", oue, value)
+            books.report("c", oue, value % 8)
 
 
 def one_sentence(message: str) -> bool:
@@ -190,45 +202,66 @@ def test_devices_starting_at_once_share_one_set_of_books(tmp_path: Path) -> None
 # --- D2: the chain ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("statements", "problem"),
-    [
-        (["UPDATE reports SET charged = '0/1' WHERE seq = 1"], "report 1 does not match its hash"),
-        (["DELETE FROM reports WHERE seq = 2"], "the last report does not match the recorded head"),
-        (["DELETE FROM reports WHERE seq = 1"], "report 2 stands where report 1 should be"),
-        (
-            [
-                "UPDATE reports SET seq = 3 WHERE seq = 1",
-                "UPDATE reports SET seq = 1 WHERE seq = 2",
-                "UPDATE reports SET seq = 2 WHERE seq = 3",
-            ],
-            "report 1 does not match its hash",
-        ),
-        (
-            [
-                "INSERT INTO reports SELECT 3, sent_at, day, campaign, randomizer, report_epsilon, charged,"
-                " memo, payload_sha256, hash, payload FROM reports WHERE seq = 2"
-            ],
-            "report 3 does not match its hash",
-        ),
-        (["UPDATE meta SET value = replace(value, '2/1', '9/1') WHERE key = 'header'"], "header"),
-        (["UPDATE campaigns SET daily = '9/1'"], "campaign 1 does not match its hash"),
-        (["UPDATE reports SET payload = zeroblob(length(payload)) WHERE seq = 2"], "report 2's bytes"),
-    ],
-    ids=[
-        "charged-1-to-0",
-        "delete-last",
-        "delete-first",
-        "reorder",
-        "insert",
-        "budget",
-        "declaration",
-        "bytes",
-    ],
-)
-def test_every_edit_of_the_books_is_found_on_open(
-    tmp_path: Path, statements: list[str], problem: str
-) -> None:
+#: Edits of books holding campaign 1 and reports 1-2 (the last of each chain is the last row an open device
+#: verified): the statements, a problem that verify() names, and whether the open device's next report finds
+#: the edit (an edit of the chains' ends, their meta row or the header) or only verify() and the next open do
+#: (an older row, or report bytes, which reports never read).
+EDITS = {
+    "charged-1-to-0": (
+        ["UPDATE reports SET charged = '0/1' WHERE seq = 1"],
+        "report 1 does not match its hash",
+        False,
+    ),
+    "charged-of-last": (
+        ["UPDATE reports SET charged = '0/1' WHERE seq = 2"],
+        "report 2 does not match its hash",
+        True,
+    ),
+    "delete-last": (
+        ["DELETE FROM reports WHERE seq = 2"],
+        "the last report does not match the recorded head",
+        True,
+    ),
+    "delete-first": (
+        ["DELETE FROM reports WHERE seq = 1"],
+        "report 2 stands where report 1 should be",
+        False,
+    ),
+    "reorder": (
+        [
+            "UPDATE reports SET seq = 3 WHERE seq = 1",
+            "UPDATE reports SET seq = 1 WHERE seq = 2",
+            "UPDATE reports SET seq = 2 WHERE seq = 3",
+        ],
+        "report 1 does not match its hash",
+        True,
+    ),
+    "insert": (
+        [
+            "INSERT INTO reports SELECT 3, sent_at, day, campaign, randomizer, report_epsilon, charged,"
+            " memo, payload_sha256, hash, payload FROM reports WHERE seq = 2"
+        ],
+        "report 3 does not match its hash",
+        True,
+    ),
+    "meta-head": (
+        ["UPDATE meta SET value = (SELECT hash FROM reports WHERE seq = 1) WHERE key = 'reports_head'"],
+        "the last report does not match the recorded head",
+        True,
+    ),
+    "budget": (["UPDATE meta SET value = replace(value, '2/1', '9/1') WHERE key = 'header'"], "header", True),
+    "declaration": (["UPDATE campaigns SET daily = '9/1'"], "campaign 1 does not match its hash", True),
+    "bytes": (
+        ["UPDATE reports SET payload = zeroblob(length(payload)) WHERE seq = 2"],
+        "report 2's bytes",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("edited", list(EDITS))
+def test_every_edit_of_the_books_is_found_on_open(tmp_path: Path, edited: str) -> None:
+    statements, problem, _ = EDITS[edited]
     path = tmp_path / "device.sqlite"
     books_with_reports(path)
     ClientLedger(path).verify()  # the books as written verify
@@ -243,7 +276,8 @@ def test_every_edit_of_the_books_is_found_on_open(
 
 def test_an_edit_while_the_books_are_open_stops_every_report_and_read(tmp_path: Path) -> None:
     """The review's shape: ``charged`` edited from 1 to 0 behind an open device's back; the device must not
-    send past its budget. Reports, reads and verify() refuse; nothing is randomized."""
+    send past its budget. The edited report is the last one, the chain's end that every transaction
+    re-checks, so reports, reads and verify() all refuse; nothing is randomized."""
     path, oue = tmp_path / "device.sqlite", CountingOUE(epsilon=1, domain_size=8)
     books = ClientLedger(path, daily_budget=1)
     books.enrol(Campaign("c", [Ask(oue, reports_per_day=1)], days=30))
@@ -256,6 +290,104 @@ def test_an_edit_while_the_books_are_open_stops_every_report_and_read(tmp_path: 
     assert CountingOUE.calls == before
     books.close()
     assert sqlite3.connect(path).execute("SELECT count(*) FROM reports").fetchone() == (1,)
+
+
+@pytest.mark.parametrize("edited", list(EDITS))
+def test_an_open_device_finds_edits_of_the_chains_ends_at_once_and_older_ones_by_verify(
+    tmp_path: Path, edited: str
+) -> None:
+    """A running device checks per report only what can have changed since its last transaction (the module
+    docstring's promise): an edit of a chain's end, its meta row or the header stops the next report; an
+    edit of an older row (or of bytes) is found by verify(), and until then the device sums its own verified
+    copy, so the edit frees no budget (its daily budget is spent: the report is refused as over budget).
+    Once found, every report and read refuses. Nothing is randomized throughout."""
+    statements, problem, next_report_finds = EDITS[edited]
+    path = tmp_path / "device.sqlite"
+    books_with_reports(path)
+    books, oue = ClientLedger(path), CountingOUE(epsilon=1, domain_size=8)
+    before = CountingOUE.calls
+    edit(path, *statements)
+    expected = ClientLedgerIntegrityError if next_report_finds else ClientBudgetExceeded
+    with pytest.raises(expected):
+        books.report("c", oue, 1)
+    if not next_report_finds:
+        assert books.spent().epsilon == 2
+        with pytest.raises(ClientLedgerIntegrityError, match="do not verify") as found:
+            books.verify()
+        assert any(problem in p for p in found.value.problems), found.value.problems
+    for use in (lambda: books.report("c", oue, 2), books.spent, books.campaigns):
+        with pytest.raises(ClientLedgerIntegrityError, match="do not verify"):
+            use()
+    assert CountingOUE.calls == before
+    books.close()
+
+
+def test_a_row_another_process_appended_is_checked_in_full_before_it_is_summed(tmp_path: Path) -> None:
+    """Rows this process has not verified yet are checked like on open: a report another process of the
+    device appended, edited before this one reads it, stops this one; the other process's own last row is
+    its chain's end, so it stops too."""
+    path, grr = tmp_path / "device.sqlite", GRR(epsilon=Fraction(1, 3), domain_size=4)
+    first = ClientLedger(path, lifetime_budget=1)
+    first.enrol(Campaign("c", [Ask(grr, reports_per_day=3)], days=30))
+    second = ClientLedger(path)
+    second.report("c", grr, 0)
+    assert first.spent() == PureDP(Fraction(1, 3))  # first has verified report 1
+    second.report("c", grr, 1)
+    edit(path, "UPDATE reports SET charged = '0/1' WHERE seq = 2")
+    for books in (first, second):
+        with pytest.raises(ClientLedgerIntegrityError) as refused:
+            books.report("c", grr, 2)
+        assert any("report 2 does not match its hash" in p for p in refused.value.problems)
+        books.close()
+
+
+def test_reports_of_another_process_are_summed_exactly_as_they_come(tmp_path: Path) -> None:
+    """Two processes of one device share its lifetime budget of 1 through the running sums: two reports at
+    1/3 by one, one by the other reach exactly 1 (so the third is sent and a fourth is not, from either)."""
+    path, grr = tmp_path / "device.sqlite", GRR(epsilon=Fraction(1, 3), domain_size=4)
+    first = ClientLedger(path, lifetime_budget=1)
+    first.enrol(Campaign("c", [Ask(grr, reports_per_day=4)], days=30))
+    second = ClientLedger(path)
+    second.report("c", grr, 0)
+    second.report("c", grr, 1)
+    assert first.spent() == PureDP(Fraction(2, 3)) == first.spent(campaign="c", day=first.entries()[0].day)
+    first.report("c", grr, 2)
+    for books in (second, first):
+        with pytest.raises(ClientBudgetExceeded, match="in its lifetime"):
+            books.report("c", grr, 3)
+        assert books.spent().epsilon == Fraction(1) and [e.seq for e in books.entries()] == [1, 2, 3]
+        books.close()
+
+
+def test_a_report_rehashes_a_bounded_number_of_rows_whatever_the_books_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-report check is incremental: with 300 reports in the books, a report or a read hashes at most
+    4 rows (each chain's last verified row, the rows appended since, the new one), where re-verifying the
+    whole file, as verify() does, hashes all 301 rows."""
+    path = tmp_path / "device.sqlite"
+    books_with_reports(path, reports=300)
+    tomorrow = datetime.now(timezone.utc) + timedelta(days=1)  # a fresh daily budget
+    books, oue = ClientLedger(path, clock=lambda: tomorrow), CountingOUE(epsilon=1, domain_size=8)
+    hashed = 0
+    link = client_module._link
+
+    def counting_link(previous: str, record: Any) -> str:
+        nonlocal hashed
+        hashed += 1
+        return link(previous, record)
+
+    monkeypatch.setattr(client_module, "_link", counting_link)
+    counts = []
+    for use in (lambda: books.report("c", oue, 1), lambda: books.report("c", oue, 2), books.spent):
+        hashed = 0
+        use()
+        counts.append(hashed)
+    assert counts == [3, 4, 3]
+    hashed = 0
+    books.verify()
+    assert hashed == 1 + 302
+    books.close()
 
 
 def _rechain(path: Path) -> None:
