@@ -20,7 +20,7 @@ from kakeibo.accounting.storage import StoreError
 from kakeibo.backends import StatementTimeout
 from kakeibo.correlated.gaussian import CertificationError
 from kakeibo.errors import ReleaseFailed
-from kakeibo.ldp import ClientBudgetExceeded, ReportFormatError
+from kakeibo.ldp import ClientBudgetExceeded, ClientLedgerIntegrityError, ReportFormatError
 from kakeibo.sql import QueryRefused
 from kakeibo.sql.session import CatalogMismatch
 
@@ -122,6 +122,7 @@ def test_no_module_imports_another_packages_private_module() -> None:
         (CertificationError, ValueError),
         (ReportFormatError, ValueError),
         (ClientBudgetExceeded, Exception),
+        (ClientLedgerIntegrityError, RuntimeError),
     ],
 )
 def test_every_error_is_a_kakeibo_error_and_keeps_its_builtin_base(error: type, builtin: type) -> None:

@@ -15,7 +15,10 @@ broken state), so ``except ValueError`` still works; ``except kakeibo.Error`` ca
     |-- StatementTimeout                     kakeibo.backends: a statement ran past its limit (charged
     |                                        when it ran inside a release's draw)
     |-- CertificationError (ValueError)      kakeibo.correlated: leakage cannot be certified
-    `-- ReportFormatError (ValueError)       kakeibo.ldp: a malformed batch of reports
+    |-- ReportFormatError (ValueError)       kakeibo.ldp: a malformed batch of reports
+    |-- ClientBudgetExceeded                 kakeibo.ldp: a device refused to randomize (nothing sent)
+    `-- ClientLedgerIntegrityError           kakeibo.ldp: a device's books are not intact (not books,
+        (RuntimeError)                       or their hash chains do not verify)
 
 Messages are one sentence an analyst understands and hold no number that depends on the data.
 
