@@ -25,6 +25,7 @@ import pytest
 from sqlglot import exp
 
 from adversarial_harness import (
+    CATALOG_TOML,
     WORLDS,
     Worlds,
     assert_indistinguishable,
@@ -32,6 +33,7 @@ from adversarial_harness import (
     duckdb_worlds,
     numeric_query,
     postgres_worlds,
+    world_tables,
 )
 from kakeibo.sql import catalog, quantiles, values
 
@@ -162,3 +164,44 @@ def test_the_numeric_fuzzer_finds_each_defect_without_its_guard(
     finally:
         worlds.close()
     pytest.fail(f"no difference between the worlds in {FUZZ_SEEDS} draws with the guard taken away")
+
+
+# ------------------------------------------------------------------------------------ through the service
+
+
+@pytest.mark.xdist_group("postgres")
+def test_the_service_answers_the_review_shapes_alike_on_both_worlds(
+    postgres_server: str, tmp_path: Path
+) -> None:
+    """The review's R1, R5 and R6 through ``POST /v1/query`` on PostgreSQL datasets of the base and the
+    target world (each its own service): the same status code and body shape in both (the review saw 200
+    against 500)."""
+    from fastapi.testclient import TestClient
+
+    from kakeibo.service import ServiceConfig, create_app
+    from test_service import bearer, make_analyst
+    from test_service_engines import write_config
+    from tpch_fixtures import postgres_database_with
+
+    seen: dict[str, list[tuple[int, object]]] = {}
+    for world in WORLDS:
+        folder = tmp_path / world
+        folder.mkdir()
+        conninfo = postgres_database_with(postgres_server, {"visits": world_tables(world)["visits"]})
+        params = dict(part.split("=", 1) for part in conninfo.split())
+        url = f"postgresql://{params['user']}@{params['host']}:{params['port']}/{params['dbname']}"
+        (folder / "catalog.toml").write_text(CATALOG_TOML)
+        admin = write_config(folder, f'engine = "postgres"\ndatabase = "{url}"\ncatalog = "catalog.toml"')
+        with TestClient(create_app(ServiceConfig.from_toml(folder / "service.toml"))) as client:
+            key = make_analyst(client, admin, "alice", budget=10)
+            answers = []
+            for query, bounds, _ in (shape.values for shape in SHAPES):
+                body: dict[str, object] = {"dataset": "shop", "sql": query, "epsilon": 1e-3}
+                if bounds is not None:
+                    body["bounds"] = {k: list(v) if isinstance(v, tuple) else v for k, v in bounds.items()}
+                answer = client.post("/v1/query", json=body, headers=bearer(key))
+                shape_of = sorted(answer.json()) if answer.status_code == 200 else answer.json()["detail"]
+                answers.append((answer.status_code, shape_of))
+        seen[world] = answers
+    assert seen["base"] == seen["target"]
+    assert {status for status, _ in seen["base"]} <= {200, 400}, seen["base"]
