@@ -27,7 +27,7 @@ partition's distribution (outside the suite, hill-climbing over counts, the adde
 converge test without its constant leaking most, a non-monotone neighbour as the worst honest ones were.
 
 ``KAKEIBO_AUDIT_BUILDS`` sets the builds per neighbour of the build audits (20,000 by default: the file takes
-about 90 s of one core; the issue's 10^5 per neighbour take about seven minutes).
+about 90 s of one core; the issue's 10^5 per neighbour take about eight minutes).
 """
 
 from __future__ import annotations
