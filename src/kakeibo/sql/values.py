@@ -235,14 +235,15 @@ class _Reader:
     def _branches(self, ifs: list[tuple[exp.Expr, exp.Expr | None]], default: exp.Expr | None) -> _Interval:
         case = exp.Case()
         low, high = _EMPTY
+        bounded = True
         for condition, result in ifs:
             checked = self.tables.engine_condition("CASE WHEN", condition)
             value = self.read(result if result is not None else exp.null())
             case = case.when(checked, value.sql)
-            low, high = min(low, value.low), max(high, value.high)
+            low, high, bounded = min(low, value.low), max(high, value.high), bounded and value.bounded
         otherwise = self.read(default if default is not None else exp.null())
         low, high = min(low, otherwise.low), max(high, otherwise.high)
-        return _Interval(case.else_(otherwise.sql), low, high)
+        return _Interval(case.else_(otherwise.sql), low, high, bounded=bounded and otherwise.bounded)
 
 
 def _p(node: exp.Expression) -> exp.Expression:
