@@ -135,6 +135,16 @@ category = { type = "str" }
 income = { type = "float", lower = 0, upper = 1000 }
 """
 CATALOG = Catalog.from_toml(CATALOG_TOML)
+#: the users of ``visits`` correlated under seed 001's Gaussian model (``kakeibo.sql.correlation``): a path
+#: over users 1..10 that ends at the target, so the target's neighbours are correlated with them
+CORRELATION_TOML = (
+    "[tables.visits.correlation]\nedges = ["
+    + ", ".join(f"[{u}, {v}, 1.0]" for u, v in [*((i, i + 1) for i in range(1, 10)), (10, 999999)])
+    + "]\ntau = 1.0\n"
+)
+CORRELATED_CATALOG = Catalog.from_toml(
+    CATALOG_TOML.replace("[tables.dim]", CORRELATION_TOML + "\n[tables.dim]", 1)
+)
 
 _VISITS_SCHEMA = pa.schema(
     [
@@ -399,6 +409,7 @@ def outcome(
     dialect: str | None = None,
     nonnegative: bool = False,
     bounds: Mapping[str, object] | None = None,
+    catalog: Catalog = CATALOG,
 ) -> Outcome:
     """Run ``session.sql(query, epsilon=epsilon)`` on one world with a fresh ledger and record it.
 
@@ -406,12 +417,13 @@ def outcome(
     ``numpy.random.default_rng(rng_seed)``. ``timeout`` (Spark only) cancels the engine's jobs when the call
     outruns it; the outcome then has ``timed_out`` set (and the call's own error). ``dialect`` and
     ``nonnegative`` are passed to ``session.sql`` as they are, and so is ``bounds`` (the analyst's override of
-    limits and column bounds) when given.
+    limits and column bounds) when given; ``catalog`` is the session's (:data:`CATALOG`, or
+    :data:`CORRELATED_CATALOG`).
     """
     directory = Path(ledger_dir) if ledger_dir is not None else Path(tempfile.mkdtemp(prefix="kakeibo-adv-"))
     path = directory / f"ledger-{world}-{next(_ledger_counter)}.sqlite"
     ledger = Ledger(path, budget=LEDGER_BUDGET)
-    session = kakeibo.connect(worlds.backends[world], catalog=CATALOG, ledger=ledger, delta=DEFAULT_DELTA)
+    session = kakeibo.connect(worlds.backends[world], catalog=catalog, ledger=ledger, delta=DEFAULT_DELTA)
     kwargs: dict[str, Any] = {"epsilon": epsilon, "dialect": dialect, "nonnegative": nonnegative}
     if delta is not None:
         kwargs["delta"] = delta
@@ -498,7 +510,8 @@ def _numbers(text: str) -> set[str]:
 
 
 def _cheap_public_texts(query: str, epsilon: object) -> list[str]:
-    texts = [query, CATALOG_TOML, repr(epsilon), str(epsilon), DEFAULT_DELTA, repr(LEDGER_BUDGET)]
+    texts = [query, CATALOG_TOML, CORRELATION_TOML, repr(epsilon), str(epsilon), DEFAULT_DELTA]
+    texts.append(repr(LEDGER_BUDGET))
     for convert in (float, Fraction):
         try:
             value = convert(epsilon)  # type: ignore[call-overload, arg-type, unused-ignore]
@@ -825,10 +838,12 @@ class Drawn:
     dialect: str
     nonnegative: bool
     bounds: dict[str, object] | None = None
+    correlated: bool = False  # under CORRELATED_CATALOG
 
     def options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`compare` beside the query and epsilon."""
-        return {"dialect": self.dialect, "nonnegative": self.nonnegative, "bounds": self.bounds}
+        options = {"dialect": self.dialect, "nonnegative": self.nonnegative, "bounds": self.bounds}
+        return options | ({"catalog": CORRELATED_CATALOG} if self.correlated else {})
 
 
 def queries() -> Any:
@@ -1039,6 +1054,7 @@ def numeric_query(rng: random.Random) -> Drawn:
         SELECT [category,] <1-3 aggregates of columns or expressions> FROM visits
         [WHERE user_id = 999999 [AND <column> <op> <literal>]] [GROUP BY category]
 
+    A quarter of the calls run under :data:`CORRELATED_CATALOG` (the target correlated with ten users).
     Where :func:`queries` covers the analyser's whole grammar through ``hypothesis`` (which explores by
     mutating what it drew before), these calls are independent draws, so a few hundred of them reach the
     statement's arithmetic (bucket widths, flushes, products, divisions, per-person sums) in many
@@ -1085,4 +1101,5 @@ def numeric_query(rng: random.Random) -> Drawn:
         for limit in ("max_rows_per_partition", "max_partitions"):
             if rng.random() < 1 / 3:
                 bounds[limit] = rng.choice((1, 2, 1000))
-    return Drawn(sql, rng.choice(EPSILONS), "duckdb", rng.random() < 1 / 2, bounds)
+    epsilon, nonnegative = rng.choice(EPSILONS), rng.random() < 1 / 2
+    return Drawn(sql, epsilon, "duckdb", nonnegative, bounds, correlated=rng.random() < 1 / 4)
