@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigurationError, Error, UnaccountedRelease
+from .errors import ArgumentError, ArgumentTypeError, ConfigurationError, Error, UnaccountedRelease
 
 if TYPE_CHECKING:
     from . import sql
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
     "ConfigurationError",
     "Error",
     "Release",

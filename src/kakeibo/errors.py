@@ -4,6 +4,9 @@ Each error keeps the built-in base it has always had (``ValueError`` for bad inp
 broken state), so ``except ValueError`` still works; ``except kakeibo.Error`` catches every one of them::
 
     Error
+    |-- ArgumentError (ValueError)           an argument whose value kakeibo does not accept
+    |-- ArgumentTypeError (TypeError)        an argument of a type kakeibo does not accept, or a call that
+    |                                        gives a conflicting or missing set of keywords
     |-- QueryRefused (ValueError)            kakeibo.sql: a query kakeibo will not answer
     |-- ConfigurationError (ValueError)      a catalog, service file or ledger set up wrongly
     |   `-- CatalogMismatch                  kakeibo.sql: the catalog's types are not the engine's
@@ -29,11 +32,30 @@ True
 
 from __future__ import annotations
 
-__all__ = ["ConfigurationError", "Error", "ReleaseFailed", "StatementTimeout", "UnaccountedRelease"]
+__all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "ConfigurationError",
+    "Error",
+    "ReleaseFailed",
+    "StatementTimeout",
+    "UnaccountedRelease",
+]
 
 
 class Error(Exception):
     """The root of every error kakeibo raises on purpose."""
+
+
+class ArgumentError(Error, ValueError):
+    """An argument whose value kakeibo does not accept (an epsilon of 0, a probability above 1, a bound that
+    is NaN). It is a ``ValueError`` too, so code written against the built-in keeps working (scikit-learn's
+    ``InvalidParameterError`` is the model)."""
+
+
+class ArgumentTypeError(Error, TypeError):
+    """An argument of a type kakeibo does not accept, or a call whose keywords conflict or miss one that is
+    needed (``epsilon=`` and ``accuracy=`` together, or neither). It is a ``TypeError`` too."""
 
 
 class ConfigurationError(Error, ValueError):
