@@ -54,8 +54,8 @@ from kakeibo.mechanisms import Geometric, Laplace, Mechanism
 from kakeibo.noise import resolve_source
 from kakeibo.privacy import Number, as_fraction
 from kakeibo.sql import Catalog, analyze, rewrite, truncation
+from kakeibo.sql import execute as execute_module
 from kakeibo.sql import plan as plan_module
-from kakeibo.sql import session as session_module
 from kakeibo.sql.plan import NoisePlan, Statistic, plan_query
 from kakeibo.sql.rewrite import bounded_sql
 from tpch_fixtures import postgres_database_with
@@ -133,7 +133,7 @@ def without_target(tpch_tables: dict[str, pa.Table]) -> DuckDBBackend:
 
 def _statistics(plan: NoisePlan, backend: DuckDBBackend) -> dict[str, np.ndarray]:
     """What the session's release noises: each statistic's true value per public key (race: per candidate)."""
-    return session_module._true_statistics(plan, backend.execute(bounded_sql(plan)))[1]
+    return execute_module._true_statistics(plan, backend.execute(bounded_sql(plan)))[1]
 
 
 # --- the audit of a plan's whole release --------------------------------------------------------------------
@@ -161,7 +161,7 @@ def _loss_sampler(plan: NoisePlan, high: dict[str, np.ndarray], low: dict[str, n
         for stat in plan.statistics:
             values = np.tile((high, low)[which][stat.name], (n, 1))  # n copies of every group (and candidate)
             if stat.race is None:
-                noisy = stat.mechanism.release(session_module._in_range(stat.mechanism, values), rng=source)
+                noisy = stat.mechanism.release(execute_module._in_range(stat.mechanism, values), rng=source)
             else:
                 shifted = stat.race.release(values, source)[1]
                 noisy = shifted + stat.race.shifts(stat.race.beta)
@@ -376,7 +376,7 @@ def _moves(run: Runner, sql: str, target: float) -> dict[str, tuple[float, float
     results with and without the target, and the L1 sensitivity its noise is calibrated to."""
     plan = plan_query(analyze(sql, VISITS), epsilon=1)
     statement = bounded_sql(plan)
-    high, low = (session_module._true_statistics(plan, run(t, statement))[1] for t in (target, None))
+    high, low = (execute_module._true_statistics(plan, run(t, statement))[1] for t in (target, None))
     return {
         s.name: (
             float(np.sum(np.abs(np.asarray(high[s.name], float) - np.asarray(low[s.name], float)))),

@@ -28,7 +28,7 @@ from kakeibo.errors import ReleaseFailed
 from kakeibo.mechanisms import Laplace
 from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.sql import Catalog, QueryRefused
-from kakeibo.sql import session as session_module
+from kakeibo.sql import execute as execute_module
 from kakeibo.sql.session import CatalogMismatch
 
 CATALOG = """
@@ -130,7 +130,7 @@ def test_an_error_after_the_draw_is_charged_and_says_nothing(
     def failing(*args: object, **kwargs: object) -> object:
         raise ValueError(f"value {args[3]} cannot be used")  # an engine-like message quoting the value
 
-    monkeypatch.setattr(session_module, "_aggregate", failing)
+    monkeypatch.setattr(execute_module, "_aggregate", failing)
     query = "SELECT COUNT(*) AS n FROM visits"
     for _ in range(3):
         with pytest.raises(ReleaseFailed) as info:
@@ -149,17 +149,17 @@ def test_post_processing_runs_after_the_charge(tmp_path: Path, monkeypatch: pyte
     value), and the next call returns the stored release (post-processed) at no further cost."""
     session = _session(tmp_path, with_target=False)
     query = "SELECT shop, COUNT(*) AS n FROM visits GROUP BY shop HAVING n > 10 ORDER BY n DESC LIMIT 2"
-    real = session_module._post_process
+    real = execute_module._post_process
 
     def failing(*args: object) -> object:
         raise RuntimeError("post-processing failed")
 
-    monkeypatch.setattr(session_module, "_post_process", failing)
+    monkeypatch.setattr(execute_module, "_post_process", failing)
     with pytest.raises(ReleaseFailed) as info:
         session.sql(query, epsilon=1, delta=1e-6)
     assert "post-processing" not in str(info.value) and info.value.__suppress_context__
     assert _spent(session) == 1
-    monkeypatch.setattr(session_module, "_post_process", real)
+    monkeypatch.setattr(execute_module, "_post_process", real)
     result = session.sql(query, epsilon=1, delta=1e-6)
     assert _spent(session) == 1 and len(result) <= 2
     assert list(result.table.column("n").to_pylist()) == sorted(result.table.column("n").to_pylist())[::-1]

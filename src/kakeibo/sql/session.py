@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import math
 import os
 import warnings
 from collections.abc import Callable, Mapping
@@ -34,9 +33,7 @@ from fractions import Fraction
 from typing import Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
@@ -44,19 +41,19 @@ from .. import release
 from ..accounting import Box, Ledger, LedgerEntry, Scope
 from ..backends import Backend, DuckDBBackend, database_name
 from ..errors import ConfigurationError
-from ..mechanisms import AccuracyWarning, Geometric, Laplace, Mechanism
+from ..mechanisms import AccuracyWarning
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from ..views.hdpview import HDPViewParameters
-from .aggregates import NoisyStatistics, aggregate_spec
-from .analyze import AnalyzedQuery, QueryRefused, analyze
-from .bounds import BoundChoice, ChosenBounds, attach, attached, bound_choice, provisional, with_bounds
+from . import execute
+from .analyze import QueryRefused, analyze
+from .bounds import BoundChoice, ChosenBounds, bound_choice, provisional, with_bounds
 from .catalog import Catalog, TableSpec
-from .derived import Derived, derived_bounds, derived_values
-from .plan import CONFIDENCE, NoisePlan, direct_statistic, epsilon_for_accuracy, plan_query
+from .execute import read_release
+from .explain import explanation
+from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .region import constant_check_sql, declared_constants
-from .rewrite import bounded_sql, group_name, race_name
 from .shape import check_dialect
 from .views import (
     VIEW_CONFIDENCE,
@@ -260,66 +257,7 @@ class Session:
         charged, choice, _ = self._planned(
             query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
         )
-        plan = charged if choice is None else choice.provisional_answer()
-        lines = [
-            f"privacy loss: {charged.privacy_loss}",
-            *(choice.describe() if choice is not None else []),
-            *_bounding(plan, (False, False) if choice is None else choice.limits),
-            *([f"correlated users: {plan.correlation}"] if plan.correlation is not None else []),
-            *_groups(plan),
-        ]
-        for stat in plan.statistics:
-            m = stat.mechanism
-            if stat.race is not None:
-                lines.append(f"  {stat.name:<16} {stat.race.describe()}")
-                continue
-            if not stat.released:
-                lines.append(f"  {stat.name:<16} read by the selection only (not released)")
-                continue
-            sensitivity = (
-                f"per-group sensitivity {stat.per_group_sensitivity:g}"
-                if plan.correlation is None
-                else f"Bayesian sensitivity {getattr(m, 'sensitivity', 0):.6g} (replace range x (1 + l*))"
-            )
-            lines.append(
-                f"  {stat.name:<16} {sensitivity}, "
-                f"{type(m).__name__} at {m.privacy_loss}, scale {getattr(m, 'scale', 0):.4g}, "
-                f"95% error +-{m.error_bound(0.05):.4g}"
-            )
-        for q in plan.quantiles:
-            lines.append(
-                f"  {q.alias:<16} quantile {q.quantile:g} of {q.column}: permute-and-flip over "
-                f"{q.buckets.count} buckets of width {q.buckets.step:g}, utility sensitivity "
-                f"{q.utility_sensitivity:g}, per group {q.value.privacy_loss} for the value and "
-                f"{q.low.privacy_loss} for each interval end; 95% rank error +-{q.rank_error(0.05):.4g} "
-                "(in bounded rows)"
-            )
-        hidden = [a.alias for a in plan.query.aggregates if a.alias not in plan.query.output]
-        if hidden:
-            lines.append(
-                "not shown, read by expressions, HAVING or ORDER BY (noised and charged): "
-                + ", ".join(hidden)
-            )
-        for d in plan.query.derived:
-            lines.append(
-                f"  {d.alias:<16} = {d.expression.sql('duckdb')}, computed from the released "
-                f"{', '.join(d.inputs)} (no further cost); 95% interval from each input's at "
-                f"1 - 0.05/{len(d.inputs)}, where interval arithmetic gives one"
-            )
-        if nonnegative:
-            clamped = ", ".join(_never_negative(plan)) or "none"
-            lines.append(f"clamped at 0 with their intervals (nonnegative=True, no cost): {clamped}")
-        if choice is not None:
-            lines.append("engine statement of the histograms:")
-            lines.append(choice.histograms_sql())
-            lines.append(
-                "engine statement of the answer, at the provisional bounds (the chosen ones replace them, "
-                "and the noise above scales with them):"
-            )
-        else:
-            lines.append("engine statement:")
-        lines.append(bounded_sql(plan))
-        return "\n".join(prefix + lines)
+        return "\n".join(prefix + explanation(charged, choice, nonnegative))
 
     # --- views ------------------------------------------------------------------------------------------
 
@@ -486,18 +424,14 @@ class Session:
             request_id=self._request_id(plan, catalog, request_id),
         )
 
-        def finish(table: pa.Table) -> tuple[ChosenBounds | None, pa.Table]:
-            chosen, table = attached(table), table.replace_schema_metadata(None)
-            return chosen, _post_process(plan.query, _clamped(plan, table) if nonnegative else table)
-
         out = release.run(
             self.ledger,
             charge,
-            lambda source: self._draw(plan, choice, source),
+            lambda source: execute.draw(plan, choice, self._execute, source),
             rng=rng,
             check=lambda: self._check_tables(plan),
-            codec=_TABLES,
-            finish=finish,
+            codec=execute.TableCodec(),
+            finish=lambda table: execute.finish(plan, table, nonnegative),
         )
         chosen, table = out.value
         warning = None if chosen is None or choice is None else choice.warning(chosen)
@@ -506,15 +440,6 @@ class Session:
         return Result(
             table, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded, bounds=chosen
         )
-
-    def _draw(self, plan: NoisePlan, choice: BoundChoice | None, source: RandomSource) -> pa.Table:
-        """The release's draw: the engine statement(s) and all noise. With bounds to choose, the histograms'
-        statement runs first and the answer's statement is compiled at the bounds chosen from them."""
-        chosen = None
-        if choice is not None:
-            plan, chosen = choice.choose(self._execute(choice.histograms_sql()), source)
-        table = _release(plan, self._execute(bounded_sql(plan)), source)
-        return table if chosen is None else attach(table, chosen)
 
     def _execute(self, statement: str) -> pa.Table:
         """Run a statement written in DuckDB's dialect on the session's engine."""
@@ -646,170 +571,10 @@ class Session:
         self.close()
 
 
-class _TableCodec:
-    """A released table as an Arrow IPC stream, with the ``seeded`` mark in its schema metadata."""
-
-    def encode(self, value: pa.Table, seeded: bool) -> bytes:
-        sink = pa.BufferOutputStream()
-        marked = value.replace_schema_metadata(
-            {**(value.schema.metadata or {}), b"kakeibo.seeded": str(seeded)}
-        )
-        with pa.ipc.new_stream(sink, marked.schema) as writer:
-            writer.write_table(marked)
-        return bytes(sink.getvalue().to_pybytes())
-
-    def decode(self, payload: bytes) -> tuple[pa.Table, bool]:
-        table = pa.ipc.open_stream(payload).read_all()
-        metadata = dict(table.schema.metadata or {})
-        seeded = metadata.pop(b"kakeibo.seeded", None) == b"True"
-        return table.replace_schema_metadata(metadata or None), seeded
-
-
-_TABLES = _TableCodec()
-
-
-def read_release(payload: bytes) -> pa.Table:
-    """The released table of a payload stored with its charge (:meth:`Ledger.stored_release`), for readers
-    of the ledger such as the service's dashboard."""
-    return _TABLES.decode(payload)[0]
-
-
 def _accuracy(accuracy: object) -> tuple[float, float]:
     if not isinstance(accuracy, tuple) or len(accuracy) != 2:
         raise TypeError(f"accuracy must be a pair (alpha, beta), got {accuracy!r}.")
     return accuracy[0], accuracy[1]
-
-
-def _bounding(plan: NoisePlan, chosen: tuple[bool, bool] = (False, False)) -> list[str]:
-    """How one person's contribution is bounded (``chosen``: whether kappa and L0 are chosen privately), the
-    join path to the person and the bounds of every expression an aggregate reads, for
-    :meth:`Session.explain`."""
-    query = plan.query
-    if not query.user_level:
-        lines = [f"table {query.table.name}: row-level (each row is a person)"]
-    else:
-        assert query.person is not None and query.unit is not None and query.grain is not None
-        kappa = (
-            "each person's group total truncated by the R2T race"
-            if query.auto_truncation
-            else "kappa chosen privately"
-            if chosen[0]
-            else f"kappa={plan.max_rows_per_partition} rows per group"
-        )
-        l0 = "L0 chosen privately" if chosen[1] else f"L0={plan.max_partitions} groups per user"
-        lines = [
-            f"table {query.table.name}: user-level on {query.person.name}.{query.person.privacy_unit}, "
-            f"{kappa}, {l0}"
-            + (
-                ""
-                if query.grain is query.table and not query.joins
-                else f" (the limits of {query.grain.name})"
-            )
-        ]
-    for join in query.joins:
-        how = {"reference": "along its reference", "public": "public", "person": "to reach the person"}[
-            join.kind
-        ]
-        lines.append(
-            f"  join {join.table.name}"
-            + (f" AS {join.alias}" if join.alias else "")
-            + f" ON {join.qualifier}.{join.column} = {join.left_qualifier}.{join.left_column} ({how})"
-        )
-    if query.unit is not None and query.joins:
-        lines.append(f"  privacy unit of each joined row: {query.unit[0]}.{query.unit[1]}")
-    for value in query.values:
-        if value.text:
-            lines.append(
-                f"  {value.spec.name} = {value.text}: bounds [{value.spec.lower:.6g}, "
-                f"{value.spec.upper:.6g}] by "
-                "interval arithmetic on the catalog's column bounds"
-            )
-    return lines
-
-
-def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
-    """Noise every statistic, select groups, derive the aggregates and their intervals.
-
-    Partition selection runs first, on the distinct users of the groups the engine found; the other
-    statistics are noised for the kept groups only. Every parameter of the draw (grids, guards) was fixed by
-    the plan, and values are clamped into the grid's range, so nothing here depends on, or fails for, the
-    groups selection dropped or the size of a value. The table's schema is the plan's (:func:`_schema`)."""
-    query = plan.query
-    stats = _group_statistics(plan, raw) if plan.quantiles else raw
-    keys, true = _true_statistics(plan, stats)
-    noisy: dict[str, Any] = {}
-    keep = np.ones(len(keys), dtype=bool)
-    if plan.selection is not None:
-        users = np.rint(np.asarray(true["users"], dtype=np.float64)).astype(np.int64)  # weighted sums: whole
-        keep = np.asarray(plan.selection.release(users, rng=source), dtype=bool)
-    kept = [k for k, flag in zip(keys, keep, strict=True) if flag]
-    for stat in plan.statistics:
-        if stat.race is not None:
-            noisy[stat.name], noisy[f"{stat.name}__shifted"] = stat.race.release(
-                true[stat.name][keep], source
-            )
-        elif stat.released:
-            values = _in_range(stat.mechanism, true[stat.name][keep])
-            noisy[stat.name] = np.asarray(stat.mechanism.release(values, rng=source))
-    columns: dict[str, Any] = {alias: [k[i] for k in kept] for i, alias in enumerate(query.group_aliases)}
-    beta = 1 - CONFIDENCE
-    quantiles = _quantiles(plan, raw, kept, beta, source) if plan.quantiles else {}
-    for agg in query.aggregates:
-        if agg.function == "quantile":
-            value, low, high = quantiles[agg.alias]
-        else:
-            value, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta, agg.sample)
-        columns[agg.alias] = value
-        columns[f"{agg.alias}_ci_low"] = low
-        columns[f"{agg.alias}_ci_high"] = high
-    for derived in query.derived:
-        columns.update(_derived(plan, derived, columns, noisy, beta, len(kept)))
-    schema = _schema(plan)
-    return pa.table({name: pa.array(columns[name], type=schema.field(name).type) for name in schema.names})
-
-
-def _true_statistics(plan: NoisePlan, stats: pa.Table) -> tuple[list[tuple[Any, ...]], dict[str, Any]]:
-    """The group keys to release from (the public keys, or the groups the engine found) and each
-    statistic's true value per key (0 for a public key the engine found no rows for); a statistic truncated
-    by the R2T race has one column per threshold."""
-    ngroups = len(plan.query.group_by)
-    rows = stats.to_pydict()
-    found = [tuple(rows[group_name(i)][r] for i in range(ngroups)) for r in range(stats.num_rows)]
-
-    def column(name: str) -> list[Any]:
-        return [0 if v is None else v for v in rows[name]]  # NULL: no rows
-
-    values: dict[str, np.ndarray] = {}
-    for s in plan.statistics:
-        if s.race is None:
-            values[s.name] = np.asarray(column(s.name))
-        else:
-            candidates = [column(race_name(s.name, j)) for j in range(s.race.candidates)]
-            values[s.name] = np.asarray(candidates).T.reshape(stats.num_rows, s.race.candidates)
-    if plan.public_keys is None:
-        return found, values
-    index = {k: r for r, k in enumerate(found)}
-    keys = list(plan.public_keys)
-    rows_of = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
-    out = {}
-    for name, array in values.items():
-        padded = np.concatenate([array, np.zeros((1, *array.shape[1:]), dtype=array.dtype)])
-        out[name] = padded[rows_of]  # -1: the row of zeros
-    return keys, out
-
-
-def _in_range(mechanism: Mechanism, values: Any) -> Any:
-    """``values`` clamped into what ``mechanism`` can release (NaN as 0): a real-valued mechanism's grid has a
-    range, and a release must not fail for a value out of it. Clamping is 1-Lipschitz per coordinate, so it
-    keeps the sensitivity; the engine's clamped sums never reach the range in practice."""
-    if not isinstance(mechanism, Laplace):
-        return values
-    bound = mechanism.max_magnitude
-    return np.clip(
-        np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=bound, neginf=-bound),
-        -bound,
-        bound,
-    )
 
 
 #: which engine (Arrow) types hold each catalog type
@@ -820,185 +585,6 @@ _ARROW_KINDS: dict[str, Callable[[pa.DataType], bool]] = {
     "bool": pa.types.is_boolean,
     "date": pa.types.is_date,
 }
-_ARROW_TYPES = {
-    "int": pa.int64(),
-    "float": pa.float64(),
-    "str": pa.string(),
-    "bool": pa.bool_(),
-    "date": pa.date32(),
-}
-
-
-def _schema(plan: NoisePlan) -> pa.Schema:
-    """The released table's schema, from the query and the catalog alone: group columns typed as the
-    catalog declares them, noisy counts as int64, every other value and interval end as float64 (typing
-    keys from the values found would let a dropped group change the released schema)."""
-    query = plan.query
-    fields: dict[str, pa.DataType] = {}
-    for i, alias in enumerate(query.group_aliases):
-        fields[alias] = _ARROW_TYPES[query.group_spec(i).type]
-    for agg in query.aggregates:  # hidden ones too: filtered, sorted or computed on, dropped after that
-        direct = direct_statistic(agg.function, agg.column)
-        integer = any(s.name == direct and isinstance(s.mechanism, Geometric) for s in plan.statistics)
-        fields[agg.alias] = pa.int64() if integer else pa.float64()
-        fields[f"{agg.alias}_ci_low"] = fields[f"{agg.alias}_ci_high"] = pa.float64()
-    for derived in query.derived:
-        fields[derived.alias] = pa.string() if derived.text else pa.float64()
-        fields[f"{derived.alias}_ci_low"] = fields[f"{derived.alias}_ci_high"] = pa.float64()
-    order = [c for c in query.output if c in fields] + [c for c in fields if c not in query.output]
-    return pa.schema([(name, fields[name]) for name in order])
-
-
-def _group_statistics(plan: NoisePlan, raw: pa.Table) -> pa.Table:
-    """The per-group statistics of a histogram statement: its weighted statistics summed over the buckets
-    of the first histogram (integer statistics rounded: their weights sum to whole numbers)."""
-    groups = [group_name(i) for i in range(len(plan.query.group_by))]
-    sums = [  # COALESCE: a sum over no bucket rows (an empty selection) is 0, not NULL
-        f'CAST(ROUND(COALESCE(SUM("{s.name}"), 0)) AS BIGINT) AS "{s.name}"'
-        if s.integer
-        else f'COALESCE(SUM("{s.name}"), 0) AS "{s.name}"'
-        for s in plan.statistics
-    ]
-    con = duckdb.connect()
-    con.register("raw", raw)
-    columns = ", ".join([*groups, *sums]) or "COUNT(*) AS __rows"
-    group_by = f" GROUP BY {', '.join(groups)}" if groups else ""
-    return con.sql(f"SELECT {columns} FROM raw WHERE __qi = 0{group_by}").to_arrow_table()
-
-
-def _quantiles(
-    plan: NoisePlan, raw: pa.Table, keys: list[tuple[Any, ...]], beta: float, source: RandomSource
-) -> dict[str, tuple[Any, Any, Any]]:
-    """Value and interval of every quantile aggregate for the released ``keys``."""
-    ngroups = len(plan.query.group_by)
-    index = {k: r for r, k in enumerate(keys)}
-    masses = {c: np.zeros((len(keys), plan.buckets(c).count)) for c in plan.histogram_columns}
-    rows = raw.to_pydict()
-    for r in range(raw.num_rows):
-        bucket = rows["__bucket"][r]
-        row = index.get(tuple(rows[group_name(i)][r] for i in range(ngroups)))
-        if bucket is None or row is None:
-            continue
-        masses[plan.histogram_columns[rows["__qi"][r]]][row, bucket] += rows["__mass"][r]
-    if not keys:
-        return {q.alias: (np.empty(0), np.empty(0), np.empty(0)) for q in plan.quantiles}
-    return {q.alias: q.release(masses[q.column], beta, source) for q in plan.quantiles}
-
-
-def _derived(
-    plan: NoisePlan, derived: Derived, columns: dict[str, Any], noisy: dict[str, Any], beta: float, rows: int
-) -> dict[str, Any]:
-    """An output computed from released aggregates (:mod:`.derived`): its values, and its ``1 - beta``
-    interval from each input's interval at ``1 - beta / k`` (a quantile's interval is released at the
-    query's level, so with other inputs beside it there is none)."""
-    values = {name: np.asarray(columns[name], dtype=np.float64) for name in derived.inputs}
-    lows, highs = {}, {}
-    k = len(derived.inputs)
-    for name in derived.inputs:
-        agg = plan.query.aggregate(name)
-        if agg.function == "quantile":  # its interval ends were drawn at the query's level
-            shown = (columns[f"{name}_ci_low"], columns[f"{name}_ci_high"])
-            low, high = shown if k == 1 else ([np.nan] * rows, [np.nan] * rows)
-        else:
-            _, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta / k, agg.sample)
-        lows[name], highs[name] = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
-    low, high = derived_bounds(derived, lows, highs, rows)
-    value = derived_values(derived, values, rows)
-    return {
-        derived.alias: value if derived.text else _nulls(value),
-        f"{derived.alias}_ci_low": _nulls(low),
-        f"{derived.alias}_ci_high": _nulls(high),
-    }
-
-
-def _nulls(values: Any) -> list[float | None]:
-    """NaN as SQL NULL."""
-    return [None if math.isnan(v) else float(v) for v in np.asarray(values, dtype=np.float64)]
-
-
-def _aggregate(
-    plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float, sample: bool
-) -> tuple[Any, Any, Any]:
-    """An aggregate's value and ``1 - beta`` interval per released group, recombined from the noisy
-    statistics as its :class:`~kakeibo.sql.aggregates.AggregateSpec` says."""
-    spec = aggregate_spec(function, plan.query.auto_truncation)
-    return spec.estimate(NoisyStatistics(plan, noisy), column, beta, sample)
-
-
-def _never_negative(plan: NoisePlan) -> list[str]:
-    """The aggregates whose true value cannot be negative: counts, variances and standard deviations, and
-    sums, averages and quantiles of a column bounded below by 0."""
-    query = plan.query
-    found = []
-    for agg in query.aggregates:
-        lower = None if agg.column is None else query.value(agg.column).spec.lower
-        bounded = lower is not None and lower >= 0
-        if agg.function in ("count", "count_distinct_unit", "variance", "stddev") or bounded:
-            found.append(agg.alias)
-    return found
-
-
-def _clamped(plan: NoisePlan, table: pa.Table) -> pa.Table:
-    """Each never-negative aggregate and its interval's ends clamped at 0 (its true value lies in the
-    clamped interval whenever it lay in the released one)."""
-    for alias in _never_negative(plan):
-        for name in (f"{alias}{end}" for end in _ENDS):
-            column = table.column(name)
-            clamped = pc.max_element_wise(column, pa.scalar(0, type=column.type))
-            table = table.set_column(table.column_names.index(name), name, clamped)
-    return table
-
-
-#: the columns of an aggregate: its value and its interval's ends
-_ENDS = ("", "_ci_low", "_ci_high")
-
-
-def _groups(plan: NoisePlan) -> list[str]:
-    """How the released groups are chosen, and the values of each GROUP BY expression, for
-    :meth:`Session.explain`."""
-    query = plan.query
-    if not query.group_by:
-        return ["groups: one, the whole table (no GROUP BY)"]
-    if plan.public_keys is None:
-        selection = plan.selection
-        assert selection is not None
-        lines = [
-            "groups: private selection (Desfontaines et al. 2022), each key kept with the optimal "
-            f"probability for its distinct users at {selection.privacy_loss} over "
-            f"L0={selection.max_partitions} keys: 50% from {selection.users_for(0.5)} users, 95% from "
-            f"{selection.users_for(0.95)}, always from {selection.n2 + 1}"
-        ]
-    else:
-        lines = [
-            f"groups: all {len(plan.public_keys):,} public keys (from the catalog's public_values and the "
-            "results of GROUP BY expressions)"
-        ]
-    for alias, key in zip(query.group_aliases, query.group_expressions, strict=True):
-        if key is not None:
-            values = (
-                "found by selection" if key.public_values is None else ", ".join(map(repr, key.public_values))
-            )
-            lines.append(f"  key {alias} = {key.text}: values {values}")
-    return lines
-
-
-def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
-    """HAVING, ORDER BY and LIMIT on released values (post-processing: no privacy cost), then the hidden
-    aggregates (read by expressions, HAVING or ORDER BY only) dropped."""
-    hidden = {f"{a.alias}{end}" for a in query.aggregates if a.alias not in query.output for end in _ENDS}
-    shown = [name for name in table.column_names if name not in hidden]
-    if query.having is None and not query.order_by and query.limit is None:
-        return table.select(shown)
-    con = duckdb.connect()
-    con.register("released", table)
-    sql = "SELECT * FROM released"
-    if query.having is not None:
-        sql += f" WHERE {query.having.sql('duckdb')}"
-    if query.order_by:
-        sql += " ORDER BY " + ", ".join(f'"{c}" {"DESC" if d else "ASC"}' for c, d in query.order_by)
-    if query.limit is not None:
-        sql += f" LIMIT {int(query.limit)}"
-    return con.sql(sql).to_arrow_table().select(shown)
 
 
 def _session_dialect(dialect: object, catalog: Catalog) -> str:
