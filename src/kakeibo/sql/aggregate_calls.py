@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
+from .aggregates import AGGREGATES, Call, CallKey
 from .catalog import QueryRefused
 from .predicates import numeric_literal, strip
 from .shape import AggregateFunction, ValueColumn
@@ -33,31 +34,18 @@ SUPPORTED_AGGREGATES = (
     "(or a synonym such as COUNT_BIG, VAR_POP, STD, STDDEV_POP, APPROX_QUANTILE or PERCENTILE_CONT)"
 )
 
-_VALUE_AGGREGATES: dict[type[exp.Expr], tuple[AggregateFunction, bool]] = {
-    exp.Sum: ("sum", True),
-    exp.Avg: ("avg", True),
-    exp.Variance: ("variance", True),
-    exp.VariancePop: ("variance", False),
-    exp.Stddev: ("stddev", True),
-    exp.StddevSamp: ("stddev", True),
-    exp.StddevPop: ("stddev", False),
-}
-#: aggregates sqlglot reads as anonymous functions, by lower-case name, each as the typed call it means:
-#: VAR (DuckDB, T-SQL), T-SQL's VARP and STDEVP (population), STD (Spark, Hive: the sample standard
-#: deviation; sqlglot types MySQL's STD as STDDEV_POP itself) and Trino's and Spark's approximate quantiles
-_ANONYMOUS_VALUES: dict[str, type[exp.Expr]] = {
-    "var": exp.Variance,
-    "varp": exp.VariancePop,
-    "std": exp.Stddev,
-    "stdevp": exp.StddevPop,
-}
+#: aggregates sqlglot reads as anonymous functions whose arguments are grammar of their own here, by
+#: lower-case name: Trino's and Spark's approximate quantiles, T-SQL's COUNT_BIG (the one-column ones, such
+#: as VAR, VARP, STD and STDEVP, are spellings in the registry)
 _ANONYMOUS_QUANTILES = frozenset({"approx_percentile", "percentile_approx"})
-_ANONYMOUS_AGGREGATES = frozenset({*_ANONYMOUS_VALUES, *_ANONYMOUS_QUANTILES, "count_big"})
-_FIXED_QUANTILES: dict[type[exp.Expr], tuple[Fraction, str]] = {
-    exp.Median: (Fraction(1, 2), "median"),
-    exp.Min: (Fraction(0), "min"),
-    exp.Max: (Fraction(1), "max"),
-}
+_ANONYMOUS_GRAMMAR = frozenset({*_ANONYMOUS_QUANTILES, "count_big"})
+
+
+def _one_column_calls() -> dict[CallKey, tuple[AggregateFunction, Call]]:
+    """The parser's name map: every aggregate's one-column spellings (:attr:`AggregateSpec.calls
+    <kakeibo.sql.aggregates.AggregateSpec.calls>`) with the aggregate's name, read from the registry when a
+    call is read."""
+    return {key: (name, call) for name, spec in AGGREGATES.items() for key, call in spec.calls.items()}
 
 
 @dataclass(frozen=True)
@@ -81,7 +69,10 @@ def is_aggregate(node: exp.Expr) -> bool:
         return True
     if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
         return is_aggregate(node.this)
-    return isinstance(node, exp.Anonymous) and lower_name(node.this) in _ANONYMOUS_AGGREGATES
+    if not isinstance(node, exp.Anonymous):
+        return False
+    name = lower_name(node.this)
+    return name in _ANONYMOUS_GRAMMAR or name in _one_column_calls()
 
 
 def contains_aggregate(node: exp.Expr) -> bool:
@@ -121,24 +112,16 @@ class AggregateReader:
         text = sql_text(node, self.dialect)
         if isinstance(node, exp.Filter):
             raise QueryRefused(f"{text} uses FILTER, which is not supported; move the condition into WHERE.")
-        if isinstance(node, exp.Anonymous):  # VAR(x), COUNT_BIG(*), ...: read as the call it means
+        one_column = self._one_column(node, text)
+        if one_column is not None:
+            return one_column
+        if isinstance(
+            node, exp.Anonymous
+        ):  # COUNT_BIG(*), APPROX_PERCENTILE(x, q): read as the call it means
             node = self._typed(node, text)
         if isinstance(node, exp.Count):
             return self._count(node, text)
         kind = type(node)
-        if kind in _VALUE_AGGREGATES:
-            function, sample = _VALUE_AGGREGATES[kind]
-            self._only_this(node, text)
-            column = self._value_column(node.this, function.upper(), text)
-            prefix: str = function
-            if function in ("variance", "stddev") and not sample:
-                prefix = "var_pop" if function == "variance" else "stddev_pop"
-            return AggregateCall(function, column, None, sample, f"{prefix}_{column}")
-        if kind in _FIXED_QUANTILES:
-            q, label = _FIXED_QUANTILES[kind]
-            self._only_this(node, text)
-            column = self._value_column(node.this, label.upper(), text)
-            return AggregateCall("quantile", column, float(q), True, f"{label}_{column}")
         if isinstance(node, exp.Quantile):  # QUANTILE, APPROX_QUANTILE
             if any(value for key, value in node.args.items() if key not in ("this", "quantile")):
                 raise QueryRefused(
@@ -168,8 +151,30 @@ class AggregateReader:
             return node.sql_name()
         return type(node).__name__.upper()
 
+    def _one_column(self, node: exp.Expr, text: str) -> AggregateCall | None:
+        """A one-column spelling of an aggregate in the registry (SUM(x), VAR(x), MEDIAN(x), ...), else
+        ``None``."""
+        if isinstance(node, exp.Anonymous):
+            name = lower_name(node.this)
+            found = _one_column_calls().get(name)
+            if found is None:
+                return None
+            if len(node.expressions) != 1:
+                raise QueryRefused(f"{text}: {name.upper()} takes exactly one column.")
+            argument = node.expressions[0]
+        else:
+            found = _one_column_calls().get(type(node))
+            if found is None:
+                return None
+            self._only_this(node, text)
+            argument = node.this
+        function, call = found
+        column = self._value_column(argument, call.shown, text)
+        quantile = None if call.quantile is None else float(call.quantile)
+        return AggregateCall(function, column, quantile, call.sample, f"{call.prefix}_{column}")
+
     def _typed(self, node: exp.Anonymous, text: str) -> exp.Expr:
-        """The typed call an anonymous aggregate such as VAR(x) or COUNT_BIG(*) means, or a refusal."""
+        """The typed call an anonymous aggregate such as COUNT_BIG(*) means, or a refusal."""
         name = lower_name(node.this)
         args = node.expressions
         if name == "count_big":
@@ -182,10 +187,6 @@ class AggregateReader:
             if len(args) != 2:
                 raise QueryRefused(f"{text} takes a column and one quantile between 0 and 1.")
             return exp.ApproxQuantile(this=args[0], quantile=args[1])
-        if name in _ANONYMOUS_VALUES:
-            if len(args) != 1:
-                raise QueryRefused(f"{text}: {name.upper()} takes exactly one column.")
-            return _ANONYMOUS_VALUES[name](this=args[0])
         raise QueryRefused(
             f"the aggregate {self.typed_name(node)} is not supported; use {SUPPORTED_AGGREGATES}."
         )

@@ -17,11 +17,16 @@ statistic (per group)       one user's contribution               per-group sens
 ``users`` distinct users    1                                     1
 ==========================  ====================================  ===============================
 
-An aggregate function (:class:`AggregateSpec`, one per function in :data:`AGGREGATES`) says which
-statistics it is estimated from and how their noisy values recombine into its value and confidence
-interval. :mod:`kakeibo.sql.plan` noises the statistics, :mod:`kakeibo.sql.rewrite` compiles them and
-:mod:`kakeibo.sql.session` releases the aggregates, all from here. Quantiles (MEDIAN, QUANTILE, MIN, MAX)
-are selections, not sums: :mod:`kakeibo.sql.quantiles`.
+An aggregate function is one :class:`AggregateSpec` in :data:`AGGREGATES`, the one registry every
+module asks instead of branching on a name: its one-column spellings (:attr:`~AggregateSpec.calls`, read
+by :mod:`kakeibo.sql.aggregate_calls`), its released type (HAVING's checks, :mod:`.condition_types`), when
+its true value cannot be negative (``nonnegative=True`` clamps), its form under the R2T race, why the
+correlated calibration does not cover it, and how it is released: from the noisy statistics it needs
+(:meth:`~AggregateSpec.needs`, recombined by :meth:`~AggregateSpec.estimate`), or, for quantiles (MEDIAN,
+QUANTILE, PERCENTILE_CONT, MIN, MAX), by a selection of its own (:attr:`~AggregateSpec.selected`: the
+permute-and-flip path of :mod:`kakeibo.sql.quantiles`). :mod:`kakeibo.sql.plan` noises the statistics and
+plans the selections, :mod:`kakeibo.sql.rewrite` compiles them and :mod:`kakeibo.sql.execute` releases
+the aggregates, all from here.
 """
 
 from __future__ import annotations
@@ -29,32 +34,41 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from fractions import Fraction
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
+from sqlglot import exp
 
-from .catalog import ColumnSpec, QueryRefused
-
-if TYPE_CHECKING:
-    from .plan import NoisePlan
+from ..mechanisms import Mechanism
+from .catalog import ColumnSpec, ColumnType, QueryRefused
+from .shape import Aggregate
+from .truncation import Race
 
 __all__ = [
     "AGGREGATES",
     "AVG_OF_TRUNCATED_SUMS",
     "CENTRED_SQUARES",
     "CENTRED_SUM",
+    "CONFIDENCE",
     "ROWS",
     "SUM",
     "USERS",
     "VALUES",
     "AggregateSpec",
+    "Call",
     "NoisyStatistics",
     "Operands",
+    "Planned",
+    "Statistic",
     "StatisticKind",
     "Weights",
     "aggregate_spec",
     "direct_statistic",
 ]
+
+#: the level of every released interval, and 1 - beta of the R2T race
+CONFIDENCE = 0.95
 
 #: an aggregate's value and the ends of its interval, one entry per released group
 Estimate = tuple[Any, Any, Any]
@@ -310,12 +324,41 @@ SUM, CENTRED_SUM, CENTRED_SQUARES = _ValueSum(), _CentredSum(), _CentredSquares(
 
 
 @dataclass(frozen=True)
-class NoisyStatistics:
-    """The noisy statistics of the released groups (an array per statistic name) and the plan that drew
-    them."""
+class Statistic:
+    """One bounded per-group statistic the engine computes, and its noise (:mod:`kakeibo.sql.plan`)."""
 
-    plan: NoisePlan
+    name: str  # column name in the engine's result, e.g. "rows", "n_amount", "s_amount"
+    kind: StatisticKind
+    column: str | None
+    per_group_sensitivity: float
+    mechanism: Mechanism
+    race: Race | None = None  # truncated by the R2T race: one mechanism per threshold, ``mechanism`` the last
+    released: bool = True  # False: the distinct users read by partition selection only, never noised
+
+    @property
+    def integer(self) -> bool:
+        return self.kind.integer
+
+
+class Planned(Protocol):
+    """What recombining the aggregates reads of the plan that drew the noise
+    (:class:`kakeibo.sql.plan.NoisePlan`): a statistic's noise, and the column an aggregate reads."""
+
+    def statistic(self, name: str) -> Statistic:
+        """The statistic named ``name``."""
+
+    def column(self, name: str) -> ColumnSpec:
+        """What an aggregate's ``column`` reads, with the bounds it is clamped to."""
+
+
+@dataclass(frozen=True)
+class NoisyStatistics:
+    """The noisy statistics of the released groups (an array per statistic name), the plan that drew them,
+    and the quantiles' selections (value and interval by alias, :mod:`kakeibo.sql.quantiles`)."""
+
+    plan: Planned
     values: Mapping[str, Any]
+    selections: Mapping[str, Estimate]
 
     def interval(self, name: str, beta: float) -> Estimate:
         """A statistic's noisy value and its ``1 - beta`` interval: its mechanism's error bound either way."""
@@ -328,7 +371,7 @@ class NoisyStatistics:
 
     def bounds(self, column: str | None) -> tuple[float, float]:
         """The clamping bounds of an aggregate's column."""
-        spec = self.plan.query.value(column or "").spec
+        spec = self.plan.column(column or "")
         return float(spec.lower or 0), float(spec.upper or 0)
 
 
@@ -336,25 +379,66 @@ class NoisyStatistics:
 Needs = tuple[tuple[StatisticKind, str | None], ...]
 
 
-class AggregateSpec(ABC):
-    """An aggregate function released from noisy per-group statistics."""
+@dataclass(frozen=True)
+class Call:
+    """One spelling of an aggregate as a call on one column (:mod:`kakeibo.sql.aggregate_calls`)."""
 
+    prefix: str  # of the output name it gets without an alias: ``sum``, ``var_pop``, ``median``, ...
+    shown: str  # its name in refusals: ``SUM``, ``VARIANCE``, ``MEDIAN``, ...
+    sample: bool = True  # VAR_SAMP / STDDEV_SAMP rather than VAR_POP / STDDEV_POP
+    quantile: Fraction | None = None  # the quantile MEDIAN, MIN and MAX fix
+
+
+#: a call's key in :attr:`AggregateSpec.calls`: sqlglot's type of the call, or the lower-case name of a
+#: call sqlglot reads as an anonymous function (VAR, STD, ...)
+CallKey = type[exp.Expr] | str
+
+
+class AggregateSpec(ABC):
+    """An aggregate function: everything the compiler asks of it, so that no module branches on its name.
+
+    The defaults describe a value aggregate released from noisy Laplace statistics: a double, negative
+    only when its column's values can be, not covered by the R2T race, covered by the correlated
+    calibration.
+    """
+
+    #: its spellings as a call on one column (COUNT's forms and the quantiles that take ``q`` are grammar
+    #: :mod:`kakeibo.sql.aggregate_calls` reads itself)
+    calls: ClassVar[Mapping[CallKey, Call]] = {}
+    #: the released value's type as HAVING sees it (:mod:`kakeibo.sql.condition_types`)
+    output_type: ClassVar[ColumnType] = "float"
     centred: ClassVar[bool] = False  # estimated from the column's centred moments (AVG, VARIANCE, STDDEV)
     #: why the Gaussian correlation model does not cover it: refused on a table with correlated users
     correlated_refusal: ClassVar[str | None] = None
+    #: planned and released by a permute-and-flip selection of its own over a histogram of its column at one
+    #: share of the budget (:mod:`kakeibo.sql.quantiles`), instead of from noisy statistics
+    selected: ClassVar[bool] = False
 
-    @abstractmethod
+    def never_negative(self, lower: float | None) -> bool:
+        """Whether its true value cannot be negative when its column is bounded below by ``lower``
+        (``None``: no column, or none declared): ``nonnegative=True`` clamps exactly these at 0. By default
+        when the column's values cannot be."""
+        return lower is not None and lower >= 0
+
+    def under_race(self) -> AggregateSpec | None:
+        """What it is released as when the R2T race truncates each person's contributions
+        (:mod:`kakeibo.sql.truncation`), or ``None``: the race does not cover it (the plan refuses it). The
+        race covers sums of contributions that are never negative (Dong et al. 2022, "R2T"), so it also
+        needs :meth:`never_negative` to hold for the column's lower bound."""
+        return None
+
     def needs(self, column: str | None, centred: bool) -> Needs:
         """The statistics it is estimated from; ``centred``: the query needs the column's centred moments
-        anyway (it also asks for an AVG, VARIANCE or STDDEV of it)."""
+        anyway (it also asks for an AVG, VARIANCE or STDDEV of it). None for a selected aggregate."""
+        return ()
 
     def direct(self, column: str | None) -> str | None:
         """The statistic it releases as it is, if any: its error does not depend on the data."""
         return None
 
     @abstractmethod
-    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
-        """Its value and ``1 - beta`` interval per released group (``sample``: VAR_SAMP, not VAR_POP)."""
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        """Its value and ``1 - beta`` interval per released group."""
 
 
 class _Direct(AggregateSpec):
@@ -370,18 +454,26 @@ class _Direct(AggregateSpec):
     def direct(self, column: str | None) -> str:
         return self.kind(column).statistic(column)
 
-    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
-        return noisy.interval(self.direct(column), beta)
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        return noisy.interval(self.direct(agg.column), beta)
 
 
 class _Count(_Direct):
-    """COUNT(*) and COUNT(c)."""
+    """COUNT(*) and COUNT(c): a whole number, never negative, raced as it is."""
+
+    output_type = "int"
 
     def kind(self, column: str | None) -> StatisticKind:
         return ROWS if column is None else VALUES
 
+    def never_negative(self, lower: float | None) -> bool:
+        return True
 
-class _CountUsers(_Direct):
+    def under_race(self) -> AggregateSpec:
+        return self
+
+
+class _CountUsers(_Count):
     """COUNT(DISTINCT unit)."""
 
     def kind(self, column: str | None) -> StatisticKind:
@@ -403,15 +495,21 @@ class _Sum(_Direct):
     """SUM(c): ``s_c`` as it is, or next to an AVG, VARIANCE or STDDEV of c ``mid * n + centred sum`` (no
     budget of its own)."""
 
+    calls: ClassVar[Mapping[CallKey, Call]] = {exp.Sum: Call("sum", "SUM")}
+
     def kind(self, column: str | None) -> StatisticKind:
         return SUM
+
+    def under_race(self) -> AggregateSpec:
+        return self
 
     def needs(self, column: str | None, centred: bool) -> Needs:
         return AGGREGATES["avg"].needs(column, centred) if centred else super().needs(column, centred)
 
-    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        column = agg.column
         if self.direct(column) in noisy.values:
-            return super().estimate(noisy, column, beta, sample)
+            return super().estimate(noisy, agg, beta)
         lower, upper = noisy.bounds(column)
         mid = (lower + upper) / 2
         (n, n_low, n_high), (sc, sc_low, sc_high) = _count_and_centred_sum(noisy, column, beta)
@@ -422,15 +520,19 @@ class _Sum(_Direct):
 class _Avg(AggregateSpec):
     """AVG(c) = mid + centred sum / count, clipped to the column's bounds."""
 
+    calls: ClassVar[Mapping[CallKey, Call]] = {exp.Avg: Call("avg", "AVG")}
     centred = True
+
+    def under_race(self) -> AggregateSpec:
+        return AVG_OF_TRUNCATED_SUMS
 
     def needs(self, column: str | None, centred: bool) -> Needs:
         return (VALUES, column), (CENTRED_SUM, column)
 
-    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
-        lower, upper = noisy.bounds(column)
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        lower, upper = noisy.bounds(agg.column)
         mid = (lower + upper) / 2
-        (n, n_low, n_high), (sc, sc_low, sc_high) = _count_and_centred_sum(noisy, column, beta)
+        (n, n_low, n_high), (sc, sc_low, sc_high) = _count_and_centred_sum(noisy, agg.column, beta)
         with np.errstate(divide="ignore", invalid="ignore"):
             value = np.clip(mid + sc / np.maximum(n, 1), lower, upper)
             candidates = np.stack([sc_low / n_low, sc_low / n_high, sc_high / n_low, sc_high / n_high])
@@ -448,10 +550,10 @@ class _AvgOfTruncatedSums(AggregateSpec):
     def needs(self, column: str | None, centred: bool) -> Needs:
         return (VALUES, column), (SUM, column)
 
-    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
-        lower, upper = noisy.bounds(column)
-        n, n_low, n_high = noisy.interval(VALUES.statistic(column), beta / 2)
-        s, s_low, s_high = noisy.interval(SUM.statistic(column), beta / 2)
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        lower, upper = noisy.bounds(agg.column)
+        n, n_low, n_high = noisy.interval(VALUES.statistic(agg.column), beta / 2)
+        s, s_low, s_high = noisy.interval(SUM.statistic(agg.column), beta / 2)
         with np.errstate(divide="ignore", invalid="ignore"):
             value = np.where(n > 0, np.clip(s / np.maximum(n, 1), lower, upper), (lower + upper) / 2)
             low = np.where(n_high > 0, np.clip(s_low / np.maximum(n_high, 1), lower, upper), lower)
@@ -464,21 +566,31 @@ class _Variance(AggregateSpec):
     combines three 98.33% intervals (union bound) by interval arithmetic, clipped to [0, ((U - L)/2)^2]
     (times n / (n - 1) for the sample variance, which can exceed the population one's ceiling)."""
 
+    calls: ClassVar[Mapping[CallKey, Call]] = {
+        exp.Variance: Call("variance", "VARIANCE"),
+        "var": Call("variance", "VARIANCE"),
+        exp.VariancePop: Call("var_pop", "VARIANCE", sample=False),
+        "varp": Call("var_pop", "VARIANCE", sample=False),
+    }
     centred = True
     correlated_refusal = (
         "the Gaussian correlation model calibrates sums of per-user values, not the sum of squares a "
         "variance needs."
     )
 
+    def never_negative(self, lower: float | None) -> bool:
+        return True
+
     def needs(self, column: str | None, centred: bool) -> Needs:
         return (VALUES, column), (CENTRED_SUM, column), (CENTRED_SQUARES, column)
 
-    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
-        lower, upper = noisy.bounds(column)
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        lower, upper = noisy.bounds(agg.column)
+        sample = agg.sample
         cap = ((upper - lower) / 2) ** 2
-        n, n_low, n_high = noisy.interval(VALUES.statistic(column), beta / 3)
-        sc, sc_low, sc_high = noisy.interval(CENTRED_SUM.statistic(column), beta / 3)
-        sq, sq_low, sq_high = noisy.interval(CENTRED_SQUARES.statistic(column), beta / 3)
+        n, n_low, n_high = noisy.interval(VALUES.statistic(agg.column), beta / 3)
+        sc, sc_low, sc_high = noisy.interval(CENTRED_SUM.statistic(agg.column), beta / 3)
+        sq, sq_low, sq_high = noisy.interval(CENTRED_SQUARES.statistic(agg.column), beta / 3)
         with np.errstate(divide="ignore", invalid="ignore"):
             count = np.maximum(n, 2 if sample else 1)
             value = sq / count - (sc / count) ** 2
@@ -510,12 +622,47 @@ class _Variance(AggregateSpec):
 class _StdDev(_Variance):
     """STDDEV = the square root of VARIANCE and of its interval's ends."""
 
-    def estimate(self, noisy: NoisyStatistics, column: str | None, beta: float, sample: bool) -> Estimate:
-        value, low, high = super().estimate(noisy, column, beta, sample)
+    calls: ClassVar[Mapping[CallKey, Call]] = {
+        exp.Stddev: Call("stddev", "STDDEV"),
+        exp.StddevSamp: Call("stddev", "STDDEV"),
+        "std": Call("stddev", "STDDEV"),
+        exp.StddevPop: Call("stddev_pop", "STDDEV", sample=False),
+        "stdevp": Call("stddev_pop", "STDDEV", sample=False),
+    }
+
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        value, low, high = super().estimate(noisy, agg, beta)
         return np.sqrt(value), np.sqrt(low), np.sqrt(high)
 
 
-#: the aggregate functions released from the statistics, by the analyser's name (quantiles: :mod:`.quantiles`)
+class _Quantile(AggregateSpec):
+    """A quantile (MEDIAN, QUANTILE, PERCENTILE_CONT, MIN, MAX): not a sum of contributions but a selection
+    by the exponential mechanism over a histogram of its column (:mod:`kakeibo.sql.quantiles`), which
+    neither the R2T race nor the correlated calibration covers."""
+
+    calls: ClassVar[Mapping[CallKey, Call]] = {
+        exp.Median: Call("median", "MEDIAN", quantile=Fraction(1, 2)),
+        exp.Min: Call("min", "MIN", quantile=Fraction(0)),
+        exp.Max: Call("max", "MAX", quantile=Fraction(1)),
+    }
+    correlated_refusal = (
+        "the Bayesian calibration (seed 001, eq. 26) covers Laplace sums, not the exponential mechanism of "
+        "quantiles, MIN and MAX."
+    )
+    selected = True
+
+    def estimate(self, noisy: NoisyStatistics, agg: Aggregate, beta: float) -> Estimate:
+        """Its selections. Their interval was drawn at the release's level (``beta = 1 - CONFIDENCE``); at
+        a stricter one (an expression reading it beside other aggregates, :mod:`kakeibo.sql.derived`) it
+        has none: NaN."""
+        value, low, high = noisy.selections[agg.alias]
+        if beta == 1 - CONFIDENCE:
+            return value, low, high
+        unknown = np.full(len(value), np.nan)
+        return value, unknown, unknown
+
+
+#: every aggregate function, by the name the analyser gives it (``Aggregate.function``)
 AGGREGATES: Mapping[str, AggregateSpec] = {
     "count": _Count(),
     "count_distinct_unit": _CountUsers(),
@@ -523,6 +670,7 @@ AGGREGATES: Mapping[str, AggregateSpec] = {
     "avg": _Avg(),
     "variance": _Variance(),
     "stddev": _StdDev(),
+    "quantile": _Quantile(),
 }
 
 
@@ -536,7 +684,12 @@ def aggregate_spec(function: str, raced: bool) -> AggregateSpec:
     >>> type(aggregate_spec("avg", False)).__name__, type(aggregate_spec("avg", True)).__name__
     ('_Avg', '_AvgOfTruncatedSums')
     """
-    return AVG_OF_TRUNCATED_SUMS if raced and function == "avg" else AGGREGATES[function]
+    spec = AGGREGATES[function]
+    if not raced:
+        return spec
+    raced_spec = spec.under_race()
+    assert raced_spec is not None, f"the plan refuses {function} under the R2T race"
+    return raced_spec
 
 
 def direct_statistic(function: str, column: str | None) -> str | None:

@@ -16,6 +16,7 @@ from typing import cast
 from sqlglot import exp
 
 from .aggregate_calls import is_aggregate
+from .aggregates import AGGREGATES
 from .catalog import QueryRefused
 from .outputs import Outputs, key_type
 from .predicates import TotalPredicate
@@ -73,13 +74,13 @@ def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | N
 
 
 def _released_types(outputs: Outputs) -> dict[str, str]:
-    """The released table's types: noisy counts are integers, every other aggregate a double, an expression
-    around aggregates a double (a CASE of texts: text)."""
+    """The released table's types: each aggregate's output type (noisy counts are integers, every other
+    aggregate a double), an expression around aggregates a double (a CASE of texts: text)."""
     types: dict[str, str] = {
         alias: key_type(ref) for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
     }
     for agg in outputs.aggregates:
-        types[agg.alias] = "int" if agg.function in ("count", "count_distinct_unit") else "float"
+        types[agg.alias] = AGGREGATES[agg.function].output_type
     for derived in outputs.derived:
         types[derived.alias] = "str" if derived.text else "float"
     return types

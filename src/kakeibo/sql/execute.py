@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..noise import RandomSource
-from .aggregates import NoisyStatistics, aggregate_spec
-from .analyze import AnalyzedQuery
+from .aggregates import AGGREGATES, NoisyStatistics, aggregate_spec
+from .analyze import Aggregate, AnalyzedQuery
 from .bounds import BoundChoice, ChosenBounds, attach, attached
 from .derived import Derived, derived_bounds, derived_values
 from .plan import CONFIDENCE, NoisePlan, direct_statistic
@@ -105,16 +105,14 @@ def _release(plan: NoisePlan, raw: pa.Table, source: RandomSource) -> pa.Table:
     columns: dict[str, Any] = {alias: [k[i] for k in kept] for i, alias in enumerate(query.group_aliases)}
     beta = 1 - CONFIDENCE
     quantiles = _quantiles(plan, raw, kept, beta, source) if plan.quantiles else {}
+    released = NoisyStatistics(plan, noisy, quantiles)
     for agg in query.aggregates:
-        if agg.function == "quantile":
-            value, low, high = quantiles[agg.alias]
-        else:
-            value, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta, agg.sample)
+        value, low, high = _aggregate(plan, agg, released, beta)
         columns[agg.alias] = value
         columns[f"{agg.alias}_ci_low"] = low
         columns[f"{agg.alias}_ci_high"] = high
     for derived in query.derived:
-        columns.update(_derived(plan, derived, columns, noisy, beta, len(kept)))
+        columns.update(_derived(plan, derived, columns, released, beta, len(kept)))
     schema = _schema(plan)
     return pa.table({name: pa.array(columns[name], type=schema.field(name).type) for name in schema.names})
 
@@ -230,7 +228,12 @@ def _quantiles(
 
 
 def _derived(
-    plan: NoisePlan, derived: Derived, columns: dict[str, Any], noisy: dict[str, Any], beta: float, rows: int
+    plan: NoisePlan,
+    derived: Derived,
+    columns: dict[str, Any],
+    released: NoisyStatistics,
+    beta: float,
+    rows: int,
 ) -> dict[str, Any]:
     """An output computed from released aggregates (:mod:`.derived`): its values, and its ``1 - beta``
     interval from each input's interval at ``1 - beta / k`` (a quantile's interval is released at the
@@ -239,12 +242,7 @@ def _derived(
     lows, highs = {}, {}
     k = len(derived.inputs)
     for name in derived.inputs:
-        agg = plan.query.aggregate(name)
-        if agg.function == "quantile":  # its interval ends were drawn at the query's level
-            shown = (columns[f"{name}_ci_low"], columns[f"{name}_ci_high"])
-            low, high = shown if k == 1 else ([np.nan] * rows, [np.nan] * rows)
-        else:
-            _, low, high = _aggregate(plan, agg.function, agg.column, noisy, beta / k, agg.sample)
+        _, low, high = _aggregate(plan, plan.query.aggregate(name), released, beta / k)
         lows[name], highs[name] = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
     low, high = derived_bounds(derived, lows, highs, rows)
     value = derived_values(derived, values, rows)
@@ -261,12 +259,11 @@ def _nulls(values: Any) -> list[float | None]:
 
 
 def _aggregate(
-    plan: NoisePlan, function: str, column: str | None, noisy: dict[str, Any], beta: float, sample: bool
+    plan: NoisePlan, agg: Aggregate, released: NoisyStatistics, beta: float
 ) -> tuple[Any, Any, Any]:
-    """An aggregate's value and ``1 - beta`` interval per released group, recombined from the noisy
-    statistics as its :class:`~kakeibo.sql.aggregates.AggregateSpec` says."""
-    spec = aggregate_spec(function, plan.query.auto_truncation)
-    return spec.estimate(NoisyStatistics(plan, noisy), column, beta, sample)
+    """An aggregate's value and ``1 - beta`` interval per released group, from the noisy statistics or its
+    selections as its :class:`~kakeibo.sql.aggregates.AggregateSpec` says."""
+    return aggregate_spec(agg.function, plan.query.auto_truncation).estimate(released, agg, beta)
 
 
 def never_negative(plan: NoisePlan) -> list[str]:
@@ -276,8 +273,7 @@ def never_negative(plan: NoisePlan) -> list[str]:
     found = []
     for agg in query.aggregates:
         lower = None if agg.column is None else query.value(agg.column).spec.lower
-        bounded = lower is not None and lower >= 0
-        if agg.function in ("count", "count_distinct_unit", "variance", "stddev") or bounded:
+        if AGGREGATES[agg.function].never_negative(lower):
             found.append(agg.alias)
     return found
 

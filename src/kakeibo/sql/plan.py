@@ -36,15 +36,27 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from ..accounting.overlap import Box
+from ..errors import ArgumentError
 from ..mechanisms import Geometric, Laplace, Mechanism, PartitionSelection
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
-from .aggregates import AGGREGATES, USERS, StatisticKind, aggregate_spec, direct_statistic
+from .aggregates import (
+    AGGREGATES,
+    CONFIDENCE,
+    USERS,
+    Statistic,
+    StatisticKind,
+    aggregate_spec,
+    direct_statistic,
+)
 from .analyze import AnalyzedQuery, QueryRefused
+from .catalog import ColumnSpec
 from .correlation import CorrelationBound
 from .quantiles import Buckets, QuantileEstimate, make_quantile
-from .truncation import Race, make_race
+from .shape import Aggregate
+from .truncation import make_race
 
 __all__ = [
+    "CONFIDENCE",
     "EPSILON_RANGE",
     "NoisePlan",
     "Statistic",
@@ -54,9 +66,6 @@ __all__ = [
     "plan_query",
     "refused_when_out_of_range",
 ]
-
-#: the level of every released interval, and 1 - beta of the R2T race
-CONFIDENCE = 0.95
 
 #: the epsilons a query may ask for: beyond them noise scales leave the exact samplers' range (or a float's)
 EPSILON_RANGE = (Fraction(1, 2**40), Fraction(2**40))
@@ -86,23 +95,6 @@ def refused_when_out_of_range() -> Iterator[None]:
             "the noise this release needs is beyond the range of kakeibo's exact samplers; raise epsilon, or "
             "declare smaller limits and bounds."
         ) from None
-
-
-@dataclass(frozen=True)
-class Statistic:
-    """One bounded per-group statistic the engine computes, and its noise."""
-
-    name: str  # column name in the engine's result, e.g. "rows", "n_amount", "s_amount"
-    kind: StatisticKind
-    column: str | None
-    per_group_sensitivity: float
-    mechanism: Mechanism
-    race: Race | None = None  # truncated by the R2T race: one mechanism per threshold, ``mechanism`` the last
-    released: bool = True  # False: the distinct users read by partition selection only, never noised
-
-    @property
-    def integer(self) -> bool:
-        return self.kind.integer
 
 
 @dataclass(frozen=True)
@@ -144,6 +136,10 @@ class NoisePlan:
     def statistic(self, name: str) -> Statistic:
         return next(s for s in self.statistics if s.name == name)
 
+    def column(self, name: str) -> ColumnSpec:
+        """What an aggregate's ``column`` reads, with the bounds it is clamped to."""
+        return self.query.value(name).spec
+
     @property
     def histogram_columns(self) -> tuple[str, ...]:
         """The columns the engine buckets for quantiles, in first-use order (one histogram each)."""
@@ -155,14 +151,10 @@ class NoisePlan:
 
 
 def _needed(query: AnalyzedQuery) -> list[tuple[StatisticKind, str | None]]:
-    """The statistics the aggregates are estimated from (quantiles are selections, planned apart), each
-    once, in first-use order."""
+    """The statistics the aggregates are estimated from (a selected aggregate needs none), each once, in
+    first-use order."""
     raced = query.auto_truncation
-    sums = [
-        (aggregate_spec(agg.function, raced), agg.column)
-        for agg in query.aggregates
-        if agg.function != "quantile"
-    ]
+    sums = [(aggregate_spec(agg.function, raced), agg.column) for agg in query.aggregates]
     centred = {column for spec, column in sums if spec.centred}
     needed = [need for spec, column in sums for need in spec.needs(column, column in centred)]
     return list(dict.fromkeys(needed))
@@ -177,9 +169,9 @@ def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, del
     within 2**-20 relative; rounding it up keeps the guarantee and gives the ledger a readable number.
     """
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < math.inf:
-        raise ValueError(f"accuracy alpha must be a positive number, got {alpha!r}.")
+        raise ArgumentError(f"accuracy alpha must be a positive number, got {alpha!r}.")
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < 1:
-        raise ValueError(f"accuracy beta must lie strictly between 0 and 1, got {beta!r}.")
+        raise ArgumentError(f"accuracy beta must lie strictly between 0 and 1, got {beta!r}.")
     names = [direct_statistic(agg.function, agg.column) for agg in query.aggregates]
     if query.auto_truncation:
         raise QueryRefused(
@@ -201,7 +193,7 @@ def epsilon_for_accuracy(query: AnalyzedQuery, *, alpha: float, beta: float, del
 
     low, high = Fraction(1, 2**30), Fraction(2**30)
     if error(high) > alpha:
-        raise ValueError(
+        raise ArgumentError(
             f"no epsilon up to 2**30 reaches an error of {alpha:g} with probability {1 - beta:g}."
         )
     if error(low) <= alpha:
@@ -228,18 +220,59 @@ def plan_query(
     eps = check_epsilon(as_fraction(epsilon, "epsilon"))
     dlt = as_fraction(delta, "delta")
     if not 0 <= dlt < 1:
-        raise ValueError(f"delta must lie in [0, 1), got {_shown(dlt)}.")
-    person = query.person
+        raise ArgumentError(f"delta must lie in [0, 1), got {_shown(dlt)}.")
     kappa = query.max_rows_per_partition
     l0 = query.max_partitions if query.group_by and not _one_group_per_person(query) else 1
     public = _public_keys(query)
     selection = bool(query.group_by) and public is None
-    correlation = None
-    if person is not None and person.correlation is not None:  # the analyser allows it on that table alone
-        assert person.privacy_unit is not None  # the catalog requires one for a correlation graph
-        _refuse_correlated(query, selection)
-        correlation = person.correlation.bound(person.column(person.privacy_unit).type)
-    if selection and dlt == 0:
+    correlation = _correlation(query, selection)
+    _refuse_unplannable(query, selection, dlt)
+    needed = _needed(query)
+    selected = [agg for agg in query.aggregates if AGGREGATES[agg.function].selected]
+    share = eps / (len(needed) + len(selected) + selection)
+    released = len(needed)
+    if selection and (USERS, None) not in needed:
+        needed.append((USERS, None))  # computed by the engine for the selection, never noised
+    own = None  # the quantiles' own limits, L0 at most the query's
+    if quantile_limits is not None and selected:
+        own = (quantile_limits[0], min(quantile_limits[1], l0))
+    noise = _Noise(query, share, l0, correlation, len(public or ((),)))
+    with refused_when_out_of_range():  # every mechanism checks its range when it is built
+        statistics = tuple(
+            noise.statistic(kind, column, i < released) for i, (kind, column) in enumerate(needed)
+        )
+        partitions = PartitionSelection(epsilon=share, delta=dlt, max_partitions=l0) if selection else None
+        quantiles = tuple(noise.selection(agg, own or (kappa, l0)) for agg in selected)
+    return NoisePlan(
+        query=query,
+        epsilon=eps,
+        delta=dlt if selection else Fraction(0),
+        max_partitions=l0,
+        max_rows_per_partition=kappa,
+        statistics=statistics,
+        public_keys=public,
+        selection=partitions,
+        quantiles=quantiles,
+        correlation=correlation,
+        quantile_limits=own,
+    )
+
+
+def _correlation(query: AnalyzedQuery, selection: bool) -> CorrelationBound | None:
+    """The certified bound of the queried table's correlation graph, if it declares one, after refusing
+    what its calibration does not cover."""
+    person = query.person
+    if person is None or person.correlation is None:
+        return None
+    assert person.privacy_unit is not None  # the catalog requires one for a correlation graph
+    _refuse_correlated(query, selection)  # the analyser allows a correlated table alone in a query
+    return person.correlation.bound(person.column(person.privacy_unit).type)
+
+
+def _refuse_unplannable(query: AnalyzedQuery, selection: bool, delta: Fraction) -> None:
+    """Refuse a private partition selection without delta, a release of public keys alone, and what the R2T
+    race does not cover."""
+    if selection and delta == 0:
         raise QueryRefused(
             "grouping by columns without public values needs private partition selection, which needs "
             "delta > 0 (or declare public_values for the GROUP BY columns in the catalog)."
@@ -251,73 +284,58 @@ def plan_query(
         )
     if query.auto_truncation:
         _refuse_race(query)
-    needed = _needed(query)
-    quantile_aggregates = [agg for agg in query.aggregates if agg.function == "quantile"]
-    share = eps / (len(needed) + len(quantile_aggregates) + selection)
-    released = len(needed)
-    if selection and (USERS, None) not in needed:
-        needed.append((USERS, None))  # computed by the engine for the selection, never noised
-    with refused_when_out_of_range():  # every mechanism checks its range when it is built
-        statistics = []
-        for index, (kind, column) in enumerate(needed):
-            spec = None if column is None else query.value(column).spec
-            per_group = kind.per_group(kappa, spec)
-            if correlation is not None:  # every group may move with a correlated user (its keys are public)
-                replace = _replace_sensitivity(kind.contribution(kappa, spec), bool(query.group_by), l0)
-                mechanism: Mechanism = Laplace(
-                    sensitivity=replace * correlation.factor, epsilon=share, coordinates=len(public or ((),))
-                )
-            elif kind.integer:
-                mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
-            else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
-                mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
-            race = None
-            if query.auto_truncation and kind is not USERS:
-                assert query.grain is not None
-                race = make_race(
-                    row_bound=1.0 if spec is None or kind.integer else float(spec.upper or 0),
-                    integer=kind.integer,
-                    max_rows=query.grain.max_rows_bound,
-                    base=query.grain.truncation_base,
-                    epsilon=share,
-                    max_partitions=l0,
-                    beta=1 - CONFIDENCE,
-                )
-                mechanism, per_group = race.mechanisms[-1], race.taus[-1]
-            statistics.append(
-                Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, index < released)
+
+
+@dataclass(frozen=True)
+class _Noise:
+    """The mechanisms of one query's releases at ``share`` of its epsilon each, a user moving at most
+    ``l0`` groups (``correlation``: the table's users are correlated, and ``coordinates`` public keys are
+    released)."""
+
+    query: AnalyzedQuery
+    share: Fraction
+    l0: int
+    correlation: CorrelationBound | None
+    coordinates: int
+
+    def statistic(self, kind: StatisticKind, column: str | None, released: bool) -> Statistic:
+        """A statistic and its noise: the correlated calibration, the R2T race, or Laplace (geometric for a
+        count) at L0 times its per-group sensitivity."""
+        query, share, l0 = self.query, self.share, self.l0
+        kappa = query.max_rows_per_partition
+        spec = None if column is None else query.value(column).spec
+        per_group = kind.per_group(kappa, spec)
+        if self.correlation is not None:  # every group may move with a correlated user (its keys are public)
+            replace = _replace_sensitivity(kind.contribution(kappa, spec), bool(query.group_by), l0)
+            mechanism: Mechanism = Laplace(
+                sensitivity=replace * self.correlation.factor, epsilon=share, coordinates=self.coordinates
             )
-        partitions = PartitionSelection(epsilon=share, delta=dlt, max_partitions=l0) if selection else None
-        own = None  # the quantiles' own limits, L0 at most the query's
-        if quantile_limits is not None and quantile_aggregates:
-            own = (quantile_limits[0], min(quantile_limits[1], l0))
-        quantiles = []
-        for agg in quantile_aggregates:
-            assert agg.column is not None and agg.quantile is not None
-            spec = query.value(agg.column).spec  # the analyser refused unbounded columns
-            quantiles.append(
-                make_quantile(
-                    agg.alias,
-                    spec,
-                    agg.quantile,
-                    epsilon=share,
-                    kappa=kappa if own is None else own[0],
-                    max_partitions=l0 if own is None else own[1],
-                )
+        elif kind.integer:
+            mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
+        else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
+            mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
+        race = None
+        if query.auto_truncation and kind is not USERS:
+            assert query.grain is not None
+            race = make_race(
+                row_bound=1.0 if spec is None or kind.integer else float(spec.upper or 0),
+                integer=kind.integer,
+                max_rows=query.grain.max_rows_bound,
+                base=query.grain.truncation_base,
+                epsilon=share,
+                max_partitions=l0,
+                beta=1 - CONFIDENCE,
             )
-    return NoisePlan(
-        query=query,
-        epsilon=eps,
-        delta=dlt if selection else Fraction(0),
-        max_partitions=l0,
-        max_rows_per_partition=kappa,
-        statistics=tuple(statistics),
-        public_keys=public,
-        selection=partitions,
-        quantiles=tuple(quantiles),
-        correlation=correlation,
-        quantile_limits=own,
-    )
+            mechanism, per_group = race.mechanisms[-1], race.taus[-1]
+        return Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, released)
+
+    def selection(self, agg: Aggregate, limits: tuple[int, int]) -> QuantileEstimate:
+        """The selections of a selected aggregate (a quantile) under ``limits``: its (kappa, L0)."""
+        assert agg.column is not None and agg.quantile is not None
+        spec = self.query.value(agg.column).spec  # the analyser refused unbounded columns
+        return make_quantile(
+            agg.alias, spec, agg.quantile, epsilon=self.share, kappa=limits[0], max_partitions=limits[1]
+        )
 
 
 def _one_group_per_person(query: AnalyzedQuery) -> bool:
@@ -341,14 +359,15 @@ def _refuse_race(query: AnalyzedQuery) -> None:
     contributions that are never negative (counts, sums of values bounded below by 0)."""
     grain = query.grain.name if query.grain is not None else query.table.name
     for agg in query.aggregates:
-        if agg.function not in ("count", "count_distinct_unit", "sum", "avg"):
+        aggregate = AGGREGATES[agg.function]
+        if aggregate.under_race() is None:
             raise QueryRefused(
                 f"{agg.alias}: table {grain} truncates contributions by the R2T race "
                 '(max_rows_per_partition = "auto"), which races counts, sums and averages; give the table a '
                 "fixed max_rows_per_partition for variances and quantiles."
             )
         lower = None if agg.column is None else query.value(agg.column).spec.lower
-        if agg.function in ("sum", "avg") and lower is not None and lower < 0:
+        if lower is not None and not aggregate.never_negative(lower):
             raise QueryRefused(
                 f"{agg.alias}: the R2T race truncates each person's total from above, so it needs "
                 f"values that are never negative, but {agg.column} can be as low as {lower:g}."
@@ -374,11 +393,6 @@ def _refuse_correlated(query: AnalyzedQuery, selection: bool) -> None:
             "calibrated to the correlation)."
         )
     for agg in query.aggregates:
-        if agg.function == "quantile":
-            raise QueryRefused(
-                f"{agg.alias}: the users of table {name} are correlated, and the Bayesian calibration (seed "
-                "001, eq. 26) covers Laplace sums, not the exponential mechanism of quantiles, MIN and MAX."
-            )
         reason = AGGREGATES[agg.function].correlated_refusal
         if reason is not None:
             raise QueryRefused(f"{agg.alias}: the users of table {name} are correlated, and {reason}")

@@ -21,6 +21,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
 
 from ..accounting.overlap import Box
+from ..errors import ArgumentError
 from .catalog import DIALECTS, ColumnSpec, ColumnType, QueryRefused, TableSpec
 from .derived import Derived
 from .predicates import numeric_literal
@@ -36,7 +37,9 @@ __all__ = [
     "parse_select",
 ]
 
-AggregateFunction = Literal["count", "count_distinct_unit", "sum", "avg", "variance", "stddev", "quantile"]
+#: an aggregate function's name: a key of :data:`kakeibo.sql.aggregates.AGGREGATES`, the registry that says
+#: everything about it (a new aggregate is an entry there, and no name here)
+AggregateFunction = str
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,7 @@ class AnalyzedQuery:
         if len({len(self.group_aliases), len(self.group_tables), len(self.group_expressions)}) != 1 or len(
             self.group_aliases
         ) != len(self.group_by):
-            raise ValueError(
+            raise ArgumentError(
                 "group_aliases, group_tables and group_expressions must have one entry per GROUP BY key."
             )
 
