@@ -9,8 +9,9 @@ evaluated afterwards on the released values only, so it costs no privacy (post-p
 construction -- a division by zero, the square root or logarithm of a negative number, an overflow or a
 NULL operand give NULL, never an error -- so nothing after the draw can fail (the release rule). Its
 semantics: ``/`` is true division (as in DuckDB; PostgreSQL would divide integers), ``ROUND`` rounds half
-away from zero, comparisons with NULL are unknown and a CASE branch is taken only when its condition is
-true.
+away from zero (as DuckDB does; PostgreSQL rounds a double half to even: the engines' ``integer_division``
+and ``round_double``, :mod:`kakeibo.sql.dialects`), comparisons with NULL are unknown and a CASE branch
+is taken only when its condition is true.
 
 **Interval.** When each of the ``k`` aggregates an expression reads lies in its interval at level
 ``1 - beta / k``, all ``k`` do at once with probability ``>= 1 - beta`` (union bound), and interval

@@ -2,8 +2,10 @@
 ``age / 10``, ``FLOOR(age / 5)``, ``educ % 4``, ``DATE_TRUNC('month', day)``.
 
 **What the engine runs.** Two engines do not agree on ``age / 10`` (DuckDB and Spark divide exactly,
-PostgreSQL and T-SQL truncate integers), nor on casts, rounding or division by zero, and an expression that
-fails or slows down for some rows tells whether such rows exist (``../shared/DESIGN.md``, threat model).
+PostgreSQL and T-SQL truncate integers), nor on casts, rounding or division by zero (the engines'
+``integer_division``, ``round_double`` and ``division_by_zero``, :mod:`kakeibo.sql.dialects`), and an
+expression that fails or slows down for some rows tells whether such rows exist (``../shared/DESIGN.md``,
+threat model).
 So the engine never evaluates the analyst's expression. kakeibo turns it into a CASE whose conditions are
 total comparisons (:mod:`kakeibo.sql.predicates`) and whose results are literals; every engine evaluates
 that alike, on every row, in the same time.
@@ -13,8 +15,9 @@ that alike, on every row, in the same time.
 * An **arithmetic** key reads one ``int`` column with bounds ``[L, U]`` and is built from integer or
   decimal literals, ``+ - *``, ``/`` (the dialect's: integers truncate in PostgreSQL, T-SQL and SQLite and
   divide exactly elsewhere), ``//`` / ``DIV`` (truncating), ``%`` (the sign of the dividend), ``ABS``,
-  ``FLOOR``, ``CEIL`` and ``ROUND`` (half away from zero). kakeibo evaluates it, in numpy, on every value
-  of ``[L, U]`` (at most :data:`MAX_KEY_DOMAIN` of them): integers exactly, anything else in double
+  ``FLOOR``, ``CEIL`` and ``ROUND`` (half away from zero, as every engine rounds a decimal and DuckDB and
+  Spark a double, where PostgreSQL's ``/`` keeps integers). kakeibo evaluates it, in numpy, on every
+  value of ``[L, U]`` (at most :data:`MAX_KEY_DOMAIN` of them): integers exactly, anything else in double
   precision. Consecutive values with the same result form a piece, and the engine receives
   ``CASE WHEN age < 20 THEN 1 WHEN age < 30 THEN 2 ... WHEN age >= 90 THEN 9 END`` (at most
   :data:`MAX_KEY_PIECES` pieces). A value outside ``[L, U]`` falls in the first or last piece: the key
@@ -48,7 +51,8 @@ from numpy.typing import NDArray
 from sqlglot import exp
 
 from .catalog import ColumnType, QueryRefused
-from .predicates import double_text, numeric_literal, strip
+from .dialects import double_text
+from .predicates import numeric_literal, strip
 from .shape import GroupExpression
 from .tables import ColumnRef, Tables, sql_text
 
@@ -358,7 +362,7 @@ class _Evaluator:
         values, integer = self.evaluate(node.this)
         if integer or isinstance(node, exp.Abs):
             return np.abs(values) if isinstance(node, exp.Abs) else values, integer
-        if isinstance(node, exp.Round):  # half away from zero, as the engines round
+        if isinstance(node, exp.Round):  # half away from zero (module docstring)
             return np.sign(values) * np.floor(np.abs(values) + 0.5), False
         return (np.floor if isinstance(node, exp.Floor) else np.ceil)(values), False
 

@@ -7,7 +7,9 @@ fail on for some values but not others (casts, arithmetic that overflows, string
 coerced to the type of a literal), and for every engine: PostgreSQL and Spark read ``\\`` as LIKE's escape
 character and reject a pattern ending with it row by row, Spark runs LIKE as a backtracking regular
 expression, DuckDB casts an integer column to ``DECIMAL(38, 35)`` to compare it with
-``0.00000000000000000000000000000000001`` and overflows on rows of four digits.
+``0.00000000000000000000000000000000001`` and overflows on rows of four digits. Each engine's facts are its
+table in :mod:`kakeibo.sql.dialects` (``like_escape``, ``like_matching``, ``int_to_literal_scale``,
+``exponent_literal``, ``decimal_literal``), checked against the engines by ``tests/test_engine_semantics.py``.
 
 So a condition holds only comparisons (``= <> < <= > >=``, ``IS [NOT] DISTINCT FROM``, ``BETWEEN``,
 ``IN (...)``, ``LIKE`` / ``ILIKE``, ``IS [NOT] NULL``) between columns (or ``LOWER`` / ``UPPER`` of text
@@ -21,8 +23,9 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   widen the column);
 * a ``float`` column is compared with the double nearest the literal, written in exponent form
   (``0.1e0``): DuckDB and Spark read that as a DOUBLE, PostgreSQL as a numeric that it converts to the
-  same double with correct rounding. Decimal literals would be read at each engine's own scale (Spark cuts
-  it to 18 digits), so that two literals distinct as exact numbers could select the same rows;
+  same double with correct rounding. Decimal literals would be read at each engine's own scale (DuckDB
+  reads one of more than 38 digits as a DOUBLE, Spark refuses it), so that two literals distinct as exact
+  numbers could select the same rows;
 * a LIKE pattern has no escape character (as in DuckDB; every ``\\`` is a plain character), at most
   :data:`MAX_LIKE_PERCENT` ``%`` wildcards (the second one at its end) and :data:`MAX_LIKE_CHARS`
   characters, and is sent with an explicit ``ESCAPE '!'`` (``!``, and a ``%`` or ``_`` meant literally,
@@ -30,10 +33,11 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   backtracking regular expression (``%`` is ``.*``): ``A%B``, ``%A%`` and ``A%B%`` match in time linear in
   the text (times the pattern), while ``%A%B`` tries every split of the text, quadratic, and more ``%``
   raise the power;
-* in a query read as T-SQL, ``[`` opens a character class, as SQL Server reads it: a class of one
-  character (``[%]``, ``[_]``, ``[[]``, ``[a]``: T-SQL's way to write a wildcard or ``[`` literally) is
-  sent as that character, escaped when needed, and counts as a character, not a wildcard; any other class
-  (``[ns]``, ``[a-c]``, ``[^a]``, ``[]``, an unclosed ``[``) is refused, since the LIKE of DuckDB,
+* in a query read as T-SQL, ``[`` opens a character class, as SQL Server reads it (its ``like_classes``,
+  :mod:`kakeibo.sql.dialects.tsql`): a class of one character (``[%]``, ``[_]``, ``[[]``, ``[a]``: T-SQL's
+  way to write a wildcard or ``[`` literally) is sent as that character, escaped when needed, and counts
+  as a character, not a wildcard; any other class (``[ns]``, ``[a-c]``, ``[^a]``, ``[]``, an unclosed
+  ``[``) is refused, since the LIKE of DuckDB,
   PostgreSQL and Spark has no classes and would read ``[`` as a plain character, answering about other
   rows. In every other dialect ``[`` is a plain character, as those engines read it (sqlglot passes the
   pattern through unchanged in both cases);
@@ -52,14 +56,17 @@ from typing import cast
 
 from sqlglot import exp
 
+from ..errors import ArgumentError
 from ..privacy import MAX_EXPONENT, MAX_NUMBER_CHARS, is_short_number
 from .catalog import QueryRefused
+from .dialects import LIKE_ESCAPE, double_text, query_dialect
 
 __all__ = [
     "MAX_LIKE_CHARS",
     "MAX_LIKE_PERCENT",
     "CharacterClassError",
     "TotalPredicate",
+    "double_text",
     "is_text",
     "like_units",
     "numeric_literal",
@@ -68,7 +75,6 @@ __all__ = [
 
 MAX_LIKE_CHARS = 256
 MAX_LIKE_PERCENT = 2
-LIKE_ESCAPE = "!"
 _WILDCARDS = "%_"
 INT_RANGE = 2**63
 
@@ -134,19 +140,7 @@ def numeric_literal(node: exp.Expr) -> Fraction | None:
     return sign * Fraction(text)
 
 
-def double_text(value: float) -> str:
-    """A literal every engine reads as exactly the double ``value``: its shortest repr in exponent form.
-
-    >>> double_text(0.1), double_text(1e16), double_text(-2.5), double_text(50.0)
-    ('0.1e0', '1e16', '-2.5e0', '50e0')
-    """
-    text = repr(float(value)).replace("e+", "e")
-    if "e" in text:
-        return text
-    return (text[:-2] if text.endswith(".0") else text) + "e0"
-
-
-class CharacterClassError(ValueError):
+class CharacterClassError(ArgumentError):
     """A T-SQL LIKE character class other than one literal character; its text is the class as written."""
 
 
@@ -155,7 +149,8 @@ def like_units(pattern: str, dialect: str) -> list[str]:
     written for ``ESCAPE '!'``: the wildcard ``%`` or ``_``, or one literal character (``!%``, ``!_`` and
     ``!!`` for the three that need the escape); joined, they are the pattern every engine reads alike.
 
-    In T-SQL a class of one character is that character; another class raises :class:`CharacterClassError`
+    In a dialect whose LIKE has classes (``like_classes`` of :func:`kakeibo.sql.dialects.query_dialect`:
+    T-SQL) a class of one character is that character; another class raises :class:`CharacterClassError`
     (see the module docstring).
 
     >>> like_units("50!%", "duckdb"), like_units("[a]", "duckdb")
@@ -167,11 +162,12 @@ def like_units(pattern: str, dialect: str) -> list[str]:
     ...
     kakeibo.sql.predicates.CharacterClassError: [ns]
     """
+    classes = query_dialect(dialect).like_classes
     units: list[str] = []
     position = 0
     while position < len(pattern):
         char = pattern[position]
-        if char == "[" and dialect == "tsql":
+        if char == "[" and classes:
             char, position = _tsql_class(pattern, position)
             units.append(_literal(char))
         else:

@@ -44,8 +44,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .aggregates import Operands, Weights
+from .dialects import double_text
 from .plan import NoisePlan
-from .predicates import double_text
 from .values import clamped_sql
 
 __all__ = ["bound_histograms_sql", "bounded_sql", "bucket_name", "group_name", "per_person_sql", "race_name"]

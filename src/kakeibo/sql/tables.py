@@ -3,7 +3,8 @@
 A query aggregates one sensitive catalog table, named alone (no files, table functions, VALUES or table
 modifiers) or qualified by the default schema. kakeibo reads a catalog table by its bare name, that is from
 the engine's default schema, so a qualifier may only say so: the schema ``main`` (DuckDB's default) or
-``public`` (PostgreSQL's), whatever the engine, and in a query read as T-SQL also ``dbo`` (SQL Server's),
+``public`` (PostgreSQL's), whatever the engine, and in a query read as T-SQL also ``dbo`` (SQL Server's;
+each dialect's ``default_schema``, :func:`kakeibo.sql.dialects.default_schemas`),
 after the name of the engine's database when the session knows it (``db.main.census``, T-SQL's
 ``db.dbo.census`` and ``db..census``): the session asks its backend once
 (:func:`kakeibo.backends.database_name`; DuckDB's in-memory database is ``memory``, a file's is its name
@@ -50,24 +51,11 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from .catalog import Catalog, ColumnSpec, QueryRefused, Reference, TableSpec
+from .dialects import default_schemas
 from .predicates import TotalPredicate, strip
 from .shape import JoinSpec
 
-__all__ = ["DEFAULT_SCHEMAS", "ColumnRef", "Source", "Tables", "default_schemas", "lower_name", "sql_text"]
-
-#: the schema qualifiers that name the engine's default schema, where kakeibo reads every catalog table
-DEFAULT_SCHEMAS = ("main", "public")
-#: T-SQL's default schema, which a query read as T-SQL may name too
-TSQL_DEFAULT_SCHEMA = "dbo"
-
-
-def default_schemas(dialect: str) -> tuple[str, ...]:
-    """The schema qualifiers a query read in ``dialect`` may name the default schema with.
-
-    >>> default_schemas("duckdb"), default_schemas("tsql")
-    (('main', 'public'), ('main', 'public', 'dbo'))
-    """
-    return (*DEFAULT_SCHEMAS, TSQL_DEFAULT_SCHEMA) if dialect == "tsql" else DEFAULT_SCHEMAS
+__all__ = ["ColumnRef", "Source", "Tables", "lower_name", "sql_text"]
 
 
 def _either(names: tuple[str, ...]) -> str:

@@ -15,7 +15,8 @@ refuses what would be meaningless (a divisor that can be 0, a value beyond ``HUG
 in DOUBLE (an int column is cast, so no integer division and no integer overflow), and:
 
 * PostgreSQL raises an error when a product or quotient of non-zero doubles rounds to 0, and on overflow,
-  where DuckDB and Spark round; Spark in ANSI mode and PostgreSQL raise on a division by 0. So every column
+  where DuckDB and Spark round; Spark in ANSI mode and PostgreSQL raise on a division by 0 (the engines'
+  ``underflow``, ``overflow`` and ``division_by_zero``, :mod:`kakeibo.sql.dialects`). So every column
   is clamped into its bounds, which are 0 or of magnitude in ``[TINY, HUGE]`` (:class:`ColumnSpec` checks
   that), and *flushed* (a magnitude below ``TINY = 1e-100`` becomes exactly 0); every product and quotient
   is flushed and clamped into ``[-HUGE, HUGE]`` (``HUGE = 1e100``) in the engine; every divisor is written
@@ -53,7 +54,8 @@ from typing import Any
 from sqlglot import exp
 
 from .catalog import HUGE, TINY, ColumnSpec, QueryRefused
-from .predicates import double_text, numeric_literal, strip
+from .dialects import double_text
+from .predicates import numeric_literal, strip
 from .shape import ValueColumn
 from .tables import ColumnRef, Tables, sql_text
 
