@@ -5,7 +5,9 @@ Statement timeouts
 Every backend takes ``statement_timeout`` (seconds; ``None``: no limit) and :meth:`Backend.execute` a
 ``timeout`` for one statement. A statement still running at its deadline is cancelled inside the engine
 (PostgreSQL's ``statement_timeout``, DuckDB's ``interrupt()``, Spark's job tags) and :class:`StatementTimeout`
-is raised; the backend stays usable for the next statement.
+is raised; the backend stays usable for the next statement. Which of these an engine uses is the
+``cancellation`` of its semantics (:mod:`kakeibo.sql.dialects`), which ``tests/test_engine_semantics.py``
+checks by the engine error under the :class:`StatementTimeout`.
 
 Database names
 --------------
@@ -26,7 +28,7 @@ from typing import Protocol, runtime_checkable
 
 import pyarrow as pa
 
-from ..errors import StatementTimeout
+from ..errors import ArgumentError, StatementTimeout
 
 __all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "cancel_at_deadline", "check_timeout", "database_name"]
 
@@ -39,7 +41,8 @@ _CANCEL_RETRY_SECONDS = 0.1
 
 
 def check_timeout(timeout: float | None, default: float | None = None) -> float | None:
-    """``timeout`` as seconds, ``default`` when it is ``None``; ``ValueError`` unless positive and finite.
+    """``timeout`` as seconds, ``default`` when it is ``None``; :class:`~kakeibo.errors.ArgumentError` (a
+    ``ValueError``) unless positive and finite.
 
     >>> check_timeout(2), check_timeout(None), check_timeout(None, default=5.0)
     (2.0, None, 5.0)
@@ -48,7 +51,9 @@ def check_timeout(timeout: float | None, default: float | None = None) -> float 
         return default
     seconds = float(timeout)
     if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"a statement timeout must be a positive number of seconds or None, not {timeout!r}")
+        raise ArgumentError(
+            f"a statement timeout must be a positive number of seconds or None, not {timeout!r}"
+        )
     return seconds
 
 
@@ -106,7 +111,8 @@ class Backend(Protocol):
     takes ``statement_timeout=`` (seconds, default :data:`DEFAULT_STATEMENT_TIMEOUT`; ``None``: no limit).
     """
 
-    #: sqlglot dialect name the statements are translated to: "duckdb", "postgres" or "spark".
+    #: sqlglot dialect name the statements are translated to: "duckdb", "postgres" or "spark", which names
+    #: the engine's semantics too (:data:`kakeibo.sql.dialects.ENGINES`: a new backend adds its own).
     dialect: str
 
     #: Seconds a statement may run before the engine cancels it (``None``: no limit).

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from ..errors import StatementTimeout
+from ..errors import ArgumentError, ArgumentTypeError, StatementTimeout
 from ._base import DEFAULT_STATEMENT_TIMEOUT, check_timeout
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def postgres_type(arrow_type: pa.DataType) -> str:
         return "time"
     if pa.types.is_timestamp(t):
         return "timestamptz" if t.tz is not None else "timestamp"
-    raise TypeError(f"no PostgreSQL column type for Arrow type {t}")
+    raise ArgumentTypeError(f"no PostgreSQL column type for Arrow type {t}")
 
 
 def _is_binary(t: pa.DataType) -> bool:
@@ -156,7 +156,7 @@ def _is_binary(t: pa.DataType) -> bool:
 def _quote_ident(name: str) -> str:
     """Double-quote an identifier (``a"b`` -> ``"a""b"``)."""
     if "\x00" in name:
-        raise ValueError("identifier contains a NUL character")
+        raise ArgumentError("identifier contains a NUL character")
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -310,7 +310,7 @@ class PostgresBackend:
     def load_table(self, name: str, data: pa.Table) -> None:
         """Create or replace table ``name`` (one transaction: DROP, CREATE, COPY; no statement timeout)."""
         if data.num_columns == 0:
-            raise ValueError("cannot load a table with no columns")
+            raise ArgumentError("cannot load a table with no columns")
         table = _quote_ident(name)
         columns = ", ".join(f"{_quote_ident(f.name)} {postgres_type(f.type)}" for f in data.schema)
         ready = _csv_ready(data)

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from ..errors import ArgumentError
 from ._base import DEFAULT_STATEMENT_TIMEOUT, cancel_at_deadline, check_timeout
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ class SparkBackend:
             return
         level = log_level.upper()
         if level not in _LOG_LEVELS:
-            raise ValueError(f"log_level must be one of {', '.join(_LOG_LEVELS)}, not {log_level!r}")
+            raise ArgumentError(f"log_level must be one of {', '.join(_LOG_LEVELS)}, not {log_level!r}")
         try:
             with _quiet_python_warnings():
                 from pyspark import SparkContext
