@@ -11,6 +11,10 @@ population statistics). Their arguments are plain columns of the sensitive table
 variances and quantiles need a column with clamping bounds in the catalog, since a sum over an unbounded
 column has unbounded sensitivity. Aggregating the privacy unit (other than counting its distinct values)
 would publish per-person values.
+
+The one-column spellings (SUM, AVG, the variances and standard deviations, MEDIAN, MIN, MAX, VAR, STD, ...)
+are the registry's (:attr:`AggregateSpec.calls <kakeibo.sql.aggregates.AggregateSpec.calls>`): a new one
+is a spelling there. COUNT's forms and the quantiles that take ``q`` are grammar read here.
 """
 
 from __future__ import annotations

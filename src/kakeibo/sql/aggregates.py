@@ -1,5 +1,5 @@
-"""The aggregates of DP SQL in one place: the statistics the engine computes per group, and the aggregate
-functions estimated from them.
+"""The aggregates of DP SQL in one place: the statistics the engine computes per group, and the registry of
+aggregate functions, estimated from them or selected on their own.
 
 A statistic kind (:class:`StatisticKind`) says how one user's contribution to it is bounded and how the
 engine computes it at each step of the bounded statement (:mod:`kakeibo.sql.rewrite`). After bounding a

@@ -1,5 +1,6 @@
 """Private quantiles (MEDIAN, QUANTILE, PERCENTILE_CONT, MIN, MAX) by the exponential mechanism over an
-engine-computed histogram.
+engine-computed histogram: how the ``quantile`` entry of :data:`kakeibo.sql.aggregates.AGGREGATES` (a
+*selected* aggregate) is planned and drawn.
 
 The engine buckets each clamped value of the column into ``B`` equal buckets of ``[lower, upper]`` and
 returns, per group, the bounded mass of every bucket: one user's rows in a group weigh
