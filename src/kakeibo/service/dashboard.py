@@ -1,4 +1,5 @@
-"""The service's budget dashboard: a web page of privacy budgets and query histories (issue 7).
+"""The service's budget dashboard: a web page of privacy budgets and query histories (issue 7). This module
+builds its data; :mod:`.routes.dashboard` serves it and the page.
 
 * ``GET /v1/dashboard`` (JSON) -- with an analyst's key, that analyst's view: each dataset granted to them
   with its dataset-wide budget, spent and remaining (as ``/v1/budget`` shows them), and their own budget,
@@ -22,41 +23,25 @@ not finite are sent as ``null`` so the JSON stays valid.
 import logging
 import math
 import statistics
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass
 from fractions import Fraction
-from importlib import resources
-from typing import Annotated, Any
+from typing import Any
 
 import pyarrow as pa
-from fastapi import APIRouter, Depends, HTTPException
-from fastapi.responses import Response
 
 from ..accounting import Ledger
 from ..accounting.ledger import LedgerEntry, Scope
 from ..privacy import PrivacyLoss
 from ..sql.session import read_release
-from .auth import ADMIN
 from .registry import AnalystRegistry
 
-__all__ = ["CONTENT_SECURITY_POLICY", "Viewer", "dashboard_data", "dashboard_router", "loss_json"]
+__all__ = ["CONTENT_SECURITY_POLICY", "Viewer", "dashboard_data", "loss_json"]
 
 log = logging.getLogger("kakeibo.service")
 
+#: The dashboard page's policy: it loads nothing from elsewhere and runs no inline script.
 CONTENT_SECURITY_POLICY = "default-src 'self'"
-_PAGE_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",
-}
-_STATIC = {
-    "dashboard.html": "text/html; charset=utf-8",
-    "dashboard.js": "text/javascript; charset=utf-8",
-    "dashboard.css": "text/css; charset=utf-8",
-    "favicon.svg": "image/svg+xml",
-}
 
 
 @dataclass(frozen=True)
@@ -64,47 +49,6 @@ class Viewer:
     """Who asks: one analyst, or the administrator (``analyst is None``)."""
 
     analyst: str | None
-
-
-def dashboard_router(
-    ledger: Ledger,
-    registry: AnalystRegistry,
-    datasets: Collection[str],
-    *,
-    caller: Callable[..., str | None],
-    analyst: Callable[[str | None], str],
-) -> APIRouter:
-    """The dashboard's routes. ``caller`` and ``analyst`` are the service's own dependencies (of
-    :func:`kakeibo.service.app.create_app`): ``caller`` identifies the key (an analyst, :data:`.auth.ADMIN`
-    or nobody, with the failed-check throttle), ``analyst`` refuses nobody with 401 and applies the
-    analyst's rate limit, so neither check is bypassed or weakened."""
-    files = resources.files("kakeibo.service").joinpath("static")
-    static = {name: files.joinpath(name).read_bytes() for name in _STATIC}
-
-    def viewer(who: Annotated[str | None, Depends(caller)]) -> Viewer:
-        return Viewer(None) if who == ADMIN else Viewer(analyst(who))
-
-    router = APIRouter()
-
-    @router.get("/v1/dashboard")
-    def data(who: Annotated[Viewer, Depends(viewer)], response: Response) -> dict[str, Any]:
-        response.headers["Cache-Control"] = "no-store"  # it holds analysts' SQL
-        return dashboard_data(ledger, registry, datasets, who)
-
-    def page(name: str) -> Response:
-        return Response(static[name], media_type=_STATIC[name], headers=_PAGE_HEADERS)
-
-    @router.get("/dashboard", include_in_schema=False)
-    def html() -> Response:
-        return page("dashboard.html")
-
-    @router.get("/dashboard/{name}", include_in_schema=False)
-    def asset(name: str) -> Response:  # the page's script, style sheet and icon; nothing else is served
-        if name not in _STATIC:
-            raise HTTPException(404, "not found.")
-        return page(name)
-
-    return router
 
 
 def dashboard_data(

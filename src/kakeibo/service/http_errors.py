@@ -42,8 +42,10 @@ from ..errors import ConfigurationError, Error, ReleaseFailed, StatementTimeout
 from .registry import AnalystExists
 
 __all__ = [
+    "BELOW_SPENT",
     "ENGINE_FAILED",
     "INTERNAL",
+    "KEYED",
     "LEDGER_UNAVAILABLE",
     "MISCONFIGURED",
     "ErrorMessage",
@@ -64,6 +66,13 @@ LEDGER_UNAVAILABLE = "the ledger is unavailable; the administrator has been told
 ENGINE_FAILED = "the engine could not run this query (check literal types); nothing was charged."
 #: The detail of any error kakeibo did not raise on purpose.
 INTERNAL = "internal error."
+#: What every route behind the key check can answer besides its own statuses: the body limit and the key
+#: check come before any handler.
+KEYED = (401, 413, 429)
+#: The 400 of an admin write of a budget (a grant, or a budget alone).
+BELOW_SPENT = (
+    "Refused: the budget is below what the scope has spent, or the ledger cannot keep it; nothing written."
+)
 #: Errors of libraries between the engine and the release that may quote a data value as well.
 _ENGINE_ADJACENT: tuple[type[Exception], ...] = (pa.ArrowException,)
 
