@@ -36,6 +36,7 @@ from kakeibo.noise import resolve_source
 from kakeibo.privacy import PureDP
 from kakeibo.sql import Catalog, QueryRefused
 from kakeibo.sql.bounds import POWERS, BoundChoice
+from kakeibo.sql.options import QueryOptions
 
 CATEGORIES = [f"c{i:02d}" for i in range(8)]
 QUERY = "SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM visits GROUP BY category"
@@ -106,7 +107,7 @@ def _session(backend: Any, catalog: Catalog, tmp_path: Path, budget: float = 100
 
 
 def _choice(session: kakeibo.sql.Session, epsilon: float = 1.0) -> BoundChoice:
-    _, choice, _ = session._planned(QUERY, epsilon=epsilon, accuracy=None, delta=None, dialect=None)
+    _, choice, _ = session._planned(QUERY, QueryOptions(epsilon=epsilon))
     assert choice is not None
     return choice
 
@@ -433,7 +434,7 @@ def _histograms(backend: Any, tmp_path: Path) -> list[tuple[np.ndarray, np.ndarr
     out = []
     for catalog, query in ((AUTO, QUERY), (ROW_LEVEL, "SELECT SUM(amount) AS total FROM visits")):
         session = _session(backend, catalog, tmp_path / f"h{len(out)}")
-        _, choice, _ = session._planned(query, epsilon=1, accuracy=None, delta=None, dialect=None)
+        _, choice, _ = session._planned(query, QueryOptions(epsilon=1))
         assert choice is not None
         out.append(choice.exact(session._execute(choice.histograms_sql())))
     return out
@@ -531,9 +532,7 @@ def test_a_query_overrides_the_catalogs_limits_and_bounds(tmp_path: Path) -> Non
     id), asking the same again replays it, and bad overrides are refused before any charge."""
     session = _session(_backend(_visits(2_000, seed=14)), AUTO, tmp_path / "auto")
     fixed = {"max_rows_per_partition": 5, "max_partitions": 3, "amount": (0, 100)}
-    assert (
-        session._planned(QUERY, epsilon=1, accuracy=None, delta=None, dialect=None, bounds=fixed)[1] is None
-    )
+    assert session._planned(QUERY, QueryOptions(epsilon=1, bounds=fixed))[1] is None
     hand = _session(_backend(_visits(10, seed=1)), HANDSET, tmp_path / "hand").plan(QUERY, epsilon=1)
     overridden = session.plan(QUERY, epsilon=1, bounds=fixed)
     assert [s.mechanism.scale for s in overridden.statistics] == [s.mechanism.scale for s in hand.statistics]  # type: ignore[attr-defined]

@@ -14,8 +14,10 @@ from scipy import stats
 import kakeibo
 from kakeibo.accounting import BudgetExceeded
 from kakeibo.backends import DuckDBBackend
+from kakeibo.errors import ArgumentTypeError
 from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.sql import Catalog, QueryRefused
+from kakeibo.sql.options import QueryOptions
 from kakeibo.sql.plan import plan_query
 from kakeibo.sql.rewrite import bounded_sql
 
@@ -310,6 +312,47 @@ def test_accuracy_mode_refusals(session: kakeibo.sql.session.Session) -> None:
     with pytest.raises(ValueError, match="alpha must be a positive number"):
         session.sql("SELECT COUNT(*) AS n FROM people", accuracy=(-1, 0.05))
     assert session.ledger.entries() == []
+
+
+@pytest.mark.parametrize(
+    ("keywords", "error", "message"),
+    [
+        ({"epsilon": 1, "accuracy": (1, 0.05)}, ArgumentTypeError, "exactly one of epsilon= and accuracy="),
+        ({"accuracy": [1, 0.05]}, ArgumentTypeError, r"accuracy must be a pair \(alpha, beta\), got \[1,"),
+        ({"accuracy": (1, 0.05, 0)}, ArgumentTypeError, "accuracy must be a pair"),
+        ({"epsilon": 1, "outside_view": "ignore"}, QueryRefused, 'outside_view is "refuse" or "charge"'),
+    ],
+)
+def test_query_options_refuse_bad_keywords_when_built(
+    keywords: dict[str, object], error: type[Exception], message: str
+) -> None:
+    """What the keywords alone show wrong is refused when the options are built, before any query is read;
+    a conflict of keywords is a TypeError too, as it was before kakeibo.Error."""
+    with pytest.raises(error, match=message) as info:
+        QueryOptions(**keywords)  # type: ignore[arg-type]
+    assert isinstance(info.value, kakeibo.Error)
+
+
+def test_query_options_need_a_budget_only_to_be_planned(session: kakeibo.sql.session.Session) -> None:
+    """Options without epsilon or accuracy are valid (a query a view answers needs neither), but planning
+    them is refused, for plan, explain's charged path and sql alike, before anything is charged."""
+    options = QueryOptions(delta=1e-6, nonnegative=True)
+    with pytest.raises(ArgumentTypeError, match="exactly one of epsilon= and accuracy="):
+        options.require_budget()
+    QueryOptions(epsilon=1).require_budget()
+    QueryOptions(accuracy=(1, 0.05)).require_budget()
+    with pytest.raises(ArgumentTypeError, match="exactly one of epsilon= and accuracy="):
+        session.plan("SELECT COUNT(*) AS n FROM people")
+    with pytest.raises(TypeError, match="exactly one of epsilon= and accuracy="):
+        session.sql("SELECT COUNT(*) AS n FROM people")
+    assert session.ledger.entries() == []
+
+
+def test_query_options_are_frozen() -> None:
+    options = QueryOptions(epsilon=1)
+    with pytest.raises(AttributeError):
+        options.epsilon = 2  # type: ignore[misc]
+    assert options == QueryOptions(epsilon=1) and options != QueryOptions(epsilon=2)
 
 
 def test_a_query_over_budget_is_refused_before_the_engine_runs(tmp_path: Path) -> None:

@@ -1,19 +1,24 @@
 """``kakeibo.connect(...)``: a DP SQL session over a real engine, charged to a persisted ledger.
 
-A query is one run of :func:`kakeibo.release.run`, the choke point ``@private`` goes through too:
+A query is one run of :func:`kakeibo.release.run`, the choke point ``@private`` goes through too. The
+session is the front door: it gathers the query's keywords once (:class:`~kakeibo.sql.options.QueryOptions`),
+answers a query over a view from the view, plans, and hands the draw and the answer to :mod:`.execute`:
 
 1. analyse (refusals cost nothing and read nothing) and plan (sensitivities, mechanisms, selection, the
    noise grid): everything decided from public inputs only, and every condition the engine will evaluate
    proven total (:mod:`.predicates`), so that no row can make the engine fail; then the budget and the
    engine's public facts (catalog types, declared-unique join keys) are checked, still free;
-2. draw: run ONE bounded statement in the engine (:mod:`.rewrite`) and draw all noise in memory: partition
-   selection first, then noise for the kept groups only, every value clamped into the noise grid's range
-   (so no data value can make the draw fail, and dropped groups leave no trace in the release); any
-   failure from the statement on (a timeout included) is charged and says nothing of the data;
+2. draw (:func:`.execute.draw`): run ONE bounded statement in the engine (:mod:`.rewrite`) and draw all
+   noise in memory: partition selection first, then noise for the kept groups only, every value clamped
+   into the noise grid's range (so no data value can make the draw fail, and dropped groups leave no trace
+   in the release); any failure from the statement on (a timeout included) is charged and says nothing of
+   the data;
 3. charge the ledger with the noisy table stored in the same transaction (the WHERE box as region when
    parallel composition is valid);
-4. post-process the stored table (HAVING, ORDER BY, LIMIT: total by the analyser's rules) and return it,
-   every aggregate with a 95% confidence interval.
+4. post-process the stored table (:func:`.execute.finish`: HAVING, ORDER BY, LIMIT, total by the
+   analyser's rules) and return it, every aggregate with a 95% confidence interval.
+
+:meth:`Session.explain` says what steps 1-4 would do, from the plan alone (:mod:`.explain`).
 
 A repeated query -- same analyst, query text, (epsilon, delta) and catalog entry of its tables -- is
 answered with the release stored in the ledger with its charge, at no cost and from any later session:
@@ -28,7 +33,7 @@ import importlib.util
 import os
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -52,6 +57,7 @@ from .bounds import BoundChoice, ChosenBounds, bound_choice, provisional, with_b
 from .catalog import Catalog, TableSpec
 from .execute import read_release
 from .explain import explanation
+from .options import QueryOptions
 from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .region import constant_check_sql, declared_constants
 from .shape import check_dialect
@@ -180,42 +186,35 @@ class Session:
         A query whose bounds are chosen privately (``"auto"``) is planned at the provisional bounds
         (:func:`~kakeibo.sql.bounds.provisional`); its plan's privacy loss is the query's whole charge."""
         return self._planned(
-            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
+            query,
+            QueryOptions(epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds),
         )[0]
 
-    def _planned(
-        self,
-        query: str,
-        *,
-        epsilon: Number | None,
-        accuracy: tuple[float, float] | None,
-        delta: Number | None,
-        dialect: str | None,
-        bounds: Mapping[str, object] | None = None,
-    ) -> tuple[NoisePlan, BoundChoice | None, Catalog]:
+    def _planned(self, query: str, options: QueryOptions) -> tuple[NoisePlan, BoundChoice | None, Catalog]:
         """The plan of ``query``, what it chooses privately before its answer (:mod:`.bounds`), and the
-        catalog it is planned under: the session's, with ``bounds`` overriding the limits of the query's
-        grain table and the bounds of its columns (:func:`~kakeibo.sql.bounds.with_bounds`)."""
-        dialect = self.dialect if dialect is None else dialect
+        catalog it is planned under: the session's, with ``options.bounds`` overriding the limits of the
+        query's grain table and the bounds of its columns (:func:`~kakeibo.sql.bounds.with_bounds`)."""
+        dialect = self.dialect if options.dialect is None else options.dialect
         database = database_name(self.backend)  # the backend's, which a three-part table name may name
         catalog, against = self.catalog, self._analysed_against
-        if bounds is not None:
+        if options.bounds is not None:
             catalog = with_bounds(
-                self.catalog, analyze(query, against, dialect=dialect, database=database), bounds
+                self.catalog, analyze(query, against, dialect=dialect, database=database), options.bounds
             )
             against = provisional(catalog)
         analysed = analyze(query, against, dialect=dialect, database=database)
-        if (epsilon is None) == (accuracy is None):
-            raise TypeError("give exactly one of epsilon= and accuracy=(alpha, beta).")
-        if accuracy is not None:
-            alpha, beta = _accuracy(accuracy)
-            epsilon = epsilon_for_accuracy(analysed, alpha=alpha, beta=beta, delta=self._delta(delta))
+        options.require_budget()
+        delta = self._delta(options.delta)
+        epsilon = options.epsilon
+        if options.accuracy is not None:
+            alpha, beta = options.accuracy
+            epsilon = epsilon_for_accuracy(analysed, alpha=alpha, beta=beta, delta=delta)
         assert epsilon is not None
-        plan = plan_query(analysed, epsilon=epsilon, delta=self._delta(delta))
+        plan = plan_query(analysed, epsilon=epsilon, delta=delta)
         choice = bound_choice(analysed, plan, catalog)
         if choice is not None:
             choice.check()  # every share of epsilon by the planner's rules, before any read
-        if choice is not None and accuracy is not None:
+        if choice is not None and options.accuracy is not None:
             raise QueryRefused(
                 "accuracy= needs an error that does not depend on the data, but this query chooses its "
                 'bounds ("auto") from the data; give epsilon=.'
@@ -238,13 +237,22 @@ class Session:
         (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given); with ``nonnegative``, which
         outputs :meth:`sql` would clamp at 0. A query over a view says that the view answers it, at no
         charge, or what :meth:`sql` would do with ``outside_view``."""
-        stored = self._over_view(query, outside_view)
+        options = QueryOptions(
+            epsilon=epsilon,
+            accuracy=accuracy,
+            delta=delta,
+            dialect=dialect,
+            bounds=bounds,
+            nonnegative=nonnegative,
+            outside_view=outside_view,
+        )
+        stored = self.view_of(query)
         prefix: list[str] = []
         if stored is not None:
             try:
                 read_view_query(query, stored)
             except QueryRefused as refused:
-                if outside_view != "charge":
+                if options.outside_view != "charge":
                     raise
                 prefix = [
                     f"view {stored.name} cannot answer this ({refused}); charged on table {stored.table}:"
@@ -252,12 +260,10 @@ class Session:
                 query = over_table(query, stored)
             else:
                 return f"from view {stored.name}, no charge\n{stored.describe()}"
-        if epsilon is None and accuracy is None:
-            epsilon = 1
-        charged, choice, _ = self._planned(
-            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
-        )
-        return "\n".join(prefix + explanation(charged, choice, nonnegative))
+        if options.epsilon is None and options.accuracy is None:
+            options = replace(options, epsilon=1)
+        charged, choice, _ = self._planned(query, options)
+        return "\n".join(prefix + explanation(charged, choice, options.nonnegative))
 
     # --- views ------------------------------------------------------------------------------------------
 
@@ -344,11 +350,6 @@ class Session:
             stored = self.views().get(name)
         return stored
 
-    def _over_view(self, query: str, outside_view: str) -> StoredView | None:
-        if outside_view not in ("refuse", "charge"):
-            raise QueryRefused(f'outside_view is "refuse" or "charge", got {outside_view!r}.')
-        return self.view_of(query)
-
     def _from_view(self, query: str, stored: StoredView, outside_view: str) -> Result | None:
         """The view's answer to ``query`` (no charge), or ``None`` when it cannot answer and the caller may
         charge the query on the view's table."""
@@ -400,38 +401,30 @@ class Session:
         A query that reads a view (:meth:`create_view`) is answered from it at no cost; one the view cannot
         answer (a column it lacks, an aggregate other than COUNT(*)) is refused with the reason, or with
         ``outside_view="charge"`` runs on the view's table like any query, charged at ``epsilon``."""
-        stored = self._over_view(query, outside_view)
+        options = QueryOptions(
+            epsilon=epsilon,
+            accuracy=accuracy,
+            delta=delta,
+            dialect=dialect,
+            bounds=bounds,
+            nonnegative=nonnegative,
+            outside_view=outside_view,
+        )
+        stored = self.view_of(query)
         if stored is not None:
-            answered = self._from_view(query, stored, outside_view)
+            answered = self._from_view(query, stored, options.outside_view)
             if answered is not None:
                 return answered
             query = over_table(query, stored)
-        plan, choice, catalog = self._planned(
-            query, epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds
-        )
-        if plan.delta > 0 and self.ledger.budget_kind is PureDP:
-            raise QueryRefused(
-                "this query needs delta > 0 for private partition selection (GROUP BY without public keys), "
-                "but the ledger keeps pure-epsilon budgets; create the ledger with an (epsilon, delta) "
-                "budget such as budget=(1.0, 1e-5), or declare public_values for the GROUP BY columns."
-            )
-        charge = release.Charge(
-            plan.privacy_loss,
-            label=plan.query.sql,
-            analyst=self.analyst,
-            dataset=self.dataset or plan.query.dataset,
-            region=self._region(plan),
-            request_id=self._request_id(plan, catalog, request_id),
-        )
-
+        plan, choice, catalog = self._planned(query, options)
         out = release.run(
             self.ledger,
-            charge,
+            self._charge(plan, catalog, request_id),
             lambda source: execute.draw(plan, choice, self._execute, source),
             rng=rng,
             check=lambda: self._check_tables(plan),
             codec=execute.TableCodec(),
-            finish=lambda table: execute.finish(plan, table, nonnegative),
+            finish=lambda table: execute.finish(plan, table, options.nonnegative),
         )
         chosen, table = out.value
         warning = None if chosen is None or choice is None else choice.warning(chosen)
@@ -439,6 +432,24 @@ class Session:
             warnings.warn(warning, AccuracyWarning, stacklevel=2)
         return Result(
             table, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded, bounds=chosen
+        )
+
+    def _charge(self, plan: NoisePlan, catalog: Catalog, client_key: str | None) -> release.Charge:
+        """The ledger charge of ``plan`` (planned under ``catalog``; ``client_key``: the caller's request
+        id), refused when it needs a delta the ledger's pure-epsilon budgets cannot pay."""
+        if plan.delta > 0 and self.ledger.budget_kind is PureDP:
+            raise QueryRefused(
+                "this query needs delta > 0 for private partition selection (GROUP BY without public keys), "
+                "but the ledger keeps pure-epsilon budgets; create the ledger with an (epsilon, delta) "
+                "budget such as budget=(1.0, 1e-5), or declare public_values for the GROUP BY columns."
+            )
+        return release.Charge(
+            plan.privacy_loss,
+            label=plan.query.sql,
+            analyst=self.analyst,
+            dataset=self.dataset or plan.query.dataset,
+            region=self._region(plan),
+            request_id=self._request_id(plan, catalog, client_key),
         )
 
     def _execute(self, statement: str) -> pa.Table:
@@ -569,12 +580,6 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _accuracy(accuracy: object) -> tuple[float, float]:
-    if not isinstance(accuracy, tuple) or len(accuracy) != 2:
-        raise TypeError(f"accuracy must be a pair (alpha, beta), got {accuracy!r}.")
-    return accuracy[0], accuracy[1]
 
 
 #: which engine (Arrow) types hold each catalog type

@@ -1,0 +1,53 @@
+"""The options of one query: the keywords :meth:`Session.plan <kakeibo.sql.session.Session.plan>`,
+:meth:`~kakeibo.sql.session.Session.explain` and :meth:`~kakeibo.sql.session.Session.sql` share, gathered
+once and checked once, so that planning, explaining and answering read the same object."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import ArgumentTypeError
+from ..privacy import Number
+from .catalog import QueryRefused
+
+__all__ = ["QueryOptions"]
+
+_ONE_BUDGET = "give exactly one of epsilon= and accuracy=(alpha, beta)."
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """How one query is planned and answered.
+
+    ``epsilon``, or ``accuracy=(alpha, beta)`` for the least epsilon that meets it; ``delta`` (``None``:
+    the session's default); ``dialect`` the query is written in (``None``: the session's); ``bounds``
+    overriding the catalog's limits and column bounds for this query; ``nonnegative`` to clamp
+    never-negative aggregates at 0; ``outside_view``, what a query a view cannot answer does.
+
+    Construction refuses what the keywords alone show wrong (both ``epsilon`` and ``accuracy``, an
+    ``accuracy`` that is not a pair, an unknown ``outside_view``); that a query names its budget at all is
+    checked when it is planned (:meth:`require_budget`), since a query a view answers needs none.
+    """
+
+    epsilon: Number | None = None
+    accuracy: tuple[float, float] | None = None
+    delta: Number | None = None
+    dialect: str | None = None
+    bounds: Mapping[str, object] | None = None
+    nonnegative: bool = False
+    outside_view: str = "refuse"
+
+    def __post_init__(self) -> None:
+        if self.epsilon is not None and self.accuracy is not None:
+            raise ArgumentTypeError(_ONE_BUDGET)
+        accuracy: object = self.accuracy
+        if accuracy is not None and (not isinstance(accuracy, tuple) or len(accuracy) != 2):
+            raise ArgumentTypeError(f"accuracy must be a pair (alpha, beta), got {accuracy!r}.")
+        if self.outside_view not in ("refuse", "charge"):
+            raise QueryRefused(f'outside_view is "refuse" or "charge", got {self.outside_view!r}.')
+
+    def require_budget(self) -> None:
+        """Refuse a query to be planned that names neither ``epsilon`` nor ``accuracy``."""
+        if self.epsilon is None and self.accuracy is None:
+            raise ArgumentTypeError(_ONE_BUDGET)
