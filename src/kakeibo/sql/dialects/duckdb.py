@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-from .semantics import (
-    Cancellation,
-    DivisionByZero,
-    EngineSemantics,
-    IntegerDivision,
-    LikeMatching,
-    LiteralType,
-    OutOfRange,
-    Rounding,
-)
+from . import semantics
 
 __all__ = ["DUCKDB"]
 
-DUCKDB = EngineSemantics(
+DUCKDB = semantics.EngineSemantics(
     name="duckdb",
-    default_schema="main",
-    underflow=OutOfRange.ROUNDS,
-    overflow=OutOfRange.ROUNDS,
-    division_by_zero=DivisionByZero.INFINITY,
-    integer_division=IntegerDivision.EXACT,
-    like_escape=None,
-    like_matching=LikeMatching.DIRECT,
-    exponent_literal=LiteralType.DOUBLE,
-    decimal_literal=LiteralType.DECIMAL,
-    long_decimal_literal=LiteralType.DOUBLE,
-    int_to_literal_scale=True,
-    round_double=Rounding.HALF_AWAY_FROM_ZERO,
-    round_decimal=Rounding.HALF_AWAY_FROM_ZERO,
-    cancellation=Cancellation.INTERRUPT,
+    default_schema="main",  # current_schema() of a new connection
+    underflow=semantics.OutOfRange.ROUNDS,  # IEEE 754 doubles throughout
+    overflow=semantics.OutOfRange.ROUNDS,  # 1e200 * 1e200 is inf
+    division_by_zero=semantics.DivisionByZero.INFINITY,  # IEEE 754: 1.0 / 0 is inf
+    integer_division=semantics.IntegerDivision.EXACT,  # `/` is a DOUBLE division; `//` truncates
+    like_escape=None,  # only an ESCAPE clause names one
+    like_matching=semantics.LikeMatching.DIRECT,  # %A%B over n A's: time linear in n
+    exponent_literal=semantics.LiteralType.DOUBLE,  # typeof(0.1e0) is DOUBLE
+    decimal_literal=semantics.LiteralType.DECIMAL,  # DECIMAL(width, scale) of the digits written
+    long_decimal_literal=semantics.LiteralType.DOUBLE,  # past DECIMAL(38) the parser makes a DOUBLE
+    int_to_literal_scale=True,  # "Could not cast value 1000 to DECIMAL(38,35)"
+    round_double=semantics.Rounding.HALF_AWAY_FROM_ZERO,  # round(): C round(), half away from zero
+    round_decimal=semantics.Rounding.HALF_AWAY_FROM_ZERO,  # the same rule on the decimal digits
+    cancellation=semantics.Cancellation.INTERRUPT,  # interrupt() on the statement's cursor
 )
