@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..accounting.storage import is_postgres_url
+from ..errors import ConfigurationError
 from ..privacy import as_fraction
 from ..sql.catalog import refuse_unknown_keys
 from .registry import check_name
@@ -98,16 +99,18 @@ class ServiceConfig:
         refuse_unknown_keys(data, frozenset({"service", "datasets"}), "the service configuration")
         service = data.get("service")
         if not isinstance(service, Mapping):
-            raise ValueError("the service configuration needs a [service] section.")
+            raise ConfigurationError("the service configuration needs a [service] section.")
         refuse_unknown_keys(service, _SERVICE_KEYS, "[service]")
         for key in ("ledger", "registry", "admin_key_hash"):
             if not isinstance(service.get(key), str) or not service[key]:
-                raise ValueError(f"[service] needs {key} (a string).")
+                raise ConfigurationError(f"[service] needs {key} (a string).")
         if not service["admin_key_hash"].startswith("scrypt$"):
-            raise ValueError("[service] admin_key_hash must be the output of `kakeibo hash-key`.")
+            raise ConfigurationError("[service] admin_key_hash must be the output of `kakeibo hash-key`.")
         datasets = data.get("datasets")
         if not isinstance(datasets, Mapping) or not datasets:
-            raise ValueError("the service configuration declares no datasets; add a [datasets.NAME] section.")
+            raise ConfigurationError(
+                "the service configuration declares no datasets; add a [datasets.NAME] section."
+            )
         return cls(
             ledger=_location(service["ledger"], base),
             registry=_location(service["registry"], base),
@@ -123,27 +126,33 @@ class ServiceConfig:
 
 
 def _dataset(name: str, spec: object, base: Path) -> DatasetConfig:
-    check_name(name, "a dataset name")
+    check_name(name, "a dataset name", error=ConfigurationError)
     if not isinstance(spec, Mapping):
-        raise ValueError(f"[datasets.{name}] must be a table of settings.")
+        raise ConfigurationError(f"[datasets.{name}] must be a table of settings.")
     refuse_unknown_keys(spec, _DATASET_KEYS, f"[datasets.{name}]")
     if not isinstance(spec.get("catalog"), str) or "budget" not in spec:
-        raise ValueError(f"[datasets.{name}] needs catalog (a path) and budget (an epsilon).")
+        raise ConfigurationError(f"[datasets.{name}] needs catalog (a path) and budget (an epsilon).")
     engine = spec.get("engine", "duckdb")
     if engine not in _ENGINES:
-        raise ValueError(f"[datasets.{name}] engine must be one of {', '.join(_ENGINES)}, not {engine!r}.")
+        raise ConfigurationError(
+            f"[datasets.{name}] engine must be one of {', '.join(_ENGINES)}, not {engine!r}."
+        )
     database = spec.get("database", ":memory:" if engine == "duckdb" else None)
     if not isinstance(database, str) or not database:
         needs = {"postgres": "a postgresql:// URL", "spark": "the Spark master, such as local[2]"}
-        raise ValueError(f"[datasets.{name}] database must be {needs.get(engine, 'a path or :memory:')}.")
+        raise ConfigurationError(
+            f"[datasets.{name}] database must be {needs.get(engine, 'a path or :memory:')}."
+        )
     if engine == "postgres" and not is_postgres_url(database):
-        raise ValueError(f"[datasets.{name}] database must be a postgresql:// URL for engine postgres.")
+        raise ConfigurationError(
+            f"[datasets.{name}] database must be a postgresql:// URL for engine postgres."
+        )
     budget = as_fraction(spec["budget"], f"the budget of dataset {name}")
     if budget <= 0:
-        raise ValueError(f"the budget of dataset {name} must be positive.")
+        raise ConfigurationError(f"the budget of dataset {name} must be positive.")
     delta_budget = as_fraction(spec.get("delta_budget", 0), f"the delta_budget of dataset {name}")
     if not 0 <= delta_budget < 1:
-        raise ValueError(f"the delta_budget of dataset {name} must be at least 0 and below 1.")
+        raise ConfigurationError(f"the delta_budget of dataset {name} must be at least 0 and below 1.")
     return DatasetConfig(
         name=name,
         database=str(_path(database, base)) if engine == "duckdb" and database != ":memory:" else database,
@@ -166,5 +175,5 @@ def _path(text: str, base: Path) -> Path:
 
 def _positive_int(value: object, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"[service] {key} must be a positive integer, got {value!r}.")
+        raise ConfigurationError(f"[service] {key} must be a positive integer, got {value!r}.")
     return value

@@ -22,7 +22,7 @@ import threading
 import time
 
 from ..accounting.storage import open_store
-from ..errors import Error
+from ..errors import ArgumentError, Error
 
 __all__ = ["NAME_PATTERN", "AnalystExists", "AnalystRegistry", "hash_key", "new_key", "verify_key"]
 
@@ -69,7 +69,7 @@ def verify_key(key: str, stored: str) -> bool:
     """Whether ``key`` matches a :func:`hash_key` string (constant-time comparison)."""
     parts = stored.split("$")
     if len(parts) != 3 or parts[0] != "scrypt":
-        raise ValueError("a stored key hash must look like scrypt$<salt hex>$<digest hex>.")
+        raise ArgumentError("a stored key hash must look like scrypt$<salt hex>$<digest hex>.")
     return hmac.compare_digest(_digest(key, bytes.fromhex(parts[1])), bytes.fromhex(parts[2]))
 
 
@@ -78,10 +78,11 @@ def fingerprint(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "replace")).digest()
 
 
-def check_name(name: object, what: str) -> str:
-    """A name of 1-64 letters, digits, ``_ . -`` starting with a letter (one-sentence ValueError)."""
+def check_name(name: object, what: str, *, error: type[Error] = ArgumentError) -> str:
+    """A name of 1-64 letters, digits, ``_ . -`` starting with a letter, else ``error`` (a one-sentence
+    :class:`~kakeibo.errors.ArgumentError`; the configuration's reader asks for a ``ConfigurationError``)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"{what} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter.")
+        raise error(f"{what} must be 1-64 letters, digits, '_', '.' or '-', starting with a letter.")
     return name
 
 
