@@ -88,8 +88,12 @@ class ServiceContext:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _: FastAPI) -> AsyncIterator[None]:
-        """The application's lifespan: close the engines, the registry and the ledger when it stops."""
+        """The application's lifespan: :meth:`close` when it stops."""
         yield
+        self.close()
+
+    def close(self) -> None:
+        """Close the engines, the registry and the ledger."""
         for dataset in self.datasets.values():
             dataset.backend.close()
         self.registry.close()
