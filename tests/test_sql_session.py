@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -20,6 +22,7 @@ from kakeibo.sql import Catalog, QueryRefused
 from kakeibo.sql.options import QueryOptions
 from kakeibo.sql.plan import plan_query
 from kakeibo.sql.rewrite import bounded_sql
+from kakeibo.sql.session import Session
 
 # Seed 002, slides 72-75: reviews with several rows per person.
 REVIEWS = pa.table(
@@ -346,6 +349,20 @@ def test_query_options_need_a_budget_only_to_be_planned(session: kakeibo.sql.ses
     with pytest.raises(TypeError, match="exactly one of epsilon= and accuracy="):
         session.sql("SELECT COUNT(*) AS n FROM people")
     assert session.ledger.entries() == []
+
+
+def test_query_options_fields_are_the_keywords_of_explain_and_sql_in_order() -> None:
+    """The session builds the options from these keywords by position: the orders must agree."""
+    fields = [field.name for field in dataclasses.fields(QueryOptions)]
+    for method, own in ((Session.explain, set()), (Session.sql, {"rng", "request_id"})):
+        keywords = [
+            name
+            for name, parameter in inspect.signature(method).parameters.items()
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in own
+        ]
+        assert keywords == fields
+    planned = [n for n, p in inspect.signature(Session.plan).parameters.items() if p.kind is p.KEYWORD_ONLY]
+    assert planned == [name for name in fields if name not in ("nonnegative", "outside_view")]
 
 
 def test_query_options_are_frozen() -> None:

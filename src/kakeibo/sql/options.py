@@ -21,9 +21,10 @@ class QueryOptions:
     """How one query is planned and answered.
 
     ``epsilon``, or ``accuracy=(alpha, beta)`` for the least epsilon that meets it; ``delta`` (``None``:
-    the session's default); ``dialect`` the query is written in (``None``: the session's); ``bounds``
-    overriding the catalog's limits and column bounds for this query; ``nonnegative`` to clamp
-    never-negative aggregates at 0; ``outside_view``, what a query a view cannot answer does.
+    the session's default); ``dialect`` the query is written in (``None``: the session's); ``nonnegative``
+    to clamp never-negative aggregates at 0; ``bounds`` overriding the catalog's limits and column bounds
+    for this query; ``outside_view``, what a query a view cannot answer does. The fields are in the order
+    of :meth:`~kakeibo.sql.session.Session.explain`'s keywords, which the session passes by position.
 
     Construction refuses what the keywords alone show wrong (both ``epsilon`` and ``accuracy``, an
     ``accuracy`` that is not a pair, an unknown ``outside_view``); that a query names its budget at all is
@@ -34,8 +35,8 @@ class QueryOptions:
     accuracy: tuple[float, float] | None = None
     delta: Number | None = None
     dialect: str | None = None
-    bounds: Mapping[str, object] | None = None
     nonnegative: bool = False
+    bounds: Mapping[str, object] | None = None
     outside_view: str = "refuse"
 
     def __post_init__(self) -> None:

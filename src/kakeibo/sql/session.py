@@ -237,15 +237,7 @@ class Session:
         (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given); with ``nonnegative``, which
         outputs :meth:`sql` would clamp at 0. A query over a view says that the view answers it, at no
         charge, or what :meth:`sql` would do with ``outside_view``."""
-        options = QueryOptions(
-            epsilon=epsilon,
-            accuracy=accuracy,
-            delta=delta,
-            dialect=dialect,
-            bounds=bounds,
-            nonnegative=nonnegative,
-            outside_view=outside_view,
-        )
+        options = QueryOptions(epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view)
         stored = self.view_of(query)
         prefix: list[str] = []
         if stored is not None:
@@ -401,15 +393,7 @@ class Session:
         A query that reads a view (:meth:`create_view`) is answered from it at no cost; one the view cannot
         answer (a column it lacks, an aggregate other than COUNT(*)) is refused with the reason, or with
         ``outside_view="charge"`` runs on the view's table like any query, charged at ``epsilon``."""
-        options = QueryOptions(
-            epsilon=epsilon,
-            accuracy=accuracy,
-            delta=delta,
-            dialect=dialect,
-            bounds=bounds,
-            nonnegative=nonnegative,
-            outside_view=outside_view,
-        )
+        options = QueryOptions(epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view)
         stored = self.view_of(query)
         if stored is not None:
             answered = self._from_view(query, stored, options.outside_view)
