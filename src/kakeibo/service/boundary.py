@@ -46,9 +46,9 @@ class BodyLimit:
 def install(app: FastAPI, max_body_bytes: int) -> None:
     """Put the body limit and the three answers of the module docstring on ``app``."""
     app.middleware("http")(BodyLimit(max_body_bytes))
-    app.add_exception_handler(RequestValidationError, invalid_request)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, http_exception)  # type: ignore[arg-type]
-    app.add_exception_handler(Exception, unexpected)
+    app.exception_handler(RequestValidationError)(invalid_request)
+    app.exception_handler(StarletteHTTPException)(http_exception)
+    app.exception_handler(Exception)(unexpected)
 
 
 async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
