@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from ..noise import RandomSource
 
 __all__ = [
@@ -40,7 +41,7 @@ def ln_upper(value: Fraction) -> Fraction:
     """A rational upper bound on ``ln(value)`` for ``value > 0``: the 60-digit decimal logarithms of numerator
     and denominator (each correctly rounded) and a margin of ``10**-40``, far above their rounding error."""
     if value <= 0:
-        raise ValueError("ln_upper needs a positive value.")
+        raise ArgumentError("ln_upper needs a positive value.")
     with localcontext() as ctx:
         ctx.prec = 60
         log = Decimal(value.numerator).ln() - Decimal(value.denominator).ln()
@@ -62,7 +63,7 @@ def precision_bits(probability: float) -> int:
     smaller of ``probability`` and ``1 - probability`` (at least 16 bits, at most 62)."""
     small = min(probability, 1.0 - probability)
     if not small > 0:
-        raise ValueError(f"a coin probability must lie strictly between 0 and 1, got {probability!r}.")
+        raise ArgumentError(f"a coin probability must lie strictly between 0 and 1, got {probability!r}.")
     return min(62, max(16, 12 + math.ceil(-math.log2(small))))
 
 
@@ -85,7 +86,7 @@ def flip_probability(epsilon: Fraction, protocol: str, differing: int = 1) -> Fr
     target = 1 / (1 + math.exp(float(epsilon) / differing))
     flip = dyadic_at_least(target, precision_bits(target))
     if not flip < Fraction(1, 2) or ln_upper(((1 - flip) / flip) ** differing) > epsilon:
-        raise ValueError(f"epsilon = {float(epsilon):g} is too small for an exact {protocol}.")
+        raise ArgumentError(f"epsilon = {float(epsilon):g} is too small for an exact {protocol}.")
     return flip
 
 
@@ -108,7 +109,7 @@ def bernoulli_words(probability: Fraction, n_words: int, source: RandomSource) -
     """
     den = probability.denominator
     if not 0 < probability < 1 or den & (den - 1):
-        raise ValueError(
+        raise ArgumentError(
             f"bernoulli_words needs a dyadic probability strictly between 0 and 1, got {probability}."
         )
     bits = den.bit_length() - 1

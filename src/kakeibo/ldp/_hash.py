@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from .framework import check_integer
 
 __all__ = ["HashFamily", "value_keys"]
@@ -47,22 +48,24 @@ def value_keys(values: ArrayLike | Sequence[Any], name: str = "values") -> KeyAr
     """
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array with one value per client, got shape {arr.shape}.")
+        raise ArgumentError(f"{name} must be a 1-d array with one value per client, got shape {arr.shape}.")
     if arr.dtype.kind in "iu":
         if arr.size and arr.dtype.kind == "i" and int(arr.min()) < 0:
-            raise ValueError(f"{name} must be non-negative when they are integers.")
+            raise ArgumentError(f"{name} must be non-negative when they are integers.")
         return arr.astype(np.uint64)
     if arr.dtype.kind == "O" and not (
         all(isinstance(v, str) for v in arr) or all(isinstance(v, bytes) for v in arr)
     ):
-        raise TypeError(f"{name} must be non-negative integers, or all strings or all bytes.")
+        raise ArgumentTypeError(f"{name} must be non-negative integers, or all strings or all bytes.")
     if arr.dtype.kind in "USO":
         if arr.size == 0:
             return np.zeros(0, dtype=np.uint64)
         distinct, inverse = np.unique(arr, return_inverse=True)
         keys = np.fromiter((_text_key(v) for v in distinct), dtype=np.uint64, count=distinct.size)
         return keys[inverse.reshape(-1)]
-    raise TypeError(f"{name} must be non-negative integers, strings or bytes, got an array of {arr.dtype}.")
+    raise ArgumentTypeError(
+        f"{name} must be non-negative integers, strings or bytes, got an array of {arr.dtype}."
+    )
 
 
 def _text_key(value: str | bytes) -> int:
@@ -112,7 +115,7 @@ class HashFamily:
         """``h_functions[i](keys[i])`` element-wise (``functions`` and ``keys`` broadcast together)."""
         j = np.asarray(functions, dtype=np.int64)
         if j.size and (int(j.min()) < 0 or int(j.max()) >= self.count):
-            raise ValueError(f"hash function indices must lie in 0..{self.count - 1}.")
+            raise ArgumentError(f"hash function indices must lie in 0..{self.count - 1}.")
         x = _mix(np.asarray(keys, dtype=np.uint64))
         with np.errstate(over="ignore"):
             word = self._a[j] * x + self._b[j]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ArgumentError
 from ..privacy import Number
 from .direct import GRR
 from .framework import FrequencyOracle
@@ -58,7 +59,7 @@ def recommend_oracle(
     fitting = [s for s in scored if bandwidth_bits is None or s[1] <= bandwidth_bits]
     if not fitting:
         smallest = min(s[1] for s in scored)
-        raise ValueError(
+        raise ArgumentError(
             f"no frequency oracle fits in {bandwidth_bits} bits per report (the smallest needs {smallest})."
         )
     # Variances within 0.5% count as equal (OUE and OLH differ only by rounding), then fewer bits win.

@@ -39,6 +39,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
+from ..errors import ArgumentError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -91,7 +92,7 @@ class Bitstogram(CountedHeavyHitters):
         )
         self._t = check_integer(buckets, "buckets", 2, 1 << 20, "2**20")
         if self._t & (self._t - 1):
-            raise ValueError(f"buckets must be a power of two, got {self._t}.")
+            raise ArgumentError(f"buckets must be a power of two, got {self._t}.")
         self._hash = HashFamily(seed=hash_seed, count=1, buckets=self._t)
         self._oracle = HadamardResponse(epsilon=self._epsilon, domain_size=2 * self._t)
 

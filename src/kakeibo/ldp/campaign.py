@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import PureDP
 from .framework import LocalRandomizer, check_integer
 from .rappor import RAPPOR, OneTimeRAPPOR
@@ -57,11 +58,11 @@ class Ask:
     def __post_init__(self) -> None:
         kind = type(self.randomizer).__name__
         if not isinstance(self.randomizer, LocalRandomizer):
-            raise TypeError(f"an ask's randomizer must be a local randomizer, not {kind}.")
+            raise ArgumentTypeError(f"an ask's randomizer must be a local randomizer, not {kind}.")
         check_integer(self.reports_per_day, "reports_per_day", 1, MAX_REPORTS_PER_DAY)
         if self.distinct_values is not None:
             if not isinstance(self.randomizer, (RAPPOR, OneTimeRAPPOR)):
-                raise ValueError(f"distinct_values credits RAPPOR's memoisation; {kind} does not memoise.")
+                raise ArgumentError(f"distinct_values credits RAPPOR's memoisation; {kind} does not memoise.")
             check_integer(self.distinct_values, "distinct_values", 1, MAX_REPORTS_PER_DAY * MAX_DAYS)
 
     def loss(self, days: int) -> Fraction:
@@ -90,13 +91,13 @@ class Campaign:
 
     def __init__(self, name: str, asks: Sequence[Ask], *, days: int) -> None:
         if not isinstance(name, str) or not name.strip() or len(name) > 200 or not name.isprintable():
-            raise ValueError("a campaign needs a printable name of 1 to 200 characters.")
+            raise ArgumentError("a campaign needs a printable name of 1 to 200 characters.")
         listed = tuple(asks)
         if not listed or not all(isinstance(a, Ask) for a in listed):
-            raise ValueError("a campaign needs at least one Ask.")
+            raise ArgumentError("a campaign needs at least one Ask.")
         names = [repr(a.randomizer) for a in listed]
         if len(set(names)) < len(names):
-            raise ValueError("a campaign lists each randomizer once (merge the asks of the same one).")
+            raise ArgumentError("a campaign lists each randomizer once (merge the asks of the same one).")
         self._name, self._asks = name, listed
         self._days = check_integer(days, "days", 1, MAX_DAYS)
 

@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..errors import Error
+from ..errors import ArgumentError, ArgumentTypeError, Error
 from ..mechanisms.base import Rng
 from ..privacy import Number, PureDP, as_fraction, format_fraction
 from .framework import LocalRandomizer
@@ -187,7 +187,7 @@ def _budget(value: Number | None, name: str) -> Fraction | None:
         return None
     exact = as_fraction(value, name)
     if exact <= 0:
-        raise ValueError(f"{name} must be positive, got {format_fraction(exact)}.")
+        raise ArgumentError(f"{name} must be positive, got {format_fraction(exact)}.")
     return exact
 
 
@@ -228,7 +228,7 @@ epsilon=2 today; this report (epsilon=1) was not sent.
         self.path = os.fspath(path)
         new = self.path == ":memory:" or not os.path.lexists(self.path)
         if new and all(v is None for v in wanted.values()):
-            raise ValueError("a new client ledger needs a daily_budget or a lifetime_budget.")
+            raise ArgumentError("a new client ledger needs a daily_budget or a lifetime_budget.")
         if self.path == ":memory:":
             self._conn = sqlite3.connect(":memory:", isolation_level=None)
             _create(self._conn, wanted)
@@ -248,7 +248,7 @@ epsilon=2 today; this report (epsilon=1) was not sent.
         for name, value in wanted.items():
             if value is not None and self._budgets[name] != value:
                 self.close()
-                raise ValueError(
+                raise ArgumentError(
                     f"this client ledger was created with {name} {_shown(self._budgets[name])}, "
                     f"not {format_fraction(value)}."
                 )
@@ -270,7 +270,7 @@ epsilon=2 today; this report (epsilon=1) was not sent.
             known = books.campaigns.get(campaign.name)
             if known is not None:
                 if known != (daily, total, asks):
-                    raise ValueError(f"a different campaign named {campaign.name!r} is already enrolled.")
+                    raise ArgumentError(f"a different campaign named {campaign.name!r} is already enrolled.")
                 return
             row = (
                 books.counts["campaigns"] + 1,
@@ -308,7 +308,7 @@ epsilon=2 today; this report (epsilon=1) was not sent.
             protocol, memo, cap = randomizer, None, None
         else:
             kind = type(randomizer).__name__
-            raise TypeError(f"randomizer must be a local randomizer or a RapporClient, not {kind}.")
+            raise ArgumentTypeError(f"randomizer must be a local randomizer or a RapporClient, not {kind}.")
         name, loss = randomizer_name(protocol), protocol.privacy_loss.epsilon
         now = self._now()
         day = now.date().isoformat()
@@ -424,7 +424,7 @@ epsilon=2 today; this report (epsilon=1) was not sent.
     def _now(self) -> datetime:
         now = self._clock()
         if now.tzinfo is None:
-            raise ValueError("the client ledger's clock must return timezone-aware datetimes.")
+            raise ArgumentError("the client ledger's clock must return timezone-aware datetimes.")
         return now.astimezone(timezone.utc)
 
     def _read(self, *, full: bool = False, payloads: bool = False) -> tuple[_Books, dict[int, bytes]]:
@@ -781,7 +781,9 @@ def _randomize(randomizer: LocalRandomizer | RapporClient, value: Any, rng: Rng)
         return randomizer.report([value], rng=rng)
     randomize = getattr(randomizer, "randomize", None)
     if not callable(randomize):
-        raise TypeError(f"{type(randomizer).__name__} has no client side (randomize) to report through.")
+        raise ArgumentTypeError(
+            f"{type(randomizer).__name__} has no client side (randomize) to report through."
+        )
     return randomize([value], rng=rng)
 
 

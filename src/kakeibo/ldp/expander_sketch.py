@@ -50,6 +50,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
+from ..errors import ArgumentError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -147,7 +148,7 @@ class PrivateExpanderSketch(CountedHeavyHitters):
         self._links = 1 << (self._link_bits * self._degree)
         self._items = self._t * self._prime * self._links
         if self._items > _MAX_ITEMS:
-            raise ValueError(
+            raise ArgumentError(
                 f"buckets * P * 2^(link_bits * degree) = {self._items} items per group exceed {_MAX_ITEMS}; "
                 "use fewer buckets, symbol bits or link bits."
             )

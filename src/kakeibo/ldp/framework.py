@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.source import RandomSource
@@ -74,17 +75,17 @@ def check_domain_values(values: ArrayLike, domain_size: int, name: str = "values
     """``values`` as a 1-d int64 array of indices in ``[0, domain_size)``, or a one-sentence error."""
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array with one value per client, got shape {arr.shape}.")
+        raise ArgumentError(f"{name} must be a 1-d array with one value per client, got shape {arr.shape}.")
     if arr.dtype.kind == "b":
         arr = arr.astype(np.int64)
     elif arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.rint(arr)):
-            raise ValueError(f"{name} must be whole indices in 0..{domain_size - 1}.")
+            raise ArgumentError(f"{name} must be whole indices in 0..{domain_size - 1}.")
     elif arr.dtype.kind not in "iu":
-        raise TypeError(f"{name} must be integer indices, got an array of {arr.dtype}.")
+        raise ArgumentTypeError(f"{name} must be integer indices, got an array of {arr.dtype}.")
     if arr.size and (arr.min() < 0 or arr.max() >= domain_size):
         bad = arr[(arr < 0) | (arr >= domain_size)][0]
-        raise ValueError(f"{name} must be indices in 0..{domain_size - 1}; got {int(bad)}.")
+        raise ArgumentError(f"{name} must be indices in 0..{domain_size - 1}; got {int(bad)}.")
     return arr.astype(np.int64, copy=False)
 
 
@@ -93,24 +94,24 @@ def check_payload_range(reports: Reports, name: str, bound: int, columns: int | 
     ``columns`` columns (a 1-d array when ``columns`` is None)."""
     arr = reports.arrays.get(name)
     if arr is None or arr.dtype.kind not in "iu":
-        raise ValueError(f"{reports.protocol} reports need an integer array {name!r}.")
+        raise ArgumentError(f"{reports.protocol} reports need an integer array {name!r}.")
     expected = 1 if columns is None else 2
     if arr.ndim != expected or (columns is not None and arr.shape[1] != columns):
-        raise ValueError(
+        raise ArgumentError(
             f"{reports.protocol} report array {name!r} has shape {arr.shape}, "
             "which this server does not expect."
         )
     if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= bound):
-        raise ValueError(f"{reports.protocol} report array {name!r} holds values outside 0..{bound - 1}.")
+        raise ArgumentError(f"{reports.protocol} report array {name!r} holds values outside 0..{bound - 1}.")
 
 
 def check_integer(value: int, name: str, low: int, high: int, shown_high: str | None = None) -> int:
     """``value`` as an ``int`` if it is an integer (not a bool) in ``low..high``, else a one-sentence
     ``TypeError``/``ValueError`` naming ``name`` (``shown_high`` spells ``high`` in the message)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}.")
+        raise ArgumentTypeError(f"{name} must be an integer, not {type(value).__name__}.")
     if not low <= value <= high:
-        raise ValueError(f"{name} must lie in {low}..{shown_high or high}, got {int(value)}.")
+        raise ArgumentError(f"{name} must lie in {low}..{shown_high or high}, got {int(value)}.")
     return int(value)
 
 
@@ -121,7 +122,7 @@ def check_domain_size(domain_size: int) -> int:
 def check_epsilon(epsilon: Number) -> Fraction:
     eps = as_fraction(epsilon, "epsilon")
     if not 0 < eps <= MAX_EPSILON:
-        raise ValueError(f"epsilon must lie in (0, {MAX_EPSILON}], got {float(eps):g}.")
+        raise ArgumentError(f"epsilon must lie in (0, {MAX_EPSILON}], got {float(eps):g}.")
     return eps
 
 
@@ -228,7 +229,7 @@ class FrequencyOracle(LocalRandomizer, ABC):
         self.check_reports(reports)
         truth = check_domain_values(values, self._d)
         if truth.size != reports.n:
-            raise ValueError(f"supports needs one value per report ({reports.n}), got {truth.size}.")
+            raise ArgumentError(f"supports needs one value per report ({reports.n}), got {truth.size}.")
         return self._supports(reports, truth)
 
     @abstractmethod

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from ..noise.source import RandomSource
 from ..privacy import Number
 from ._coins import bernoulli_words, flip_probability, unpack_bits
@@ -116,7 +117,7 @@ def walsh_hadamard(array: FloatArray) -> FloatArray:
     values = np.asarray(array, dtype=np.float64)
     width = values.shape[-1] if values.ndim else 0
     if width < 1 or width & (width - 1):
-        raise ValueError("the Walsh-Hadamard transform needs a power-of-two length.")
+        raise ArgumentError("the Walsh-Hadamard transform needs a power-of-two length.")
     size = min(width, _FACTOR)
     out = values.reshape(-1, size) @ _sylvester(size)
     done = size

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from ..mechanisms import RandomizedResponse
 from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
@@ -55,7 +56,7 @@ class LocalHashing(FrequencyOracle):
     def __init__(self, *, epsilon: Number, domain_size: int, buckets: int) -> None:
         super().__init__(epsilon=epsilon, domain_size=domain_size)
         if not _is_prime(buckets) or buckets > _MAX_BUCKETS:
-            raise ValueError(f"local hashing needs a prime number of buckets up to 2**20, got {buckets}.")
+            raise ArgumentError(f"local hashing needs a prime number of buckets up to 2**20, got {buckets}.")
         self._g = buckets
         self._m = _digits_needed(self._d, buckets)
         self._rr = RandomizedResponse(epsilon=self._epsilon, categories=buckets)

@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -109,7 +110,7 @@ class Hashtogram(LocalRandomizer):
         self._bits = check_integer(bits, "bits", 1, _MAX_BITS)
         self._t = check_integer(buckets, "buckets", 2, 1 << 24, "2**24")
         if self._t & (self._t - 1):
-            raise ValueError(f"buckets must be a power of two, got {self._t}.")
+            raise ArgumentError(f"buckets must be a power of two, got {self._t}.")
         self._r = check_integer(repetitions, "repetitions", 1, 1 << 10)
         self._hashes = HashFamily(seed=hash_seed, count=self._r, buckets=self._t)
         self._oracle = HadamardResponse(epsilon=self._epsilon, domain_size=self._t)
@@ -210,7 +211,9 @@ class Hashtogram(LocalRandomizer):
         keys = self.encode(candidates)
         rows = self.bucket_counts(reports, population)
         if np.isnan(rows).any():
-            raise ValueError("every repetition needs reports; collect more clients or use fewer repetitions.")
+            raise ArgumentError(
+                "every repetition needs reports; collect more clients or use fewer repetitions."
+            )
         buckets = self._hashes.hash_all(keys.astype(np.uint64))  # (M, R)
         estimates = rows[np.arange(self._r)[None, :], buckets]
         sizes = np.bincount(reports["repetition"].astype(np.int64), minlength=self._r)

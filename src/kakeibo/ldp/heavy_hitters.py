@@ -53,6 +53,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import ndtri
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -155,7 +156,7 @@ class _PrefixProtocol(LocalRandomizer, ABC):
         self._bits = check_integer(bits, "bits", 1, _MAX_BITS)
         self._k = check_integer(k, "k", 1, _MAX_CANDIDATES)
         if not (isinstance(oracle, type) and issubclass(oracle, FrequencyOracle)):
-            raise TypeError(f"oracle must be a FrequencyOracle class such as OLH, not {oracle!r}.")
+            raise ArgumentTypeError(f"oracle must be a FrequencyOracle class such as OLH, not {oracle!r}.")
         self._oracle_class = oracle
 
     def _build_oracles(self, lengths: Sequence[int]) -> None:
@@ -168,11 +169,11 @@ class _PrefixProtocol(LocalRandomizer, ABC):
         try:
             oracle = self._oracle_class(epsilon=self._epsilon, domain_size=1 << length)
         except TypeError as exc:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"oracle {name} must be constructible as {name}(epsilon=, domain_size=)."
             ) from exc
         if oracle.report_bits > _MAX_REPORT_BITS:
-            raise ValueError(
+            raise ArgumentError(
                 f"{name} sends {oracle.report_bits} bits per report over 2**{length} prefixes; "
                 "use a local hashing oracle (OLH, BLH) for long prefixes."
             )
@@ -315,14 +316,14 @@ def group_batches(
     (``group_params(group)``), and every group must have reports. The payloads are the caller's to check.
     """
     if isinstance(batches, Reports):
-        raise TypeError("pass the list of report batches that randomize returns, not a single batch.")
+        raise ArgumentTypeError("pass the list of report batches that randomize returns, not a single batch.")
     by_group: list[list[Reports]] = [[] for _ in range(groups)]
     for batch in batches:
         if not isinstance(batch, Reports):
-            raise TypeError(f"every batch must be a Reports object, got {type(batch).__name__}.")
+            raise ArgumentTypeError(f"every batch must be a Reports object, got {type(batch).__name__}.")
         group = batch.params.get("group")
         if not isinstance(group, int) or isinstance(group, bool) or not 0 <= group < groups:
-            raise ValueError(  # neither the batch's protocol nor its group is echoed: a client wrote them
+            raise ArgumentError(  # neither the batch's protocol nor its group is echoed: a client wrote them
                 f"a batch names a group that is not one of 0..{groups - 1}."
             )
         batch.check(protocol, group_params(group))
@@ -330,7 +331,7 @@ def group_batches(
     missing = [t for t, found in enumerate(by_group) if not sum(batch.n for batch in found)]
     if missing:
         shown = ", ".join(str(t) for t in missing[:8]) + (", ..." if len(missing) > 8 else "")
-        raise ValueError(f"groups [{shown}] have no reports; every group needs clients to estimate.")
+        raise ArgumentError(f"groups [{shown}] have no reports; every group needs clients to estimate.")
     return [Reports.concatenate(found) for found in by_group]
 
 
@@ -375,7 +376,7 @@ class PrefixExtendingMethod(_PrefixProtocol):
         self._keep = check_integer(self._k if keep is None else keep, "keep", self._k, _MAX_CANDIDATES)
         first = min(self._bits, self._start + self._step)
         if 1 << first > _MAX_CANDIDATES or self._keep << self._step > _MAX_CANDIDATES:
-            raise ValueError(
+            raise ArgumentError(
                 f"start + step = {first} bits and keep * 2**step = {self._keep << self._step} candidates "
                 f"exceed the limit of {_MAX_CANDIDATES} candidates per group; use a smaller step."
             )

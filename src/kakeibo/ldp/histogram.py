@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from ..noise import discrete_laplace
 from ..noise.source import RandomSource
 from ..privacy import Number
@@ -70,7 +71,7 @@ class SHE(FrequencyOracle):
         super().__init__(epsilon=epsilon, domain_size=domain_size)
         if self._epsilon < Fraction(1, 2**16):
             # Keeps the noise scale below 2**17, so an int32 coordinate overflows with probability < e^-16000.
-            raise ValueError(f"SHE needs epsilon >= 2**-16, got {self.epsilon:g}.")
+            raise ArgumentError(f"SHE needs epsilon >= 2**-16, got {self.epsilon:g}.")
 
     @property
     def p_star(self) -> float:
@@ -120,7 +121,7 @@ class SHE(FrequencyOracle):
             or arr.shape[1] != self._d
             or (arr.size and (int(arr.min()) <= -_LIMIT or int(arr.max()) >= _LIMIT))
         ):
-            raise ValueError(
+            raise ArgumentError(
                 f"SHE reports need an int32 array 'noisy' of shape (n, {self._d}) with entries of magnitude "
                 f"below 2**31 - 1."
             )

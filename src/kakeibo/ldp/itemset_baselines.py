@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..privacy import Number
@@ -144,7 +145,9 @@ class LDPMiner(LocalRandomizer):
     def _check(self, candidates: ArrayLike) -> IntArray:
         found = check_candidates(candidates, self._d)
         if found.size != self._candidates:
-            raise ValueError(f"phase 2 takes the {self._candidates} candidates of phase 1, got {found.size}.")
+            raise ArgumentError(
+                f"phase 2 takes the {self._candidates} candidates of phase 1, got {found.size}."
+            )
         return found
 
 
@@ -186,7 +189,9 @@ class SamplingRAPPOR(LocalRandomizer):
         half_f = dyadic_at_least(target, COIN_BITS)
         self._rappor = OneTimeRAPPOR(k=bloom_bits, h=h, m=cohorts, f=2 * half_f, hash_seed=hash_seed)
         if self._rappor.privacy_loss.epsilon > self._epsilon:
-            raise ValueError(f"epsilon = {self.epsilon:g} is too small for one-time RAPPOR with {h} hashes.")
+            raise ArgumentError(
+                f"epsilon = {self.epsilon:g} is too small for one-time RAPPOR with {h} hashes."
+            )
 
     @property
     def k(self) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.source import RandomSource
@@ -90,7 +91,7 @@ class LengthChoice:
 def _length_choice(oracle: FrequencyOracle, reports: Reports, percentile: float) -> LengthChoice:
     """The :class:`LengthChoice` from size reports of ``oracle`` over ``0 .. m`` (already checked)."""
     if reports.n < 2:
-        raise ValueError("choosing the length needs at least two size reports.")
+        raise ArgumentError("choosing the length needs at least two size reports.")
     counts = oracle.estimate(reports)
     shares = clip_and_normalize(counts, 1.0)
     shares.setflags(write=False)
@@ -196,13 +197,13 @@ def _to_population(group: CountEstimate, n_total: int) -> CountEstimate:
 def _check_split(split: Sequence[float]) -> tuple[float, float, float]:
     shares = tuple(float(s) for s in split)
     if len(shares) != 3 or not all(s > 0 for s in shares) or not math.isclose(sum(shares), 1.0):
-        raise ValueError(f"split must be three positive shares of the users summing to 1, got {split!r}.")
+        raise ArgumentError(f"split must be three positive shares of the users summing to 1, got {split!r}.")
     return shares[0], shares[1], shares[2]
 
 
 def _check_percentile(percentile: float) -> float:
     if not 0 < percentile <= 1:
-        raise ValueError(f"percentile must lie in (0, 1], got {percentile!r}.")
+        raise ArgumentError(f"percentile must lie in (0, 1], got {percentile!r}.")
     return float(percentile)
 
 
@@ -210,11 +211,11 @@ def _assign_groups(n: int, split: tuple[float, float, float], source: RandomSour
     """Group ``0, 1, 2`` of each of ``n`` users: a uniformly random partition with ``floor(share * n)`` users
     in groups 0 and 1 and the rest in group 2 (each user reports in one group only)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"the number of users must be an integer, not {type(n).__name__}.")
+        raise ArgumentTypeError(f"the number of users must be an integer, not {type(n).__name__}.")
     sizes = [math.floor(split[0] * n), math.floor(split[1] * n)]
     sizes.append(int(n) - sum(sizes))
     if min(sizes) < 1:
-        raise ValueError(f"{int(n)} users are too few to give every protocol group at least one user.")
+        raise ArgumentError(f"{int(n)} users are too few to give every protocol group at least one user.")
     order = np.argsort(source.words(int(n)), kind="stable")  # ties (chance below n^2 2^-65) keep index order
     groups = np.empty(int(n), dtype=np.int64)
     groups[order] = np.repeat(np.arange(3), sizes)
@@ -224,15 +225,15 @@ def _assign_groups(n: int, split: tuple[float, float, float], source: RandomSour
 def check_candidates(candidates: ArrayLike, domain_size: int) -> IntArray:
     found = check_domain_values(candidates, domain_size, "candidates")
     if found.size == 0 or np.unique(found).size != found.size:
-        raise ValueError("candidates must be a non-empty list of distinct items.")
+        raise ArgumentError("candidates must be a non-empty list of distinct items.")
     return found
 
 
 def _check_population(n_users: int, reports: int) -> None:
     if isinstance(n_users, bool) or not isinstance(n_users, (int, np.integer)):
-        raise TypeError(f"n_users must be an integer, not {type(n_users).__name__}.")
+        raise ArgumentTypeError(f"n_users must be an integer, not {type(n_users).__name__}.")
     if n_users < reports:
-        raise ValueError(f"n_users ({int(n_users)}) must be at least the number of reports ({reports}).")
+        raise ArgumentError(f"n_users ({int(n_users)}) must be at least the number of reports ({reports}).")
 
 
 def ranked(estimate: CountEstimate, how_many: int) -> IntArray:
@@ -515,9 +516,9 @@ def _check_itemsets(candidates: Sequence[Sequence[int]], domain_size: int) -> tu
         or any(len(c) < 2 or len(set(c)) != len(c) for c in itemsets)
         or len(set(itemsets)) != len(itemsets)
     ):
-        raise ValueError("candidates must be distinct itemsets of at least two distinct items each.")
+        raise ArgumentError("candidates must be distinct itemsets of at least two distinct items each.")
     if len(items) > _MAX_SVSM_K or min(items) < 0 or max(items) >= domain_size:
-        raise ValueError(
+        raise ArgumentError(
             f"candidate itemsets must use at most {_MAX_SVSM_K} distinct items in 0..{domain_size - 1}."
         )
     return itemsets
@@ -623,7 +624,7 @@ class SVSM(_MiningProtocol):
         itemsets = _check_itemsets(candidates, self._d)
         _check_population(n_users, reports.n)
         if items.estimate.n != n_users:
-            raise ValueError(
+            raise ArgumentError(
                 f"the items were estimated for {items.estimate.n} users, not n_users = {n_users}."
             )
         group = self._rounds.estimate(reports, _itemset_key(itemsets), len(itemsets), choice)

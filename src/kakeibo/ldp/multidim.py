@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -113,9 +114,9 @@ class MultidimensionalEstimate:
 
 def _check_mechanism(mechanism: str) -> type[NumericRandomizer]:
     if not isinstance(mechanism, str):
-        raise TypeError(f"mechanism must be a name, not {type(mechanism).__name__}.")
+        raise ArgumentTypeError(f"mechanism must be a name, not {type(mechanism).__name__}.")
     if mechanism not in _NUMERIC:
-        raise ValueError(f"mechanism must be one of {sorted(_NUMERIC)}, got {mechanism!r}.")
+        raise ArgumentError(f"mechanism must be one of {sorted(_NUMERIC)}, got {mechanism!r}.")
     return _NUMERIC[mechanism]
 
 
@@ -124,12 +125,14 @@ def _check_categorical(categorical: Mapping[int, int] | None, dimensions: int) -
     if categorical is None:
         return {}
     if not isinstance(categorical, Mapping):
-        raise TypeError(f"categorical must map columns to domain sizes, not {type(categorical).__name__}.")
+        raise ArgumentTypeError(
+            f"categorical must map columns to domain sizes, not {type(categorical).__name__}."
+        )
     for column in categorical:
         if isinstance(column, bool) or not isinstance(column, (int, np.integer)):
-            raise TypeError(f"categorical columns must be integers, got {column!r}.")
+            raise ArgumentTypeError(f"categorical columns must be integers, got {column!r}.")
         if not 0 <= column < dimensions:
-            raise ValueError(f"categorical column {column} is not one of the columns 0..{dimensions - 1}.")
+            raise ArgumentError(f"categorical column {column} is not one of the columns 0..{dimensions - 1}.")
     return {int(c): check_domain_size(categorical[c]) for c in sorted(categorical)}
 
 
@@ -271,16 +274,16 @@ class MultidimensionalSampling(LocalRandomizer):
         """``records`` as an ``n x d`` float array, or a one-sentence error."""
         arr = np.asarray(records)
         if arr.dtype.kind not in "biuf":
-            raise TypeError(f"records must be numbers, got an array of {arr.dtype}.")
+            raise ArgumentTypeError(f"records must be numbers, got an array of {arr.dtype}.")
         if arr.ndim != 2 or arr.shape[1] != self._d or arr.shape[0] == 0:
-            raise ValueError(
+            raise ArgumentError(
                 f"records must be a non-empty 2-d array with {self._d} columns (one row per client), "
                 f"got shape {arr.shape}."
             )
         table = arr.astype(np.float64)
         numeric = table[:, list(self._columns)]
         if not np.all(np.isfinite(numeric)) or np.any(np.abs(numeric) > 1):
-            raise ValueError("numeric attributes must be finite numbers in [-1, 1]; scale them first.")
+            raise ArgumentError("numeric attributes must be finite numbers in [-1, 1]; scale them first.")
         for column, m in self._categorical.items():
             check_domain_values(table[:, column], m, f"categorical column {column}")
         return table
@@ -328,26 +331,26 @@ class MultidimensionalSampling(LocalRandomizer):
     def _checked_payload(self, reports: Reports) -> tuple[IntArray, FloatArray]:
         """The sampled attributes and values, after checking every array's shape and range."""
         if reports.n == 0:
-            raise ValueError("there are no reports to estimate from.")
+            raise ArgumentError("there are no reports to estimate from.")
         check_payload_range(reports, "attributes", self._d, columns=self._k)
         attributes = reports["attributes"].astype(np.int64)
         if np.any(np.diff(attributes, axis=1) <= 0):
-            raise ValueError(f"{self.protocol} reports must list distinct attributes in increasing order.")
+            raise ArgumentError(f"{self.protocol} reports must list distinct attributes in increasing order.")
         values = reports.arrays.get("values")
         if values is None or values.dtype != np.float64 or values.shape != attributes.shape:
-            raise ValueError(
+            raise ArgumentError(
                 f"{self.protocol} reports need a float array 'values' of shape {attributes.shape}."
             )
         categorical = self._is_categorical[attributes]
         self._numeric.check_reports(values[~categorical], f"{self.protocol} report values")
         if np.any(values[categorical] != 0):  # also refuses NaN
-            raise ValueError(
+            raise ArgumentError(
                 f"{self.protocol} reports must carry the value 0 for every categorical attribute."
             )
         if self._oracles:
             check_payload_range(reports, "bits", 256, columns=self._k * self._bytes)
         elif "bits" in reports.arrays:
-            raise ValueError(f"{self.protocol} reports without categorical attributes carry no 'bits'.")
+            raise ArgumentError(f"{self.protocol} reports without categorical attributes carry no 'bits'.")
         return attributes, values
 
     def _category_counts(self, reports: Reports, attributes: IntArray, column: int) -> CountEstimate:
@@ -387,7 +390,7 @@ class MultidimensionalSampling(LocalRandomizer):
         """Exact variance of the estimated counts of categorical ``column``'s values held by ``counts`` of
         ``n`` clients: ``(d / k) Var_OUE(c) + (d / k - 1) c`` (module docstring)."""
         if column not in self._oracles:
-            raise ValueError(f"column {column!r} is not a categorical attribute of this protocol.")
+            raise ArgumentError(f"column {column!r} is not a categorical attribute of this protocol.")
         c = np.asarray(counts, dtype=np.float64)
         oue_variance = self._oracles[column].count_variance(n, c)
         return np.asarray(self._scale * oue_variance + (self._scale - 1) * c, dtype=np.float64)

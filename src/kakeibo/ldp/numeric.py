@@ -29,6 +29,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -69,9 +70,9 @@ class MeanEstimate:
 def check_unit_values(values: ArrayLike) -> FloatArray:
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim != 1:
-        raise ValueError(f"values must be a 1-d array with one value per client, got shape {arr.shape}.")
+        raise ArgumentError(f"values must be a 1-d array with one value per client, got shape {arr.shape}.")
     if not np.all(np.isfinite(arr)) or np.any(np.abs(arr) > 1):
-        raise ValueError("values must be finite numbers in [-1, 1]; scale them first.")
+        raise ArgumentError("values must be finite numbers in [-1, 1]; scale them first.")
     return arr
 
 
@@ -136,13 +137,13 @@ class NumericRandomizer(LocalRandomizer):
         it, and the client sends these very doubles (module docstring)."""
         y = np.asarray(reports)
         if y.dtype.kind not in "iuf":
-            raise ValueError(f"{what} must be real numbers, got an array of {y.dtype}.")
+            raise ArgumentError(f"{what} must be real numbers, got an array of {y.dtype}.")
         y = y.astype(np.float64, copy=False)
         space = self._outputs
         nearest = space[np.minimum(np.searchsorted(space, y), space.size - 1)]
         outside = int(np.count_nonzero(nearest != y))  # NaN never equals, so it is counted
         if outside:
-            raise ValueError(
+            raise ArgumentError(
                 f"{outside} of the {y.size} {what} lie outside the output space of {self!r} "
                 f"({self._output_words}); an honest client never sends them."
             )
@@ -154,7 +155,7 @@ class NumericRandomizer(LocalRandomizer):
         (:meth:`check_reports`)."""
         y = np.asarray(reports)
         if y.ndim != 1 or y.size == 0:
-            raise ValueError("reports must be a non-empty 1-d array.")
+            raise ArgumentError("reports must be a non-empty 1-d array.")
         y = self.check_reports(y)
         worst = float(np.max(self.variance(np.array([-1.0, 0.0, 1.0]))))
         return MeanEstimate(
@@ -227,7 +228,7 @@ class PiecewiseMechanism(NumericRandomizer):
         while ln_upper(p * (m - k) / ((1 - p) * k)) > self._epsilon:
             p -= Fraction(1, p.denominator)
         if p <= Fraction(k, m):
-            raise ValueError(
+            raise ArgumentError(
                 f"epsilon = {self.epsilon:g} is too small for the discretised Piecewise mechanism."
             )
         self._m, self._k, self._p = m, k, p

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -74,7 +75,7 @@ class UserSets:
         ptr = _index_array(indptr, "indptr")
         values = _index_array(items, "items")
         if ptr.size == 0 or ptr[0] != 0 or ptr[-1] != values.size or np.any(np.diff(ptr) < 0):
-            raise ValueError(
+            raise ArgumentError(
                 "indptr must start at 0, never decrease and end at len(items) (one row boundary per user)."
             )
         _check_distinct(ptr, values)
@@ -86,7 +87,7 @@ class UserSets:
         rows directly for millions of users."""
         arrays = [np.asarray(sorted(s) if isinstance(s, (set, frozenset)) else s) for s in sets]
         if any(a.ndim != 1 for a in arrays):
-            raise ValueError("each user's set must be a 1-d array of item indices.")
+            raise ArgumentError("each user's set must be a 1-d array of item indices.")
         sizes = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
         filled = [a for a in arrays if a.size]
         items = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
@@ -152,11 +153,11 @@ def _frozen(arr: IntArray) -> IntArray:
 def _index_array(values: ArrayLike, name: str) -> IntArray:
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array, got shape {arr.shape}.")
+        raise ArgumentError(f"{name} must be a 1-d array, got shape {arr.shape}.")
     if arr.dtype.kind not in "iu" and arr.size:
-        raise TypeError(f"{name} must hold integers, got an array of {arr.dtype}.")
+        raise ArgumentTypeError(f"{name} must hold integers, got an array of {arr.dtype}.")
     if arr.size and int(arr.min()) < 0:
-        raise ValueError(f"{name} must be non-negative integers; got {int(arr.min())}.")
+        raise ArgumentError(f"{name} must be non-negative integers; got {int(arr.min())}.")
     return arr.astype(np.int64)
 
 
@@ -167,7 +168,7 @@ def _check_distinct(indptr: IntArray, items: IntArray) -> None:
     twice = np.flatnonzero((items[1:] == items[:-1]) & (rows[1:] == rows[:-1]))
     if twice.size:
         j, item = int(rows[twice[0]]), int(items[twice[0]])
-        raise ValueError(
+        raise ArgumentError(
             f"user {j}'s set holds item {item} twice; each user must hold a set of distinct items."
         )
 
@@ -177,17 +178,17 @@ def as_user_sets(sets: UserSets | Sequence[ArrayLike] | NDArray[Any], domain_siz
     :class:`UserSets` over the items ``0 .. domain_size - 1``."""
     if isinstance(sets, np.ndarray):
         if sets.ndim != 2:
-            raise ValueError(f"an array of sets must be 2-d (one set per row), got shape {sets.shape}.")
+            raise ArgumentError(f"an array of sets must be 2-d (one set per row), got shape {sets.shape}.")
         n, width = sets.shape
         sets = UserSets(np.arange(n + 1, dtype=np.int64) * width, sets.reshape(-1))
     elif isinstance(sets, (str, bytes)) or not isinstance(sets, (UserSets, Sequence)):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"sets must be UserSets, a list of per-user item arrays or a 2-d array, "
             f"not {type(sets).__name__}."
         )
     data = sets if isinstance(sets, UserSets) else UserSets.from_lists(sets)
     if data.items.size and int(data.items.max()) >= domain_size:
-        raise ValueError(f"items must be indices in 0..{domain_size - 1}; got {int(data.items.max())}.")
+        raise ArgumentError(f"items must be indices in 0..{domain_size - 1}; got {int(data.items.max())}.")
     return data
 
 
@@ -232,9 +233,9 @@ def _padded_oracle(epsilon: Fraction, items: int, length: int, choice: str) -> F
 
 def _check_length(length: int) -> int:
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)):
-        raise TypeError(f"length must be an integer, not {type(length).__name__}.")
+        raise ArgumentTypeError(f"length must be an integer, not {type(length).__name__}.")
     if not 1 <= length <= _MAX_LENGTH:
-        raise ValueError(f"length must lie in 1..{_MAX_LENGTH}, got {int(length)}.")
+        raise ArgumentError(f"length must lie in 1..{_MAX_LENGTH}, got {int(length)}.")
     return int(length)
 
 
@@ -298,7 +299,7 @@ class PaddingSamplingOracle(LocalRandomizer):
         self._l = _check_length(length)
         check_domain_size(self._d + self._l)
         if oracle not in _ORACLE_CHOICES:
-            raise ValueError(f"oracle must be one of {', '.join(_ORACLE_CHOICES)}; got {oracle!r}.")
+            raise ArgumentError(f"oracle must be one of {', '.join(_ORACLE_CHOICES)}; got {oracle!r}.")
         self._oracle = _padded_oracle(self._epsilon, self._d, self._l, oracle)
 
     @property

@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..errors import ArgumentError
 from .framework import FloatArray
 
 __all__ = ["clip_and_normalize", "norm_sub", "project_simplex"]
@@ -31,9 +32,9 @@ __all__ = ["clip_and_normalize", "norm_sub", "project_simplex"]
 def _check(counts: ArrayLike, total: float) -> FloatArray:
     c = np.asarray(counts, dtype=np.float64)
     if c.ndim != 1 or c.size == 0 or not np.all(np.isfinite(c)):
-        raise ValueError("counts must be a non-empty 1-d array of finite numbers.")
+        raise ArgumentError("counts must be a non-empty 1-d array of finite numbers.")
     if not total > 0:
-        raise ValueError(f"the total must be positive, got {total!r}.")
+        raise ArgumentError(f"the total must be positive, got {total!r}.")
     return c
 
 

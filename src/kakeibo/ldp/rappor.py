@@ -77,6 +77,7 @@ from scipy.special import ndtr
 if TYPE_CHECKING:  # imported where the server decodes: a client that only randomizes never loads it
     import scipy.sparse as sp
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -123,7 +124,7 @@ def _probability(value: Number, name: str) -> Fraction:
     """``value`` as an exact fraction strictly between 0 and 1, or a one-sentence error."""
     frac = as_fraction(value, name)
     if not 0 < frac < 1:
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {float(frac)!r}.")
+        raise ArgumentError(f"{name} must lie strictly between 0 and 1, got {float(frac)!r}.")
     return frac
 
 
@@ -142,15 +143,15 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         self._h = check_integer(h, "h", 1, 64)
         self._m = check_integer(m, "m", 1, 1 << 16)
         if self._m * self._h > 1 << 20:
-            raise ValueError(f"m * h must be at most 2**20 hash functions, got {self._m * self._h}.")
+            raise ArgumentError(f"m * h must be at most 2**20 hash functions, got {self._m * self._h}.")
         self._half_f = _coin(_probability(f, "f") / 2, round_up=True)
         if not self._half_f < Fraction(1, 2):
-            raise ValueError(f"f={f} is too close to 1 for exact coins on the 2^-{COIN_BITS} grid.")
+            raise ArgumentError(f"f={f} is too close to 1 for exact coins on the 2^-{COIN_BITS} grid.")
         self._hashes = HashFamily(seed=hash_seed, count=self._m * self._h, buckets=self._k)
         self._epsilon_infinity = 2 * self._h * ln_upper((1 - self._half_f) / self._half_f)
         loss = self._report_loss()
         if loss > MAX_EPSILON:
-            raise ValueError(
+            raise ArgumentError(
                 f"these parameters give epsilon = {float(loss):.4g} per report, above the largest supported "
                 f"{MAX_EPSILON}."
             )
@@ -269,7 +270,7 @@ class _BloomRandomizer(LocalRandomizer, ABC):
     def _check_cohorts(self, cohorts: ArrayLike, n: int) -> NDArray[np.int64]:
         chosen = check_domain_values(cohorts, self._m, "cohorts")
         if chosen.size != n:
-            raise ValueError(f"cohorts must hold one cohort per value ({n}), got {chosen.size}.")
+            raise ArgumentError(f"cohorts must hold one cohort per value ({n}), got {chosen.size}.")
         return chosen
 
     @property
@@ -327,7 +328,7 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         check_payload_range(reports, "cohort", self._m)
         bits, cohorts = reports["bits"].astype(np.uint8), reports["cohort"].astype(np.uint16)
         if self._k % 8 and bits.size and int(bits[:, -1].max()) >> (self._k % 8):
-            raise ValueError(
+            raise ArgumentError(
                 f"{self.protocol} report array 'bits' sets bits beyond the k = {self._k} Bloom bits."
             )
         order = np.argsort(cohorts, kind="stable")  # a radix sort for 16-bit keys
@@ -374,7 +375,7 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         level = check_beta(alpha, "alpha")
         counts, sizes = self._bit_counts(reports)
         if not sizes.sum():
-            raise ValueError("decode needs at least one report.")
+            raise ArgumentError("decode needs at least one report.")
         positions = self._candidate_positions(keys, wanted)
         bits = self._bit_estimate(counts, sizes)
         design = self._design(positions, sizes)
@@ -395,7 +396,7 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         distinct, first = np.unique(signatures, axis=0, return_index=True)
         if distinct.shape[0] < keys.size:
             clash = candidates[int(np.setdiff1d(np.arange(keys.size), first)[0])]
-            raise ValueError(
+            raise ArgumentError(
                 f"candidate {clash!r} has the same Bloom bits as another candidate in every cohort, so the "
                 "two cannot be told apart (use more cohorts or bits)."
             )
@@ -450,11 +451,13 @@ class RAPPOR(_BloomRandomizer):
     ) -> None:
         exact_p, exact_q = _probability(p, "p"), _probability(q, "q")
         if not exact_p < exact_q:
-            raise ValueError(f"p must be smaller than q (a 1 must be reported more often), got p={p}, q={q}.")
+            raise ArgumentError(
+                f"p must be smaller than q (a 1 must be reported more often), got p={p}, q={q}."
+            )
         self._p = _coin(exact_p, round_up=True)
         self._q = _coin(exact_q, round_up=False)
         if not self._p < self._q:
-            raise ValueError(
+            raise ArgumentError(
                 f"p={p} and q={q} are too close to each other for exact coins on the 2^-{COIN_BITS} grid."
             )
         super().__init__(k=k, h=h, m=m, f=f, hash_seed=hash_seed)
@@ -549,13 +552,13 @@ def _check_candidates(candidates: Values) -> tuple[tuple[Any, ...], KeyArray]:
     """The candidates as given (a tuple) and their keys; refuses an empty list and duplicates."""
     listed = np.asarray(candidates)
     if not listed.size:
-        raise ValueError("decode needs at least one candidate.")
+        raise ArgumentError("decode needs at least one candidate.")
     keys = value_keys(listed)
     wanted = tuple(listed.tolist())
     distinct, first = np.unique(keys, return_index=True)
     if distinct.size < keys.size:
         repeated = wanted[int(np.setdiff1d(np.arange(keys.size), first)[0])]
-        raise ValueError(f"candidates must be distinct, but {repeated!r} appears twice.")
+        raise ArgumentError(f"candidates must be distinct, but {repeated!r} appears twice.")
     return wanted, keys
 
 
@@ -588,7 +591,7 @@ def _least_squares(
     gram = np.asarray((design.T @ design).toarray())
     eigenvalues = np.linalg.eigvalsh(gram)
     if eigenvalues[0] <= 1e-10 * eigenvalues[-1]:
-        raise ValueError(
+        raise ArgumentError(
             "the selected candidates' Bloom bits are linearly dependent, so their counts are not "
             "identifiable (use more cohorts or bits, or fewer candidates)."
         )
@@ -712,11 +715,15 @@ class RapporClient:
 
     def __init__(self, rappor: RAPPOR | OneTimeRAPPOR, secret: bytes, cohort: int | None = None) -> None:
         if not isinstance(rappor, _BloomRandomizer):
-            raise TypeError(f"rappor must be a RAPPOR or a OneTimeRAPPOR, not {type(rappor).__name__}.")
+            raise ArgumentTypeError(
+                f"rappor must be a RAPPOR or a OneTimeRAPPOR, not {type(rappor).__name__}."
+            )
         if not isinstance(secret, bytes):
-            raise TypeError(f"secret must be bytes, not {type(secret).__name__}.")
+            raise ArgumentTypeError(f"secret must be bytes, not {type(secret).__name__}.")
         if not 16 <= len(secret) <= 64:
-            raise ValueError(f"secret must hold 16 to 64 bytes (32 random ones are best), got {len(secret)}.")
+            raise ArgumentError(
+                f"secret must hold 16 to 64 bytes (32 random ones are best), got {len(secret)}."
+            )
         self._rappor, self._secret = rappor, secret
         self._context = repr(sorted(rappor.params.items())).encode()
         if cohort is None:

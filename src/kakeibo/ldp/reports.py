@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import Error
+from ..errors import ArgumentError, ArgumentTypeError, Error
 
 __all__ = ["FORMAT_VERSION", "ReportFormatError", "Reports"]
 
@@ -178,10 +178,12 @@ class Reports:
     def __post_init__(self) -> None:
         lengths = {name: np.shape(a)[0] if np.ndim(a) else -1 for name, a in self.arrays.items()}
         if not lengths or len(set(lengths.values())) != 1 or -1 in lengths.values():
-            raise ValueError(f"every report array needs one entry per report; got lengths {lengths}.")
+            raise ArgumentError(f"every report array needs one entry per report; got lengths {lengths}.")
         for key, value in self.params.items():
             if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (str, int)):
-                raise TypeError(f"report parameter {key!r} must be a string or an integer, got {value!r}.")
+                raise ArgumentTypeError(
+                    f"report parameter {key!r} must be a string or an integer, got {value!r}."
+                )
 
     @property
     def n(self) -> int:
@@ -209,7 +211,7 @@ class Reports:
     def check(self, protocol: str, params: Mapping[str, Param]) -> None:
         """Raise ``ValueError`` unless these reports were made by ``protocol`` with exactly ``params``."""
         if self.protocol != protocol:
-            raise ValueError(f"these reports were made by {_cut(self.protocol)}, not {protocol}.")
+            raise ArgumentError(f"these reports were made by {_cut(self.protocol)}, not {protocol}.")
         if dict(self.params) != dict(params):
             # The server's own parameters first; at most three differences are spelled out.
             diff = sorted(k for k in params if self.params.get(k) != params[k])
@@ -219,18 +221,18 @@ class Reports:
                 for k in diff[:3]
             )
             more = f" and {len(diff) - 3} more" if len(diff) > 3 else ""
-            raise ValueError(f"these {protocol} reports were made with other parameters ({shown}{more}).")
+            raise ArgumentError(f"these {protocol} reports were made with other parameters ({shown}{more}).")
 
     @classmethod
     def concatenate(cls, batches: Sequence[Reports]) -> Reports:
         """One batch from several batches of the same protocol and parameters (e.g. one per client)."""
         if not batches:
-            raise ValueError("concatenate needs at least one batch of reports.")
+            raise ArgumentError("concatenate needs at least one batch of reports.")
         first = batches[0]
         for b in batches[1:]:
             b.check(first.protocol, first.params)
             if b.arrays.keys() != first.arrays.keys():
-                raise ValueError("report batches carry different arrays and cannot be concatenated.")
+                raise ArgumentError("report batches carry different arrays and cannot be concatenated.")
         arrays = {k: np.concatenate([b.arrays[k] for b in batches]) for k in first.arrays}
         return cls(first.protocol, dict(first.params), arrays)
 
@@ -242,7 +244,7 @@ class Reports:
             a = np.ascontiguousarray(arr)
             a = a.astype(a.dtype.newbyteorder("<"), copy=False)
             if a.dtype.str not in _ALLOWED_DTYPES:
-                raise TypeError(f"report array {name!r} has unsupported dtype {a.dtype}.")
+                raise ArgumentTypeError(f"report array {name!r} has unsupported dtype {a.dtype}.")
             specs.append([name, a.dtype.str, list(a.shape)])
             blobs.append(a.tobytes())
         header = {

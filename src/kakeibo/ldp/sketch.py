@@ -57,6 +57,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -106,7 +107,7 @@ class _MeanSketch(LocalRandomizer, ABC):
         check_integer(hashes, "hashes", 1, _MAX_HASHES)
         self._family = HashFamily(seed=seed, count=hashes, buckets=buckets)
         if hashes * buckets > _MAX_CELLS:
-            raise ValueError(
+            raise ArgumentError(
                 f"hashes * buckets (the server's sketch) must be at most 2**26, got {hashes * buckets}."
             )
         self._check_buckets(buckets)
@@ -187,7 +188,7 @@ class _MeanSketch(LocalRandomizer, ABC):
         check_payload_range(reports, "function", self.hashes)
         self._check_payload(reports)
         if reports.n == 0:
-            raise ValueError(f"a {self.protocol} sketch needs at least one report.")
+            raise ArgumentError(f"a {self.protocol} sketch needs at least one report.")
         return self._sketch(reports)
 
     @abstractmethod
@@ -207,7 +208,7 @@ class _MeanSketch(LocalRandomizer, ABC):
         """:meth:`estimate_candidates` for every integer value ``0 .. domain_size - 1``."""
         d = check_domain_size(domain_size)
         if d > _MAX_DOMAIN:
-            raise ValueError(f"estimate_domain enumerates at most 2**26 values, got {d}.")
+            raise ArgumentError(f"estimate_domain enumerates at most 2**26 values, got {d}.")
         return self._estimate(reports, np.arange(d, dtype=np.uint64))
 
     def _estimate(self, reports: Reports, keys: KeyArray) -> CountEstimate:
@@ -325,7 +326,7 @@ class CountMeanSketch(_MeanSketch):
         check_payload_range(reports, "bits", 256, columns=self._row_bytes)
         spare = self.buckets % 8
         if spare and reports.n and int(np.max(reports["bits"][:, -1] >> np.uint8(spare))):
-            raise ValueError(f"{self.protocol} reports set bits beyond the {self.buckets} buckets.")
+            raise ArgumentError(f"{self.protocol} reports set bits beyond the {self.buckets} buckets.")
 
     def _sketch(self, reports: Reports) -> FloatArray:
         """``M[j, :] = sum over reports with function j of k (c/2 v~ + 1/2) = k (c ones + (1 - c)/2 n_j)``."""
@@ -364,7 +365,7 @@ class HadamardCountMeanSketch(_MeanSketch):
 
     def _check_buckets(self, buckets: int) -> None:
         if buckets & (buckets - 1):
-            raise ValueError(f"HCMS needs a power-of-two number of buckets, got {buckets}.")
+            raise ArgumentError(f"HCMS needs a power-of-two number of buckets, got {buckets}.")
 
     @property
     def report_bits(self) -> int:

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -106,11 +107,11 @@ class LocationHierarchy:
         """
         for name, value, low in (("levels", levels, 1), ("split", split, 2)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise TypeError(f"{name} must be an integer, not {type(value).__name__}.")
+                raise ArgumentTypeError(f"{name} must be an integer, not {type(value).__name__}.")
             if value < low:
-                raise ValueError(f"{name} must be at least {low}, got {value}.")
+                raise ArgumentError(f"{name} must be at least {low}, got {value}.")
         if split ** (2 * levels) > 1 << 24:
-            raise ValueError(f"a grid of {split}^{2 * levels} cells is too large (at most 2^24 cells).")
+            raise ArgumentError(f"a grid of {split}^{2 * levels} cells is too large (at most 2^24 cells).")
         parents = [np.array([-1], dtype=np.int64)]
         offset = 0
         for depth in range(1, levels + 1):
@@ -168,12 +169,12 @@ class LocationHierarchy:
         """``nodes`` (one node or a 1-d array of them) as an int64 array, or a one-sentence error."""
         arr = np.atleast_1d(np.asarray(nodes))
         if arr.ndim != 1 or arr.size == 0:
-            raise ValueError(f"{name} must be one node or a non-empty 1-d array of nodes.")
+            raise ArgumentError(f"{name} must be one node or a non-empty 1-d array of nodes.")
         if arr.dtype.kind not in "iu":
-            raise TypeError(f"{name} must be integer node ids, got {arr.dtype}.")
+            raise ArgumentTypeError(f"{name} must be integer node ids, got {arr.dtype}.")
         bad = (arr < 0) | (arr >= self.n_nodes)
         if bad.any():
-            raise ValueError(
+            raise ArgumentError(
                 f"{name}: unknown node {arr[bad][0]} (the hierarchy has nodes 0..{self.n_nodes - 1})."
             )
         return arr.astype(np.int64)
@@ -198,10 +199,10 @@ class LocationHierarchy:
         loc = check_domain_values(np.atleast_1d(np.asarray(locations)), self.n_locations, "locations")
         height = self._ancestor.shape[1] - 1
         if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or not 0 <= depth <= height:
-            raise ValueError(f"depth must be an integer in 0..{height}, got {depth!r}.")
+            raise ArgumentError(f"depth must be an integer in 0..{height}, got {depth!r}.")
         found = self._ancestor[loc, depth]
         if (found < 0).any():
-            raise ValueError(f"location {loc[found < 0][0]} is shallower than depth {depth}.")
+            raise ArgumentError(f"location {loc[found < 0][0]} is shallower than depth {depth}.")
         return np.asarray(found, dtype=np.int64)
 
     def outermost(self, nodes: ArrayLike) -> tuple[int, ...]:
@@ -221,16 +222,16 @@ class LocationHierarchy:
 def _check_parents(parents: ArrayLike) -> IntArray:
     arr = np.asarray(parents)
     if arr.ndim != 1 or arr.size < 3:
-        raise ValueError("parents must be a 1-d array of at least 3 nodes (a root and two locations).")
+        raise ArgumentError("parents must be a 1-d array of at least 3 nodes (a root and two locations).")
     if arr.dtype.kind not in "iu":
-        raise TypeError(f"parents must be integer node ids, got {arr.dtype}.")
+        raise ArgumentTypeError(f"parents must be integer node ids, got {arr.dtype}.")
     parent = arr.astype(np.int64)
     if np.count_nonzero(parent == -1) != 1:
-        raise ValueError("parents must hold exactly one -1 (the root).")
+        raise ArgumentError("parents must hold exactly one -1 (the root).")
     own = np.arange(parent.size)
     bad = (parent < -1) | (parent >= parent.size) | (parent == own)
     if bad.any():
-        raise ValueError(f"node {own[bad][0]} has parent {parent[bad][0]}, which is not another node.")
+        raise ArgumentError(f"node {own[bad][0]} has parent {parent[bad][0]}, which is not another node.")
     return parent
 
 
@@ -241,7 +242,7 @@ def _node_depths(parent: IntArray) -> IntArray:
     while (unknown := depth < 0).any():
         ready = unknown & (depth[np.maximum(parent, 0)] >= 0)
         if not ready.any():
-            raise ValueError(
+            raise ArgumentError(
                 f"parents has a cycle through node {np.flatnonzero(unknown)[0]}; it must be a tree."
             )
         depth[ready] = depth[parent[ready]] + 1
@@ -281,9 +282,9 @@ class SpatialCounts(CountEstimate):
         """The sum of the estimates of disjoint groups of users: counts, variances (the groups are
         independent), bounds and failure probabilities (union bound) add up."""
         if not parts:
-            raise ValueError("combine needs at least one estimate.")
+            raise ArgumentError("combine needs at least one estimate.")
         if len({p.counts.size for p in parts}) != 1:
-            raise ValueError("combine needs estimates over the same locations.")
+            raise ArgumentError("combine needs estimates over the same locations.")
         arrays = [np.sum([getattr(p, k) for p in parts], axis=0) for k in ("counts", "variance", "bound")]
         for a in arrays:
             a.setflags(write=False)
@@ -304,7 +305,7 @@ def _largest_loss(losses: Sequence[PrivacyLoss]) -> PrivacyLoss:
         return distinct.pop()
     pure = [loss for loss in distinct if isinstance(loss, PureDP)]
     if len(pure) < len(distinct):
-        raise ValueError("combine needs estimates whose privacy losses are all pure DP or all equal.")
+        raise ArgumentError("combine needs estimates whose privacy losses are all pure DP or all equal.")
     return PureDP(max(loss.epsilon for loss in pure))
 
 
@@ -312,7 +313,7 @@ def _check_region_size(hierarchy: LocationHierarchy, nodes: tuple[int, ...]) -> 
     """The locations of a region (a mask), or a ``ValueError`` if it has fewer than two."""
     mask = hierarchy.region_mask(nodes)
     if np.count_nonzero(mask) < 2:
-        raise ValueError(f"region {nodes} holds fewer than two locations, so it hides nothing.")
+        raise ArgumentError(f"region {nodes} holds fewer than two locations, so it hides nothing.")
     return mask
 
 
@@ -380,7 +381,7 @@ class PCEP(FrequencyOracle):
 
     def __init__(self, *, epsilon: Number, hierarchy: LocationHierarchy, region: ArrayLike) -> None:
         if not isinstance(hierarchy, LocationHierarchy):
-            raise TypeError(f"hierarchy must be a LocationHierarchy, not {type(hierarchy).__name__}.")
+            raise ArgumentTypeError(f"hierarchy must be a LocationHierarchy, not {type(hierarchy).__name__}.")
         nodes = hierarchy.outermost(hierarchy.check_nodes(region, "region"))
         mask = _check_region_size(hierarchy, nodes)
         super().__init__(epsilon=epsilon, domain_size=int(np.count_nonzero(mask)))
@@ -447,7 +448,7 @@ class PCEP(FrequencyOracle):
         loc = check_domain_values(locations, self._hierarchy.n_locations, "locations")
         pos = self._position[loc]
         if (pos < 0).any():
-            raise ValueError(
+            raise ArgumentError(
                 f"location {loc[pos < 0][0]} lies outside this cluster's region {self._region}; "
                 "PCEP only hides locations inside it."
             )
@@ -557,7 +558,7 @@ class PSDA:
         merge: bool = True,
     ) -> None:
         if not isinstance(hierarchy, LocationHierarchy):
-            raise TypeError(f"hierarchy must be a LocationHierarchy, not {type(hierarchy).__name__}.")
+            raise ArgumentTypeError(f"hierarchy must be a LocationHierarchy, not {type(hierarchy).__name__}.")
         self._hierarchy = hierarchy
         self._regions = hierarchy.check_nodes(regions, "regions")
         eps_values, eps_of_user = _check_user_epsilons(epsilons, self._regions.size)
@@ -622,11 +623,13 @@ class PSDA:
         their safe region), as one batch per cluster holding its users in increasing order."""
         loc = check_domain_values(locations, self._hierarchy.n_locations, "locations")
         if loc.size != self._regions.size:
-            raise ValueError(f"randomize needs one location per user ({self._regions.size}), got {loc.size}.")
+            raise ArgumentError(
+                f"randomize needs one location per user ({self._regions.size}), got {loc.size}."
+            )
         outside = np.flatnonzero(~self._hierarchy.contains(self._regions, loc))
         if outside.size:
             i = outside[0]
-            raise ValueError(
+            raise ArgumentError(
                 f"user {i}'s location {loc[i]} lies outside their safe region (node {self._regions[i]})."
             )
         source = resolve_source(rng)
@@ -639,7 +642,7 @@ class PSDA:
         """Counts at every location: the sum of the clusters' PCEP estimates (at ``beta / |C|`` each), so
         all bounds hold at once with probability at least ``1 - beta``."""
         if len(batches) != len(self._clusters):
-            raise ValueError(
+            raise ArgumentError(
                 f"estimate needs one report batch per cluster ({len(self._clusters)}), got {len(batches)}."
             )
         return SpatialCounts.combine(
@@ -654,9 +657,9 @@ def _check_user_epsilons(epsilons: ArrayLike, n_users: int) -> tuple[list[Fracti
     """The distinct epsilons (exact, increasing) and each user's index into them."""
     arr = np.asarray(epsilons)
     if arr.ndim != 1 or arr.size != n_users:
-        raise ValueError(f"epsilons must be a 1-d array with one epsilon per user ({n_users}).")
+        raise ArgumentError(f"epsilons must be a 1-d array with one epsilon per user ({n_users}).")
     if arr.dtype.kind not in "iufO":
-        raise TypeError(f"epsilons must be numbers, got an array of {arr.dtype}.")
+        raise ArgumentTypeError(f"epsilons must be numbers, got an array of {arr.dtype}.")
     distinct, index = np.unique(arr, return_inverse=True)
     return [check_epsilon(e.item() if isinstance(e, np.generic) else e) for e in distinct], index.reshape(-1)
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from ..noise.source import RandomSource
 from ..privacy import Number, PureDP
 from ._coins import (
@@ -60,7 +61,7 @@ class UnaryEncoding(FrequencyOracle):
         bits = max(precision_bits(p_target), precision_bits(q_target))
         p, q = dyadic_at_most(p_target, bits), dyadic_at_least(q_target, bits)
         if not q < p or ln_upper(p * (1 - q) / (q * (1 - p))) > self._epsilon:
-            raise ValueError(
+            raise ArgumentError(
                 f"epsilon = {self.epsilon:g} is too small for an exact {self.protocol} over this domain."
             )
         self._p, self._q = p, q
