@@ -179,9 +179,9 @@ def run_once(
     def serve() -> tuple[np.ndarray, np.ndarray]:
         if isinstance(proto, Hashtogram):
             assert isinstance(reports, Reports)
-            return top, proto.estimate_candidates(reports, top).counts
+            return top, proto.estimate(reports, top).counts
         assert not isinstance(reports, Reports)
-        found = proto.identify(reports)
+        found = proto.estimate(reports)
         return found.values, found.counts
 
     start = time.perf_counter()

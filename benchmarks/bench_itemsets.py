@@ -222,7 +222,7 @@ def run_svim(data: Dataset, epsilon: float, k: int, seed: int) -> Outcome:
     sizes = clock.client(lambda: svim.report_sizes(step[1], found, rng=source))
     choice = clock.serve(lambda: svim.choose_length(sizes, found))
     reports = clock.client(lambda: svim.report_items(step[2], found, choice.length, rng=source))
-    result = clock.serve(lambda: svim.estimate_items(reports, found, choice, n))
+    result = clock.serve(lambda: svim.estimate(reports, found, choice, n))
     return Outcome(result.items, result.estimate.counts, clock.clients, clock.server)
 
 
@@ -234,7 +234,7 @@ def run_ldpminer(data: Dataset, epsilon: float, k: int, length: int, seed: int) 
     first = clock.client(lambda: miner.report_items(data.sets, rng=source))
     found = clock.serve(lambda: miner.find_candidates(first))
     second = clock.client(lambda: miner.report_candidates(data.sets, found, rng=source))
-    result = clock.serve(lambda: miner.estimate_candidates(second, found))
+    result = clock.serve(lambda: miner.estimate(second, found))
     return Outcome(result.items, result.estimate.counts, clock.clients, clock.server)
 
 

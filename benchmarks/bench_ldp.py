@@ -62,7 +62,7 @@ def run_kakeibo(oracle: str, epsilon: float, d: int, n: int, seed: int) -> dict[
     reports = fo.randomize(values)
     perturb_s = time.perf_counter() - start
     start = time.perf_counter()
-    counts = fo.estimate(reports)
+    counts = fo.estimate(reports).counts
     aggregate_s = time.perf_counter() - start
     true = np.bincount(values, minlength=d)
     return {

@@ -8,7 +8,7 @@ reports, with secure randomness (as a deployment would use):
 * the wall time of all clients' randomization through the vectorised population path
   (``RAPPOR.randomize``), and the per-client time of deployed clients (``RapporClient``: keyed PRF for the
   memoised PRR, one report each) on ``--client-n`` clients, scaled to n;
-* the wall time of decoding (bit counts, LASSO screen, least squares, Bonferroni at alpha = 0.05;
+* the wall time of decoding (bit counts, LASSO screen, least squares, Bonferroni at beta = 0.05;
   scikit-learn is imported before timing);
 * recall of the true top-10 and top-20 among the detected candidates, precision of the detections (decoys
   count as false), the standard error of one candidate's count, and the estimated number of clients
@@ -58,7 +58,7 @@ def one_run(rappor: RAPPOR, n: int, client_n: int, seed: int) -> dict[str, float
     randomize_s = time.perf_counter() - start
     per_client = client_seconds_per_report(rappor, values[:client_n])
     start = time.perf_counter()
-    result = rappor.decode(reports, candidates, alpha=0.05)
+    result = rappor.estimate(reports, candidates, beta=0.05)
     decode_s = time.perf_counter() - start
     detected = result.detected
     truly_held = detected[:HELD].sum()

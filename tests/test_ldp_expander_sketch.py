@@ -142,7 +142,7 @@ def test_the_keys_above_the_detection_threshold_are_found() -> None:
     values = np.concatenate([np.repeat(heavy, counts), rng.integers(0, 1 << 24, n - counts.sum())])
     threshold = sketch.detection_threshold(n, 0.01)
     assert (counts[:3] > threshold).all() and counts[3] < threshold, (counts, threshold)
-    found = sketch.identify(sketch.randomize(rng.permutation(values), rng=rng))
+    found = sketch.estimate(sketch.randomize(rng.permutation(values), rng=rng))
     assert set(heavy[:3].tolist()) <= set(found.values.tolist()), (found.values, heavy)
     for key, count in zip(heavy[:3], counts[:3], strict=True):
         assert abs(found.counts[found.values.tolist().index(key)] - count) < found.bound
@@ -160,9 +160,9 @@ def test_the_server_refuses_what_no_client_sends() -> None:
         sketch.protocol, batches[0].params, {"column": batches[0]["column"].astype(np.int64) + (1 << 40)}
     )
     with pytest.raises(ValueError, match="outside"):
-        sketch.identify([forged, *batches[1:]])
+        sketch.estimate([forged, *batches[1:]])
     with pytest.raises(ValueError, match=r"have no reports"):
-        sketch.identify(batches[:-1])
+        sketch.estimate(batches[:-1])
 
 
 @pytest.mark.parametrize(

@@ -176,9 +176,9 @@ def test_the_median_stays_within_its_stated_bound() -> None:
     rng = np.random.default_rng(11)
     misses = np.zeros(4, dtype=np.int64)
     for _ in range(runs):
-        estimate = oracle.estimate_candidates(oracle.randomize(values, rng=rng), candidates, beta)
+        estimate = oracle.estimate(oracle.randomize(values, rng=rng), candidates, beta)
         misses += np.abs(estimate.counts - truth) > estimate.bound
-        low, high = estimate.interval()
+        low, high = estimate.confidence_interval()
         assert np.all(low < estimate.counts) and np.all(high > estimate.counts)
         assert estimate.confidence == 1 - beta and estimate.n == values.size
     assert np.all(misses <= binom.ppf(1 - 1e-6, runs, beta)), misses
@@ -218,7 +218,7 @@ def test_the_median_survives_a_collision_that_breaks_one_repetition() -> None:
     reports = oracle.randomize(values, rng=np.random.default_rng(13))
     rows = oracle.bucket_counts(reports)
     assert rows[0, family.hash_one(0, light)] > 15_000
-    estimate = oracle.estimate_candidates(reports, [light])
+    estimate = oracle.estimate(reports, [light])
     assert abs(estimate.counts[0] - 2_000) < 2_500
 
 
@@ -250,7 +250,7 @@ def test_bitstogram_finds_the_keys_above_its_threshold() -> None:
     counts = (shares * n).astype(np.int64)
     values = np.concatenate([np.repeat(heavy, counts), rng.integers(0, 1 << 24, n - counts.sum())])
     protocol = Bitstogram(epsilon=4, bits=24, k=4, buckets=1024)
-    found = protocol.identify(protocol.randomize(rng.permutation(values), rng=rng))
+    found = protocol.estimate(protocol.randomize(rng.permutation(values), rng=rng))
     needed = protocol.bit_threshold(n, 0.01) + 2 * 2 * n / protocol.buckets
     strong = heavy[counts > needed]
     assert strong.size == 3, (counts, needed)
@@ -265,7 +265,7 @@ def test_bitstogram_finds_the_keys_above_its_threshold() -> None:
 def test_strings_are_found_as_keys() -> None:
     protocol = Bitstogram(epsilon=4, bits=24, k=2, buckets=256)
     values = ["apple"] * 30_000 + ["pear"] * 20_000 + [f"rare-{i}" for i in range(10_000)]
-    found = protocol.identify(protocol.randomize(values, rng=np.random.default_rng(23)))
+    found = protocol.estimate(protocol.randomize(values, rng=np.random.default_rng(23)))
     assert sorted(found.values.tolist()) == sorted(protocol.encode(["apple", "pear"]).tolist())
 
 
@@ -287,16 +287,16 @@ def test_reports_round_trip_and_the_server_refuses_what_no_client_sends() -> Non
         Hashtogram(epsilon=2, bits=16, buckets=8, repetitions=3).bucket_counts(reports)
     few = oracle.randomize(np.arange(2), rng=np.random.default_rng(1))
     with pytest.raises(ValueError, match="every repetition needs reports"):
-        oracle.estimate_candidates(few, [1])
+        oracle.estimate(few, [1])
     protocol = Bitstogram(epsilon=1, bits=4, k=1, buckets=4)
     batches = protocol.randomize(np.arange(200) % 16, rng=np.random.default_rng(2))
     with pytest.raises(ValueError, match=r"groups \[4\] have no reports"):
-        protocol.identify(batches[:-1])
+        protocol.estimate(batches[:-1])
     with pytest.raises(TypeError, match="not a single batch"):
-        protocol.identify(batches[0])  # type: ignore[arg-type]
+        protocol.estimate(batches[0])  # type: ignore[arg-type]
     forged = ldp.Reports("Bitstogram", {**batches[0].params, "group": 9}, batches[0].arrays)
     with pytest.raises(ValueError, match=r"not one of 0\.\.4"):
-        protocol.identify([*batches, forged])
+        protocol.estimate([*batches, forged])
 
 
 @pytest.mark.parametrize(

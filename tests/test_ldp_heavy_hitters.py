@@ -131,7 +131,7 @@ def test_reports_travel_per_group_with_the_protocol_parameters() -> None:
         assert params["oracle_domain_size"] == 2 ** pem.prefix_lengths[t]
     # Through bytes and back, the server's answer is the same.
     decoded = [ldp.Reports.from_bytes(b.to_bytes()) for b in batches]
-    first, again = pem.identify(batches), pem.identify(decoded)
+    first, again = pem.estimate(batches), pem.estimate(decoded)
     assert first.values.tolist() == again.values.tolist()
     assert np.array_equal(first.counts, again.counts)
 
@@ -143,7 +143,7 @@ def test_batches_from_many_clients_are_joined_by_group() -> None:
     parts = [tree.randomize(chunk, rng=rng) for chunk in np.array_split(values, 3)]
     flat = [batch for part in parts for batch in part]
     joined = [ldp.Reports.concatenate([part[t] for part in parts]) for t in range(tree.groups)]
-    from_parts, from_joined = tree.identify(flat), tree.identify(joined)
+    from_parts, from_joined = tree.estimate(flat), tree.estimate(joined)
     assert from_parts.values.tolist() == from_joined.values.tolist()
     assert np.array_equal(from_parts.counts, from_joined.counts)
     assert from_parts.n == values.size
@@ -153,9 +153,9 @@ def test_identify_reports_the_final_groups_estimates_of_the_keys_it_returns() ->
     for proto in (PEM(epsilon=2, bits=10, k=3), TreeHist(epsilon=2, bits=6, k=3)):
         values = np.repeat(np.arange(5) * 11, [900, 700, 500, 80, 60])
         batches = proto.randomize(values, rng=np.random.default_rng(4))
-        found = proto.identify(batches)
+        found = proto.estimate(batches)
         assert isinstance(found, HeavyHitters) and found.n == values.size
-        again = proto.estimate_candidates(batches, found.values)
+        again = proto.estimate(batches, found.values)
         assert np.array_equal(found.counts, again.counts)
         assert np.array_equal(found.variance, again.variance)
         assert np.all(np.diff(found.counts) <= 0)
@@ -169,7 +169,7 @@ def test_string_heavy_hitters_come_back_as_their_keys() -> None:
     pem = PEM(epsilon=4, bits=20, k=2)
     keys = pem.encode(words)
     assert keys[0] == int(value_keys(["apple"])[0] >> np.uint64(44))
-    found = pem.identify(pem.randomize(np.array(words), rng=np.random.default_rng(5)))
+    found = pem.estimate(pem.randomize(np.array(words), rng=np.random.default_rng(5)))
     assert sorted(found.values.tolist()) == sorted(pem.encode(["apple", "pear"]).tolist())
 
 
@@ -249,7 +249,7 @@ def test_final_counts_are_unbiased_with_the_stated_variance(proto: PrefixProtoco
     estimates, formula = np.empty((runs, d)), np.empty((runs, d))
     for r in range(runs):
         batches = proto.randomize(values, rng=rng)
-        estimates[r] = proto.estimate_candidates(batches, np.arange(d)).counts
+        estimates[r] = proto.estimate(batches, np.arange(d)).counts
         formula[r] = proto.count_variance(n, batches[-1].n, true)
     z = (estimates.mean(axis=0) - true) / np.sqrt(formula.mean(axis=0) / runs)
     assert np.all(np.abs(z) < 5), z
@@ -412,7 +412,7 @@ def check_acceptance(proto: PrefixProtocol, keys: np.ndarray, seed: int) -> tupl
     top, _ = true_top(keys, ACCEPT_K)
     bounds = miss_bounds(proto, keys)
     guaranteed = top[bounds <= ACCEPT_ALPHA / ACCEPT_K]
-    found = proto.identify(proto.randomize(keys, rng=np.random.default_rng(seed)))
+    found = proto.estimate(proto.randomize(keys, rng=np.random.default_rng(seed)))
     recall = float(np.isin(top, found.values).mean())
     assert found.values.size <= ACCEPT_K
     assert np.isin(guaranteed, found.values).all(), (recall, guaranteed, found.values, bounds)
@@ -453,7 +453,7 @@ def test_treehist_returns_only_keys_that_someone_holds() -> None:
     rng = np.random.default_rng(12)
     keys = np.concatenate([np.repeat([5, 60_000, 31_337], 5000), rng.integers(0, 2**16, 5000)])
     tree = TreeHist(epsilon=2, bits=16, k=10, false_positive_rate=1e-3)
-    found = tree.identify(tree.randomize(keys, rng=np.random.default_rng(13)))
+    found = tree.estimate(tree.randomize(keys, rng=np.random.default_rng(13)))
     assert np.isin([5, 60_000, 31_337], found.values).all()
     assert np.isin(found.values, keys).all(), found.values
 
@@ -522,26 +522,26 @@ def test_bad_report_batches_are_refused() -> None:
     pem = PEM(epsilon=1, bits=8, k=2, start=2, step=3)
     batches = pem.randomize(np.arange(200) % 256, rng=np.random.default_rng(10))
     with pytest.raises(TypeError, match="pass the list of report batches that randomize returns"):
-        pem.identify(batches[0])  # type: ignore[arg-type]
+        pem.estimate(batches[0])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="every batch must be a Reports object, got str"):
-        pem.identify([*batches, "report"])  # type: ignore[list-item]
+        pem.estimate([*batches, "report"])  # type: ignore[list-item]
     with pytest.raises(ValueError, match=r"groups \[1\] have no reports"):
-        pem.identify(batches[:1])
+        pem.estimate(batches[:1])
     other = PEM(epsilon=2, bits=8, k=2, start=2, step=3)
     with pytest.raises(ValueError, match=r"other parameters .*epsilon: reports '1' vs server '2'"):
-        other.identify(batches)
+        other.estimate(batches)
     tree = TreeHist(epsilon=1, bits=8, k=2)
     with pytest.raises(ValueError, match="made by PEM, not TreeHist"):
-        tree.identify([ldp.Reports("PEM", {**b.params, "group": 0}, b.arrays) for b in batches])
+        tree.estimate([ldp.Reports("PEM", {**b.params, "group": 0}, b.arrays) for b in batches])
     for group in (5, "x" * 10_000):  # what a client wrote is not echoed back
         wrong_group = ldp.Reports("P" * 1000, {**batches[0].params, "group": group}, batches[0].arrays)
         with pytest.raises(ValueError, match=r"^a batch names a group that is not one of 0\.\.1\.$"):
-            pem.identify([wrong_group, *batches])
+            pem.estimate([wrong_group, *batches])
     bad_values = {**batches[1].arrays, "value": np.full(batches[1].n, 10_000, dtype=np.uint16)}
     with pytest.raises(ValueError, match="holds values outside"):
-        pem.identify([batches[0], ldp.Reports("PEM", batches[1].params, bad_values)])
+        pem.estimate([batches[0], ldp.Reports("PEM", batches[1].params, bad_values)])
     with pytest.raises(ValueError, match=r"candidates must be indices in 0\.\.255"):
-        pem.estimate_candidates(batches, [256])
+        pem.estimate(batches, [256])
 
 
 def test_heavy_hitters_and_candidate_counts_carry_the_per_client_loss() -> None:
@@ -549,6 +549,6 @@ def test_heavy_hitters_and_candidate_counts_carry_the_per_client_loss() -> None:
     (issue 16)."""
     for proto in (PEM(epsilon=2, bits=8, k=2), TreeHist(epsilon=2, bits=5, k=2)):
         batches = proto.randomize(np.repeat([3, 17, 30], [400, 300, 50]), rng=np.random.default_rng(6))
-        found, counted = proto.identify(batches), proto.estimate_candidates(batches, [3, 30])
+        found, counted = proto.estimate(batches), proto.estimate(batches, [3, 30])
         assert {oracle.privacy_loss for oracle in proto.oracles} == {proto.privacy_loss}
         assert found.privacy_loss == counted.privacy_loss == proto.privacy_loss

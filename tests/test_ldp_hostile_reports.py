@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.special import ndtr
 
 from kakeibo import ldp
 from kakeibo.ldp import histogram
@@ -32,7 +33,7 @@ from kakeibo.ldp.reports import FORMAT_VERSION, ReportFormatError, Reports
 
 RANDOMIZERS = [ldp.DuchiMechanism, ldp.PiecewiseMechanism, ldp.HybridMechanism]
 EPSILONS = [0.5, 1.0, 4.0]
-Z = 5.0  # two-sided normal tail 5.7e-7 per check
+BETA = float(2 * ndtr(-5.0))  # two-sided normal tail 5.7e-7 per check (z = 5)
 FUZZ = settings(
     max_examples=400,
     deadline=None,
@@ -108,10 +109,10 @@ def test_numeric_server_refuses_reports_outside_the_output_space(
     assert not np.isin(value, expected_outputs(randomizer))  # the corpus really is hostile
     forged = np.concatenate([honest, [value, value]])
     with pytest.raises(ValueError, match="2 of the 1002 reports lie outside") as info:
-        randomizer.estimate_mean(forged)
+        randomizer.estimate(forged)
     one_sentence(info.value)
     with pytest.raises(ValueError, match="outside"):
-        randomizer.estimate_mean([value])
+        randomizer.estimate([value])
 
 
 def test_hybrid_below_the_threshold_refuses_piecewise_outputs() -> None:
@@ -120,7 +121,7 @@ def test_hybrid_below_the_threshold_refuses_piecewise_outputs() -> None:
     assert hm.piecewise_share == 0
     cell = float(centres(ldp.PiecewiseMechanism(epsilon=0.5).output_bound)[123])
     with pytest.raises(ValueError, match="outside"):
-        hm.estimate_mean([hm.output_bound, cell])
+        hm.estimate([hm.output_bound, cell])
 
 
 @pytest.mark.parametrize(
@@ -130,7 +131,7 @@ def test_hybrid_below_the_threshold_refuses_piecewise_outputs() -> None:
 )
 def test_numeric_server_refuses_non_real_reports(reports: np.ndarray) -> None:
     with pytest.raises(ValueError, match="real numbers") as info:
-        ldp.PiecewiseMechanism(epsilon=1).estimate_mean(reports)
+        ldp.PiecewiseMechanism(epsilon=1).estimate(reports)
     one_sentence(info.value)
 
 
@@ -143,7 +144,7 @@ def test_every_honest_output_is_accepted(cls: type[NumericRandomizer], epsilon: 
     expected = expected_outputs(randomizer)
     np.testing.assert_array_equal(randomizer.outputs, expected)
     assert not randomizer.outputs.flags.writeable
-    randomizer.estimate_mean(expected)  # no refusal
+    randomizer.estimate(expected)  # no refusal
     np.testing.assert_array_equal(randomizer.check_reports(expected[::-1]), expected[::-1])
     assert float(np.max(np.abs(expected))) <= randomizer.output_bound
 
@@ -159,8 +160,8 @@ def test_honest_reports_pass_and_estimate_within_their_interval(
     randomizer = cls(epsilon=epsilon)
     rng = np.random.default_rng(17)
     values = np.concatenate([np.full(20_000, -1.0), np.full(20_000, 1.0), rng.uniform(-1, 1, 60_000)])
-    estimate = randomizer.estimate_mean(randomizer.randomize(values, rng=rng))
-    low, high = estimate.confidence_interval(z=Z)
+    estimate = randomizer.estimate(randomizer.randomize(values, rng=rng))
+    low, high = estimate.confidence_interval(beta=BETA)
     assert estimate.n == 100_000 and low <= values.mean() <= high
 
 
@@ -170,7 +171,7 @@ def test_one_outlier_cannot_move_the_mean() -> None:
     honest = pm.randomize(np.zeros(100_000), rng=np.random.default_rng(3))
     for value in (1e6, math.inf, math.nan):
         with pytest.raises(ValueError, match="1 of the 100001 reports"):
-            pm.estimate_mean(np.append(honest, value))
+            pm.estimate(np.append(honest, value))
 
 
 MECHANISMS = {"hybrid": ldp.HybridMechanism, "piecewise": ldp.PiecewiseMechanism, "duchi": ldp.DuchiMechanism}
@@ -191,17 +192,13 @@ def test_multidimensional_server_shares_the_numeric_check(mechanism: str) -> Non
         with pytest.raises(
             ValueError, match=r"1 of the \d+ MultidimensionalSampling report values lie outside"
         ) as info:
-            protocol.estimate_means(
-                Reports(reports.protocol, reports.params, {**reports.arrays, "values": forged})
-            )
+            protocol.estimate(Reports(reports.protocol, reports.params, {**reports.arrays, "values": forged}))
         one_sentence(info.value)
     forged = values.copy()
     forged[~numeric_slot] = 0.5  # a categorical slot carries no numeric value
     with pytest.raises(ValueError, match="categorical"):
-        protocol.estimate_means(
-            Reports(reports.protocol, reports.params, {**reports.arrays, "values": forged})
-        )
-    protocol.estimate_means(reports)  # the honest batch passes
+        protocol.estimate(Reports(reports.protocol, reports.params, {**reports.arrays, "values": forged}))
+    protocol.estimate(reports)  # the honest batch passes
 
 
 # --- SHE ---------------------------------------------------------------------------------------------------
@@ -236,7 +233,7 @@ def test_she_server_refuses_payloads_an_honest_client_cannot_send(label: str, pa
         she.estimate(forged)
     one_sentence(info.value)
     with pytest.raises(ValueError, match="SHE reports need"):
-        she.estimate_candidates(forged, [0, 1])
+        she.estimate(forged, [0, 1])
     if payload.dtype.str in ("<i8", "<u4", "<u8", "<f8", "|b1", "<i4"):  # through the wire as well
         with pytest.raises(ValueError, match="SHE reports need"):
             she.estimate(Reports.from_bytes(forged.to_bytes()))
@@ -246,10 +243,12 @@ def test_she_accepts_the_whole_honest_range_and_sums_exactly() -> None:
     she = ldp.SHE(epsilon=1, domain_size=3)
     top = 2**31 - 2  # the client refuses |coordinate| >= 2**31 - 1
     noisy = np.array([[top, -top, 0], [top, -top, 5]], dtype=np.int32)
-    counts = she.estimate(Reports("SHE", she.params, {"noisy": noisy}))
+    counts = she.estimate(Reports("SHE", she.params, {"noisy": noisy})).counts
     np.testing.assert_array_equal(counts, [2.0 * top, -2.0 * top, 5.0])
     narrow = np.array([[-5, 0, 7]], dtype=np.int16)  # a narrower signed type holds honest values too
-    np.testing.assert_array_equal(she.estimate(Reports("SHE", she.params, {"noisy": narrow})), [-5, 0, 7])
+    np.testing.assert_array_equal(
+        she.estimate(Reports("SHE", she.params, {"noisy": narrow})).counts, [-5, 0, 7]
+    )
 
 
 def test_she_sum_has_no_overflow_at_two_to_the_31_reports() -> None:
@@ -275,8 +274,8 @@ def test_she_honest_reports_estimate_within_their_interval() -> None:
     she = ldp.SHE(epsilon=1, domain_size=5)
     rng = np.random.default_rng(4)
     values = rng.integers(0, 5, size=100_000)
-    estimate = she.estimate_with_variance(she.randomize(values, rng=rng))
-    low, high = estimate.confidence_interval(alpha=1e-6)
+    estimate = she.estimate(she.randomize(values, rng=rng))
+    low, high = estimate.confidence_interval(beta=1e-6)
     truth = np.bincount(values, minlength=5)
     assert np.all((low <= truth) & (truth <= high))
 
@@ -437,7 +436,7 @@ SAMPLES = sample_batches()
 SERVERS: list[Callable[[Reports], object]] = [
     ldp.GRR(epsilon=1, domain_size=4).estimate,
     ldp.SHE(epsilon=1, domain_size=3).estimate,
-    MultidimensionalSampling(epsilon=5, dimensions=3, categorical={2: 3}).estimate_means,
+    MultidimensionalSampling(epsilon=5, dimensions=3, categorical={2: 3}).estimate,
 ]
 
 

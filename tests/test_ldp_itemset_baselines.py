@@ -145,10 +145,7 @@ def test_ldpminer_phase_two_is_unbiased_with_psfo_variance() -> None:
     truth = np.bincount(held.items, minlength=4).astype(np.float64)
     reports = miner.report_candidates(tiled(sets, runs), candidates, rng=np.random.default_rng(101))
     estimates = np.stack(
-        [
-            miner.estimate_candidates(r, candidates).candidate_estimate.counts
-            for r in split_runs(reports, runs)
-        ]
+        [miner.estimate(r, candidates).candidate_estimate.counts for r in split_runs(reports, runs)]
     )
     formula = miner.counting.count_variance(2000, truth)
     z = (estimates.mean(axis=0) - truth) / np.sqrt(formula / runs)

@@ -198,7 +198,7 @@ def test_estimate_candidates_matches_the_full_estimate() -> None:
     for oracle in ("GRR", "OLH"):
         psfo = PaddingSamplingOracle(epsilon=1.5, domain_size=30, length=2, oracle=oracle)
         reports = psfo.randomize(sets, rng=np.random.default_rng(8))
-        full, some = psfo.estimate(reports), psfo.estimate_candidates(reports, [29, 0, 7])
+        full, some = psfo.estimate(reports), psfo.estimate(reports, [29, 0, 7])
         np.testing.assert_allclose(some.counts, full.counts[[29, 0, 7]])
         np.testing.assert_allclose(some.variance, full.variance[[29, 0, 7]])
 
@@ -453,7 +453,7 @@ def test_svim_reports_are_bound_to_their_candidates() -> None:
     counts = svim.report_items(sets, [0, 1, 2, 3], 2, rng=np.random.default_rng(21))
     choice = svim.choose_length(sizes, [0, 1, 2, 3])
     with pytest.raises(ValueError, match="other parameters"):
-        svim.estimate_items(counts, [3, 2, 1, 0], choice, 10)
+        svim.estimate(counts, [3, 2, 1, 0], choice, 10)
 
 
 # --- (5) bad inputs -----------------------------------------------------------------------------------------
@@ -509,9 +509,9 @@ def test_bad_calls_are_refused() -> None:
         svim.choose_length(svim.report_sizes([[0]], [0, 1], rng=np.random.default_rng(1)), [0, 1])
     choice = svim.choose_length(svim.report_sizes([[0], []], [0, 1], rng=np.random.default_rng(1)), [0, 1])
     with pytest.raises(ValueError, match="at least the number of reports"):
-        svim.estimate_items(reports, [0, 1], choice, 1)
+        svim.estimate(reports, [0, 1], choice, 1)
     with pytest.raises(TypeError, match="n_users must be an integer"):
-        svim.estimate_items(reports, [0, 1], choice, 2.0)
+        svim.estimate(reports, [0, 1], choice, 2.0)
     svsm = SVSM(epsilon=1, domain_size=6, k=3)
     with pytest.raises(ValueError, match="at least two distinct items"):
         svsm.report_sizes([[0, 1]], [(0,), (1, 2)])
@@ -526,7 +526,7 @@ def test_psfo_estimates_carry_the_set_level_loss_not_the_amplified_one() -> None
     for oracle in ("GRR", "OLH"):
         psfo = PaddingSamplingOracle(epsilon=1.5, domain_size=12, length=3, oracle=oracle)
         reports = psfo.randomize(sets, rng=np.random.default_rng(10))
-        for estimate in (psfo.estimate(reports), psfo.estimate_candidates(reports, [4, 0])):
+        for estimate in (psfo.estimate(reports), psfo.estimate(reports, [4, 0])):
             assert estimate.privacy_loss == psfo.privacy_loss
         assert (psfo.oracle.privacy_loss == psfo.privacy_loss) == (oracle == "OLH")
 

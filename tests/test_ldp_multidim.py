@@ -180,7 +180,7 @@ def repeated_estimates(
     n = records.shape[0]
     reports = protocol.randomize(np.tile(records, (runs, 1)), rng=np.random.default_rng(seed))
     return [
-        protocol.estimate_means(
+        protocol.estimate(
             Reports(
                 reports.protocol,
                 reports.params,
@@ -253,14 +253,14 @@ def test_confidence_intervals_cover_the_true_means() -> None:
     probability at least 1 - 1e-6 (asymptotically in n = 100 000); the counts' intervals likewise."""
     protocol = MultidimensionalSampling(epsilon=2, dimensions=3, categorical={2: 3})
     records = population(100_000, seed=4)
-    estimate = protocol.estimate_means(protocol.randomize(records, rng=np.random.default_rng(9)))
+    estimate = protocol.estimate(protocol.randomize(records, rng=np.random.default_rng(9)))
     assert estimate.n == 100_000 and estimate.columns == (0, 1)
-    low, high = estimate.confidence_intervals(alpha=1e-6)
+    low, high = estimate.confidence_interval(beta=1e-6)
     truth = records[:, :2].mean(axis=0)
     assert np.all((low <= truth) & (truth <= high)), (low, truth, high)
     assert np.all(estimate.variances >= protocol.mean_variances(records))
     counts = estimate.categories[2]
-    low_c, high_c = counts.confidence_interval(alpha=1e-6)
+    low_c, high_c = counts.confidence_interval(beta=1e-6)
     true_counts = np.bincount(records[:, 2].astype(np.int64), minlength=3)
     assert np.all((low_c <= true_counts) & (true_counts <= high_c))
 
@@ -279,7 +279,7 @@ def test_reports_are_sparse_and_survive_the_byte_format() -> None:
     assert np.all(reports["values"][categorical_slot] == 0)
     assert np.all(reports["bits"].reshape(200, 2, 2)[~categorical_slot] == 0)
     decoded = Reports.from_bytes(reports.to_bytes())
-    a, b = protocol.estimate_means(reports), protocol.estimate_means(decoded)
+    a, b = protocol.estimate(reports), protocol.estimate(decoded)
     np.testing.assert_array_equal(a.means, b.means)
     np.testing.assert_array_equal(a.categories[1].counts, b.categories[1].counts)
 
@@ -287,14 +287,12 @@ def test_reports_are_sparse_and_survive_the_byte_format() -> None:
 def test_all_categorical_and_all_numeric_records() -> None:
     only_categories = MultidimensionalSampling(epsilon=1, dimensions=2, categorical={0: 2, 1: 4})
     records = np.array([[0, 3], [1, 2], [1, 0]])
-    estimate = only_categories.estimate_means(
-        only_categories.randomize(records, rng=np.random.default_rng(1))
-    )
+    estimate = only_categories.estimate(only_categories.randomize(records, rng=np.random.default_rng(1)))
     assert estimate.columns == () and estimate.means.shape == (0,)
     assert sorted(estimate.categories) == [0, 1] and estimate.categories[1].counts.shape == (4,)
     only_numbers = MultidimensionalSampling(epsilon=1, dimensions=2)
     reports = only_numbers.randomize(np.zeros((5, 2)), rng=np.random.default_rng(1))
-    assert "bits" not in reports.arrays and only_numbers.estimate_means(reports).categories == {}
+    assert "bits" not in reports.arrays and only_numbers.estimate(reports).categories == {}
 
 
 # --- refusals --------------------------------------------------------------------------------------------
@@ -351,10 +349,10 @@ def test_reports_of_other_parameters_or_protocols_are_refused() -> None:
         MultidimensionalSampling(epsilon=5, dimensions=3, categorical={2: 4}),
     ):
         with pytest.raises(ValueError, match="made with other parameters"):
-            protocol.estimate_means(other.randomize(records, rng=np.random.default_rng(0)))
+            protocol.estimate(other.randomize(records, rng=np.random.default_rng(0)))
     oue_reports = OUE(epsilon=1, domain_size=3).randomize(np.array([0, 1]), rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="made by OUE, not MultidimensionalSampling"):
-        protocol.estimate_means(oue_reports)
+        protocol.estimate(oue_reports)
 
 
 def tampered(reports: Reports, name: str, array: np.ndarray) -> Reports:
@@ -366,29 +364,29 @@ def test_malformed_payloads_are_refused() -> None:
     reports = protocol.randomize(population(10, seed=7), rng=np.random.default_rng(0))
     attributes, values = reports["attributes"], reports["values"]
     with pytest.raises(ValueError, match=r"outside 0\.\.2"):
-        protocol.estimate_means(tampered(reports, "attributes", attributes + 1))
+        protocol.estimate(tampered(reports, "attributes", attributes + 1))
     with pytest.raises(ValueError, match="shape"):
-        protocol.estimate_means(tampered(reports, "attributes", attributes[:, :1]))
+        protocol.estimate(tampered(reports, "attributes", attributes[:, :1]))
     with pytest.raises(ValueError, match="distinct attributes in increasing order"):
-        protocol.estimate_means(tampered(reports, "attributes", attributes[:, ::-1]))
+        protocol.estimate(tampered(reports, "attributes", attributes[:, ::-1]))
     with pytest.raises(ValueError, match="float array 'values'"):
-        protocol.estimate_means(tampered(reports, "values", values.astype(np.int64)))
+        protocol.estimate(tampered(reports, "values", values.astype(np.int64)))
     numeric_slot = ~np.isin(attributes, [2])
     for bad in (100.0, np.nan):
         forged = values.copy()
         forged[numeric_slot] = bad
         with pytest.raises(ValueError, match="report values lie outside the output space"):
-            protocol.estimate_means(tampered(reports, "values", forged))
+            protocol.estimate(tampered(reports, "values", forged))
     with pytest.raises(ValueError, match="integer array 'bits'"):
-        protocol.estimate_means(
+        protocol.estimate(
             Reports(reports.protocol, reports.params, {"attributes": attributes, "values": values})
         )
     with pytest.raises(ValueError, match="shape"):
-        protocol.estimate_means(tampered(reports, "bits", reports["bits"][:, :1]))
+        protocol.estimate(tampered(reports, "bits", reports["bits"][:, :1]))
     numbers_only = MultidimensionalSampling(epsilon=5, dimensions=3)
     plain = numbers_only.randomize(np.zeros((4, 3)), rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="carry no 'bits'"):
-        numbers_only.estimate_means(tampered(plain, "bits", np.zeros((4, 2), dtype=np.uint8)))
+        numbers_only.estimate(tampered(plain, "bits", np.zeros((4, 2), dtype=np.uint8)))
 
 
 def test_estimate_carries_the_per_client_loss_of_the_whole_record() -> None:
@@ -396,10 +394,10 @@ def test_estimate_carries_the_per_client_loss_of_the_whole_record() -> None:
     (issue 16); the categorical counts carry it too."""
     protocol = MultidimensionalSampling(epsilon=6, dimensions=4, categorical={3: 5})
     records = np.column_stack([np.zeros((40, 3)), np.arange(40) % 5])
-    estimate = protocol.estimate_means(protocol.randomize(records, rng=np.random.default_rng(7)))
+    estimate = protocol.estimate(protocol.randomize(records, rng=np.random.default_rng(7)))
     per_attribute = protocol._numeric.privacy_loss
     assert per_attribute == protocol._oracles[3].privacy_loss
     assert protocol.k > 1 and estimate.privacy_loss == per_attribute * protocol.k == protocol.privacy_loss
     assert estimate.categories[3].privacy_loss == protocol.privacy_loss
-    low, high = estimate.confidence_intervals()
+    low, high = estimate.confidence_interval()
     assert np.all(low <= estimate.means) and np.all(estimate.means <= high)

@@ -297,7 +297,7 @@ def test_client_reports_are_decoded_by_the_server() -> None:
         for s in range(8)
     ]
     reports = ldp.Reports.concatenate(batches)
-    estimate = rappor.estimate_bits(ldp.Reports.from_bytes(reports.to_bytes()))
+    estimate = rappor.estimate(ldp.Reports.from_bytes(reports.to_bytes()))
     assert estimate.counts.shape == (4, 16) and estimate.n == 16
 
 
@@ -332,7 +332,7 @@ def test_bit_estimates_are_unbiased_with_the_stated_variance(protocol: type[RAPP
     n = values.size
     estimates = np.stack(
         [
-            rappor.estimate_bits(
+            rappor.estimate(
                 ldp.Reports(
                     reports.protocol,
                     reports.params,
@@ -384,7 +384,7 @@ def test_decoding_finds_the_heavy_candidates_and_no_decoy() -> None:
     names, counts, values = zipf_strings(N_CLIENTS, seed=4)
     decoys = [f"decoy-{i}.example" for i in range(20)]
     reports = rappor.randomize(values, rng=np.random.default_rng(6))
-    result = rappor.decode(reports, names + decoys, alpha=DECODE_ALPHA)
+    result = rappor.estimate(reports, names + decoys, beta=DECODE_ALPHA)
     held = result.detected[:100]
     assert not result.detected[100:].any(), [decoys[i] for i in np.flatnonzero(result.detected[100:])]
     z = float(-ndtri(result.threshold))
@@ -433,17 +433,17 @@ def test_server_refuses_mismatched_or_malformed_reports() -> None:
     rappor = RAPPOR(k=12, m=4)
     reports = rappor.randomize([1, 2, 3], rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"other parameters \(f: reports '1/2' vs server '1/4'\)"):
-        RAPPOR(k=12, m=4, f=0.25).estimate_bits(reports)
+        RAPPOR(k=12, m=4, f=0.25).estimate(reports)
     oue = ldp.OUE(epsilon=1, domain_size=4).randomize([1, 2], rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="made by OUE, not RAPPOR"):
-        rappor.decode(oue, [1, 2])
+        rappor.estimate(oue, [1, 2])
     for arrays, message in (
         ({"bits": reports["bits"][:, :1], "cohort": reports["cohort"]}, "has shape"),
         ({"bits": reports["bits"], "cohort": np.array([0, 1, 4], dtype=np.uint16)}, "outside 0..3"),
         ({"bits": reports["bits"] | np.uint8(128), "cohort": reports["cohort"]}, "beyond the k = 12"),
     ):
         with pytest.raises(ValueError, match=message):
-            rappor.estimate_bits(ldp.Reports("RAPPOR", rappor.params, arrays))
+            rappor.estimate(ldp.Reports("RAPPOR", rappor.params, arrays))
 
 
 @pytest.mark.parametrize(
@@ -498,17 +498,17 @@ def test_bad_decoding_inputs_are_refused() -> None:
     rappor = RAPPOR(k=16, m=2)
     reports = rappor.randomize([1, 2, 3], rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="decode needs at least one candidate"):
-        rappor.decode(reports, [])
+        rappor.estimate(reports, [])
     with pytest.raises(ValueError, match="candidates must be distinct, but 'a' appears twice"):
-        rappor.decode(reports, ["a", "b", "a"])
-    with pytest.raises(ValueError, match="alpha must be a probability strictly between 0 and 1"):
-        rappor.decode(reports, [1, 2], alpha=0)
+        rappor.estimate(reports, ["a", "b", "a"])
+    with pytest.raises(ValueError, match="beta must be a probability strictly between 0 and 1"):
+        rappor.estimate(reports, [1, 2], beta=0)
     empty = rappor.randomize(np.zeros(0, dtype=np.int64), rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="decode needs at least one report"):
-        rappor.decode(empty, [1, 2])
+        rappor.estimate(empty, [1, 2])
     tiny = RAPPOR(k=8, h=1, m=1)  # 9 candidates in 8 bits: two share their only bit
     with pytest.raises(ValueError, match="cannot be told apart"):
-        tiny.decode(tiny.randomize([1], rng=np.random.default_rng(0)), list(range(9)))
+        tiny.estimate(tiny.randomize([1], rng=np.random.default_rng(0)), list(range(9)))
 
 
 def test_least_squares_refuses_a_rank_deficient_design() -> None:
@@ -524,7 +524,7 @@ def test_bit_estimates_and_decoding_carry_the_per_report_loss() -> None:
     rappor = RAPPOR(k=32, h=2, m=4)
     values = np.repeat(["a", "b", "c"], [300, 200, 100])
     reports = rappor.randomize(values, rng=np.random.default_rng(11))
-    bits, decoded = rappor.estimate_bits(reports), rappor.decode(reports, ["a", "b", "c", "d"])
+    bits, decoded = rappor.estimate(reports), rappor.estimate(reports, ["a", "b", "c", "d"])
     assert bits.privacy_loss == decoded.privacy_loss == rappor.privacy_loss
     assert float(rappor.privacy_loss.epsilon) == rappor.epsilon_one
     assert decoded.privacy_loss != rappor.longitudinal_loss

@@ -187,7 +187,9 @@ def test_one_time_decoding_finds_the_heavy_candidates_and_no_decoy() -> None:
     rappor, n = OneTimeRAPPOR(), 200_000
     names, counts, values = zipf_strings(n, seed=8)
     decoys = [f"decoy-{i}.example" for i in range(20)]
-    result = rappor.decode(rappor.randomize(values, rng=np.random.default_rng(9)), names + decoys, alpha=1e-3)
+    result = rappor.estimate(
+        rappor.randomize(values, rng=np.random.default_rng(9)), names + decoys, beta=1e-3
+    )
     assert not result.detected[100:].any()
     held = result.detected[:100]
     assert held[:5].all(), np.flatnonzero(held)
@@ -199,16 +201,16 @@ def test_one_time_decoding_finds_the_heavy_candidates_and_no_decoy() -> None:
 def test_the_two_variants_refuse_each_others_reports() -> None:
     one_time, two_step = OneTimeRAPPOR(k=16, m=2), RAPPOR(k=16, m=2)
     with pytest.raises(ValueError, match="made by RAPPOR-1, not RAPPOR"):
-        two_step.estimate_bits(one_time.randomize([1, 2], rng=np.random.default_rng(0)))
+        two_step.estimate(one_time.randomize([1, 2], rng=np.random.default_rng(0)))
     with pytest.raises(ValueError, match="made by RAPPOR, not RAPPOR-1"):
-        one_time.decode(two_step.randomize([1, 2], rng=np.random.default_rng(0)), [1, 2])
+        one_time.estimate(two_step.randomize([1, 2], rng=np.random.default_rng(0)), [1, 2])
     reports = one_time.randomize([1, 2, 3], rng=np.random.default_rng(0))
     assert ldp.Reports.from_bytes(reports.to_bytes()) == reports
     bad = ldp.Reports(
         "RAPPOR-1", one_time.params, {"bits": reports["bits"] | 0, "cohort": reports["cohort"] + 2}
     )
     with pytest.raises(ValueError, match=r"outside 0\.\.1"):
-        one_time.estimate_bits(bad)
+        one_time.estimate(bad)
     assert repr(one_time) == "OneTimeRAPPOR(k=16, h=2, m=2, f=0.5, hash_seed=0)"
 
 

@@ -43,7 +43,9 @@ def test_local_error_grows_as_sqrt_n_while_central_error_does_not() -> None:
         values = np.zeros(n, dtype=np.int64)
         values[: n // 10] = 1
         truth = n // 10
-        local_errors = [oracle.estimate(oracle.randomize(values, rng=rng))[1] - truth for _ in range(runs)]
+        local_errors = [
+            oracle.estimate(oracle.randomize(values, rng=rng)).counts[1] - truth for _ in range(runs)
+        ]
         central_errors = np.asarray(laplace.release(np.full(runs, float(truth)), rng=rng)) - truth
         local.append(math.sqrt(np.mean(np.square(local_errors))))
         central.append(math.sqrt(np.mean(np.square(central_errors))))

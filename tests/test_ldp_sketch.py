@@ -218,9 +218,9 @@ def test_estimate_is_the_frequency_formula_on_the_sketch(cls: type[Sketch]) -> N
     matrix, k, m = mech.sketch(reports), mech.hashes, mech.buckets
     rows = hash_family(mech).hash_all(np.arange(15, dtype=np.uint64))
     formula = m / (m - 1) * (matrix[np.arange(k), rows].mean(axis=1) - 500 / m)
-    domain = mech.estimate_domain(reports, 15)
+    domain = mech.estimate(reports, domain_size=15)
     np.testing.assert_allclose(domain.counts, formula, rtol=1e-12, atol=1e-9)
-    np.testing.assert_allclose(mech.estimate_candidates(reports, [3, 14, 3]).counts, formula[[3, 14, 3]])
+    np.testing.assert_allclose(mech.estimate(reports, [3, 14, 3]).counts, formula[[3, 14, 3]])
     assert domain.n == 500 and domain.counts.shape == domain.variance.shape == (15,)
 
 
@@ -247,7 +247,7 @@ def test_estimate_has_the_fixed_hash_expectation_and_variance(cls: type[Sketch],
     n = population.size
     reports = mech.randomize(np.tile(population, runs), rng=np.random.default_rng(11))
     estimates = np.array(
-        [mech.estimate_candidates(batch(reports, r * n, (r + 1) * n), candidates).counts for r in range(runs)]
+        [mech.estimate(batch(reports, r * n, (r + 1) * n), candidates).counts for r in range(runs)]
     )
     mean, variance = mech.expected_counts(population, candidates), mech.count_variance(population, candidates)
     standard_error = np.sqrt(variance / runs)
@@ -272,7 +272,7 @@ def test_estimate_is_unbiased_over_hash_seeds(cls: type[Sketch]) -> None:
     estimates = []
     for seed in range(seeds):
         mech = cls(epsilon=2, hashes=4, buckets=8, seed=seed)
-        estimates.append(mech.estimate_candidates(mech.randomize(words[population], rng=rng), words).counts)
+        estimates.append(mech.estimate(mech.randomize(words[population], rng=rng), words).counts)
     truth = np.bincount(population, minlength=20)
     z = (np.mean(estimates, axis=0) - truth) / (np.std(estimates, axis=0, ddof=1) / math.sqrt(seeds))
     assert np.all(np.abs(z) < Z_BONFERRONI), z
@@ -284,7 +284,7 @@ def test_released_variance_is_the_plug_in_formula(cls: type[Sketch]) -> None:
     clients have the ideal-hash moments ``E a = 1/m``, ``E a^2 = 1/m^2 + (1 - 1/m)/(m k)``."""
     mech = cls(epsilon=3, hashes=16, buckets=64, seed=1)
     reports = mech.randomize(np.arange(2000) % 5, rng=np.random.default_rng(6))
-    est = mech.estimate_domain(reports, 8)
+    est = mech.estimate(reports, domain_size=8)
     k, m, c, n = 16, 64, mech.c_eps, 2000
     held = np.clip(est.counts, 0, n)
     e_a, e_a2 = 1 / m, 1 / m**2 + (1 - 1 / m) / (m * k)
@@ -334,7 +334,7 @@ def test_zipf_heavy_hitters_are_found_as_far_as_the_variance_allows(cls: type[Sk
     words = np.array([f"item-{i:04d}" for i in range(d)])
     codes = zipf_population(n, d, 1.1, seed=21)
     population = words[codes]
-    estimate = mech.estimate_candidates(mech.randomize(population, rng=np.random.default_rng(22)), words)
+    estimate = mech.estimate(mech.randomize(population, rng=np.random.default_rng(22)), words)
     order = np.argsort(-np.bincount(codes, minlength=d), kind="stable")
     mean, variance = mech.expected_counts(population, words), mech.count_variance(population, words)
     ranks = resolvable_ranks(mean, variance, order, bound=1e-7)
@@ -359,7 +359,7 @@ def test_reports_survive_the_wire_and_other_parameters_are_refused(cls: type[Ske
         cls(epsilon=2, hashes=4, buckets=64, seed=4),
     ):
         with pytest.raises(ValueError, match="made with other parameters"):
-            other.estimate_candidates(reports, [b"a"])
+            other.estimate(reports, [b"a"])
     stranger = (HadamardCountMeanSketch if cls is CountMeanSketch else CountMeanSketch)(
         epsilon=2, hashes=8, buckets=64, seed=4
     )
@@ -430,15 +430,15 @@ def test_bad_values_candidates_and_domains_are_refused(cls: type[Sketch]) -> Non
     with pytest.raises(TypeError, match=r"^values must be non-negative integers, strings or bytes"):
         mech.randomize([0.5])
     with pytest.raises(ValueError, match=r"^candidates must be non-negative when they are integers"):
-        mech.estimate_candidates(reports, [-2])
+        mech.estimate(reports, [-2])
     with pytest.raises(ValueError, match=r"^population must be non-negative when they are integers"):
         mech.count_variance([-1], [0])
     with pytest.raises(ValueError, match="domain_size must lie in 2"):
-        mech.estimate_domain(reports, 1)
+        mech.estimate(reports, domain_size=1)
     with pytest.raises(TypeError, match="domain_size must be an integer"):
-        mech.estimate_domain(reports, 2.5)  # type: ignore[arg-type]
+        mech.estimate(reports, domain_size=2.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at most 2\\*\\*26 values"):
-        mech.estimate_domain(reports, 2**27)
+        mech.estimate(reports, domain_size=2**27)
 
 
 @pytest.mark.parametrize("cls", SKETCHES, ids=lambda c: c.__name__)
@@ -446,5 +446,5 @@ def test_estimates_carry_the_sketchs_per_report_loss(cls: type[Sketch]) -> None:
     """Both server paths state the loss each client's report was randomized with (issue 16)."""
     mech = cls(epsilon=2, hashes=4, buckets=16, seed=3)
     reports = mech.randomize(np.arange(300) % 7, rng=np.random.default_rng(2))
-    for estimate in (mech.estimate_domain(reports, 7), mech.estimate_candidates(reports, ["a", 3])):
+    for estimate in (mech.estimate(reports, domain_size=7), mech.estimate(reports, ["a", 3])):
         assert estimate.privacy_loss == mech.privacy_loss

@@ -198,7 +198,7 @@ def test_estimator_is_unbiased_with_variance_n_c_squared_minus_s(epsilon: float)
         [
             pcep.estimate(
                 Reports("PCEP", batch.params, {k: a[r * n : (r + 1) * n] for k, a in batch.arrays.items()})
-            )
+            ).counts
             for r in range(runs)
         ]
     )
@@ -221,7 +221,7 @@ def test_location_estimate_spans_the_hierarchy_and_survives_the_wire() -> None:
     est = pcep.estimate_locations(decoded, beta=0.01)
     inside = pcep.locations
     outside = np.setdiff1d(np.arange(256), inside)
-    np.testing.assert_array_equal(est.counts[inside], pcep.estimate(reports))
+    np.testing.assert_array_equal(est.counts[inside], pcep.estimate(reports).counts)
     assert (
         np.all(est.counts[outside] == 0)
         and np.all(est.variance[outside] == 0)

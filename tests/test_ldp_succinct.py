@@ -154,7 +154,7 @@ def test_the_keys_above_the_threshold_are_found() -> None:
     counts = (np.array([0.3, 0.2, 0.15, 0.001]) * n).astype(np.int64)
     values = np.concatenate([np.repeat(heavy, counts), rng.integers(0, 1 << 16, n - counts.sum())])
     protocol = SuccinctHistogram(epsilon=4, bits=16, k=4, blocks=4)
-    found = protocol.identify(protocol.randomize(rng.permutation(values), rng=rng))
+    found = protocol.estimate(protocol.randomize(rng.permutation(values), rng=rng))
     strong = heavy[counts > protocol.bit_threshold(n, 0.01)]
     assert strong.tolist() == heavy[:3].tolist(), (counts, protocol.bit_threshold(n, 0.01))
     assert set(strong.tolist()) <= set(found.values.tolist()), (found.values, strong)
@@ -178,11 +178,11 @@ def test_the_server_refuses_what_no_client_sends() -> None:
     ):
         forged = ldp.Reports("SuccinctHistogram", sketch.params, arrays)
         with pytest.raises(ValueError, match=message):
-            protocol.identify([forged, counted])
+            protocol.estimate([forged, counted])
     with pytest.raises(ValueError, match=r"groups \[1\] have no reports"):
-        protocol.identify([sketch])
+        protocol.estimate([sketch])
     with pytest.raises(ValueError, match="other parameters"):
-        SuccinctHistogram(epsilon=2, bits=8, k=1, blocks=2).identify([sketch, counted])
+        SuccinctHistogram(epsilon=2, bits=8, k=1, blocks=2).estimate([sketch, counted])
 
 
 @pytest.mark.parametrize(

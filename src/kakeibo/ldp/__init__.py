@@ -3,13 +3,16 @@
 Seed 003 ("Local Differential Privacy: a Tutorial"). Every frequency oracle follows the pure-LDP framework
 of Wang et al. 2017 (:mod:`.framework`): a client side (:meth:`~FrequencyOracle.randomize`, exact coins,
 one report per client), a versioned wire format (:class:`Reports`, parameters included) and a vectorised
-server side (:meth:`~FrequencyOracle.estimate`, with variances).
+server side (:meth:`~FrequencyOracle.estimate`, with variances). Every server of the package answers through
+one method, ``estimate(reports, ...)``, with a member of one result family (:mod:`.estimates`: counts with
+variances, means with variances, heavy hitters with their estimates); intervals take ``beta``, the
+probability they miss.
 
 >>> import numpy as np
 >>> from kakeibo.ldp import OUE
 >>> oue = OUE(epsilon=2, domain_size=8)
 >>> reports = oue.randomize(np.array([1, 1, 3, 7]), rng=np.random.default_rng(0))
->>> oue.estimate(reports).shape
+>>> oue.estimate(reports).counts.shape
 (8,)
 """
 
@@ -20,24 +23,37 @@ from .advisor import Recommendation, recommend_oracle
 from .bitstogram import Bitstogram
 from .campaign import Ask, Campaign
 from .client import ClientBudgetExceeded, ClientLedger, ClientLedgerIntegrityError, SentReport
-from .counted import MedianHeavyHitters
 from .direct import GRR
+from .estimates import (
+    CountEstimate,
+    Estimate,
+    FrequentItems,
+    FrequentItemsets,
+    HeavyHitters,
+    MeanEstimate,
+    MedianCounts,
+    MedianHeavyHitters,
+    MultidimensionalEstimate,
+    RapporDecoding,
+    SpatialCounts,
+    TopItems,
+)
 from .expander_sketch import PrivateExpanderSketch
-from .framework import CountEstimate, FrequencyOracle
+from .framework import FrequencyOracle
 from .hadamard import HadamardResponse
 from .hashing import BLH, OLH, LocalHashing
-from .hashtogram import Hashtogram, MedianCounts
-from .heavy_hitters import PEM, HeavyHitters, PrefixExtendingMethod, TreeHist
+from .hashtogram import Hashtogram
+from .heavy_hitters import PEM, PrefixExtendingMethod, TreeHist
 from .histogram import SHE
 from .itemset_baselines import LDPMiner, SamplingRAPPOR
-from .itemsets import SVIM, SVSM, FrequentItems, FrequentItemsets, LengthChoice
-from .multidim import MultidimensionalEstimate, MultidimensionalSampling
-from .numeric import DuchiMechanism, HybridMechanism, MeanEstimate, PiecewiseMechanism
+from .itemsets import SVIM, SVSM, LengthChoice
+from .multidim import MultidimensionalSampling
+from .numeric import DuchiMechanism, HybridMechanism, PiecewiseMechanism
 from .padding import PaddingSamplingOracle, UserSets
-from .rappor import RAPPOR, OneTimeRAPPOR, RapporClient, RapporDecoding
+from .rappor import RAPPOR, OneTimeRAPPOR, RapporClient
 from .reports import FORMAT_VERSION, ReportFormatError, Reports
 from .sketch import CountMeanSketch, HadamardCountMeanSketch
-from .spatial import PCEP, PSDA, LocationHierarchy, SpatialCounts
+from .spatial import PCEP, PSDA, LocationHierarchy
 from .succinct import SuccinctHistogram
 from .unary import OUE, SUE, THE, UnaryEncoding
 
@@ -65,6 +81,7 @@ __all__ = [
     "CountEstimate",
     "CountMeanSketch",
     "DuchiMechanism",
+    "Estimate",
     "FrequencyOracle",
     "FrequentItems",
     "FrequentItemsets",
@@ -96,6 +113,7 @@ __all__ = [
     "SentReport",
     "SpatialCounts",
     "SuccinctHistogram",
+    "TopItems",
     "TreeHist",
     "UnaryEncoding",
     "UserSets",

@@ -64,7 +64,7 @@ class Bitstogram(CountedHeavyHitters):
 
     >>> bitstogram = Bitstogram(epsilon=4, bits=20, k=2, buckets=64)
     >>> values = np.repeat([7, 1_000_003, 12], [40_000, 25_000, 100])
-    >>> found = bitstogram.identify(bitstogram.randomize(values, rng=np.random.default_rng(1)))
+    >>> found = bitstogram.estimate(bitstogram.randomize(values, rng=np.random.default_rng(1)))
     >>> found.values.tolist()
     [7, 1000003]
     """
@@ -148,7 +148,7 @@ class Bitstogram(CountedHeavyHitters):
         key = np.zeros(self._t, dtype=np.int64)
         for ell in range(self._bits):
             inner = Reports(self._oracle.protocol, self._oracle.params, groups[ell].arrays)
-            items = self._oracle.estimate(inner).reshape(self._t, 2)
+            items = self._oracle.estimate(inner).counts.reshape(self._t, 2)
             key |= (items[:, 1] > items[:, 0]).astype(np.int64) << ell
         buckets = self._hash.hash(np.zeros(self._t, dtype=np.int64), key.astype(np.uint64))
         return np.unique(key[buckets == np.arange(self._t)])

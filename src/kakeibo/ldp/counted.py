@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,20 +20,13 @@ from numpy.typing import ArrayLike
 
 from ..noise.source import RandomSource
 from ..privacy import Number
+from .estimates import MedianHeavyHitters, deprecated_alias
 from .framework import IntArray, LocalRandomizer, check_integer
-from .hashtogram import Hashtogram, MedianCounts
+from .hashtogram import Hashtogram
 from .heavy_hitters import group_batches
 from .reports import Param, Reports
 
 __all__ = ["CountedHeavyHitters", "MedianHeavyHitters"]
-
-
-@dataclass(frozen=True, eq=False)
-class MedianHeavyHitters(MedianCounts):
-    """Heavy hitters found (``values``, keys, largest estimated count first), with their Hashtogram
-    estimates and error bound."""
-
-    values: IntArray
 
 
 class CountedHeavyHitters(LocalRandomizer, ABC):
@@ -105,7 +97,7 @@ class CountedHeavyHitters(LocalRandomizer, ABC):
         """The candidate keys (sorted, distinct) the finding groups' reports give."""
         return self._candidates(self._collect(batches))
 
-    def identify(self, batches: Sequence[Reports], beta: float = 0.05) -> MedianHeavyHitters:
+    def estimate(self, batches: Sequence[Reports], beta: float = 0.05) -> MedianHeavyHitters:
         """The (at most) ``k`` candidates of largest estimated count among all clients (Hashtogram medians of
         the counting group, scaled up), with the Hashtogram's error bound at ``beta``. As for any top-k
         selection, the counts of the keys returned lean high (they were chosen for being large). When fewer
@@ -116,7 +108,7 @@ class CountedHeavyHitters(LocalRandomizer, ABC):
         found = self._candidates(groups)
         population = sum(batch.n for batch in groups)
         inner = Reports(self._counts.protocol, self._counts.params, groups[-1].arrays)
-        estimate = self._counts.estimate_candidates(inner, found, beta, population=population)
+        estimate = self._counts.estimate(inner, found, beta, population=population)
         top = np.argsort(-estimate.counts, kind="stable")[: self._k]
         return MedianHeavyHitters(
             counts=estimate.counts[top],
@@ -126,6 +118,9 @@ class CountedHeavyHitters(LocalRandomizer, ABC):
             privacy_loss=self.privacy_loss,
             values=found[top],
         )
+
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    identify = deprecated_alias("estimate")
 
     def _collect(self, batches: Sequence[Reports]) -> list[Reports]:
         """The batches of each group joined into one, each checked against its group's parameters and

@@ -36,7 +36,7 @@ class GRR(FrequencyOracle):
     >>> import numpy as np
     >>> grr = GRR(epsilon=1, domain_size=4)
     >>> reports = grr.randomize(np.array([0, 1, 2, 3, 3]), rng=np.random.default_rng(0))
-    >>> grr.estimate(reports).shape
+    >>> grr.estimate(reports).counts.shape
     (4,)
     """
 

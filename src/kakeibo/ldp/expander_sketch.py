@@ -103,7 +103,7 @@ class PrivateExpanderSketch(CountedHeavyHitters):
 
     >>> sketch = PrivateExpanderSketch(epsilon=4, bits=16, k=2, buckets=8)
     >>> values = np.repeat([7, 40_000, 12], [60_000, 40_000, 100])
-    >>> sketch.identify(sketch.randomize(values, rng=np.random.default_rng(5))).values.tolist()
+    >>> sketch.estimate(sketch.randomize(values, rng=np.random.default_rng(5))).values.tolist()
     [7, 40000]
     """
 
@@ -263,7 +263,7 @@ class PrivateExpanderSketch(CountedHeavyHitters):
     def _kept(self, batch: Reports) -> tuple[IntArray, np.ndarray]:
         """The items of one chunk group above the threshold (at most ``_MAX_KEPT``, largest first)."""
         inner = Reports(self._oracle.protocol, self._oracle.params, batch.arrays)
-        estimate = self._oracle.estimate(inner)
+        estimate = self._oracle.estimate(inner).counts
         empty_sd = math.sqrt(float(self._oracle.count_variance(batch.n, [0.0])[0]))
         above = np.flatnonzero(estimate > self.threshold_z * empty_sd)
         order = above[np.argsort(-estimate[above], kind="stable")][:_MAX_KEPT]

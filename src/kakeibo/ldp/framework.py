@@ -19,19 +19,18 @@ whoever sees the report, the server included.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import ndtri
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ..mechanisms.base import Rng, check_beta
+from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.source import RandomSource
-from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
+from ..privacy import Number, PureDP, as_fraction
+from .estimates import CountEstimate, deprecated_alias
 from .reports import Param, Reports
 
 __all__ = ["CountEstimate", "FrequencyOracle", "LocalRandomizer", "check_domain_values", "check_integer"]
@@ -41,34 +40,6 @@ IntArray = NDArray[np.int64]
 
 #: Largest epsilon accepted: beyond it every report is essentially the true value.
 MAX_EPSILON = 64
-
-
-@dataclass(frozen=True, eq=False)
-class CountEstimate:
-    """Estimated number of clients holding each value, with the estimator's variance (Wang et al. Eq. (2)
-    with the estimate, clipped to ``[0, n]``, plugged in for the true count), from ``n`` reports;
-    ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge)."""
-
-    counts: FloatArray
-    variance: FloatArray
-    n: int
-    privacy_loss: PrivacyLoss
-
-    def __post_init__(self) -> None:
-        for a in (self.counts, self.variance):
-            a.setflags(write=False)
-
-    @property
-    def frequencies(self) -> FloatArray:
-        """``counts / n``: estimated shares (unbiased; may fall outside [0, 1], see :mod:`.postprocess`)."""
-        return self.counts / self.n
-
-    def confidence_interval(self, alpha: float = 0.05) -> tuple[FloatArray, FloatArray]:
-        """Per-value normal interval ``counts +- z_(1-alpha/2) sqrt(variance)``: the estimate is a sum of
-        ``n`` independent bounded terms, so the coverage is ``1 - alpha`` asymptotically in ``n``."""
-        z = float(-ndtri(check_beta(alpha, "alpha") / 2))
-        half = z * np.sqrt(self.variance)
-        return self.counts - half, self.counts + half
 
 
 def check_domain_values(values: ArrayLike, domain_size: int, name: str = "values") -> IntArray:
@@ -153,7 +124,7 @@ class FrequencyOracle(LocalRandomizer, ABC):
     """An epsilon-LDP frequency oracle over the values ``0 .. domain_size - 1`` (see the module docstring).
 
     Client side: :meth:`randomize` (one report per client, exact coins). Server side: :meth:`estimate`
-    (counts), :meth:`estimate_with_variance`, :meth:`support_counts`. Both sides agree through
+    (counts with variances), :meth:`support_counts`. Both sides agree through
     :attr:`params`, which travel with every :class:`~kakeibo.ldp.reports.Reports` batch.
     """
 
@@ -235,24 +206,25 @@ class FrequencyOracle(LocalRandomizer, ABC):
     @abstractmethod
     def _supports(self, reports: Reports, values: IntArray) -> NDArray[np.bool_]: ...
 
-    def estimate(self, reports: Reports) -> FloatArray:
-        """Unbiased estimated number of clients holding each value (Wang et al. 2017, Eq. (1))."""
-        return self._unbiased(self.support_counts(reports), reports.n)
+    def estimate(self, reports: Reports, candidates: ArrayLike | None = None) -> CountEstimate:
+        """Unbiased estimated number of clients holding each value (Wang et al. 2017, Eq. (1)) with each
+        count's variance (Eq. (2), the clipped estimate plugged in).
 
-    def estimate_with_variance(self, reports: Reports) -> CountEstimate:
-        """:meth:`estimate` with each count's variance (Eq. (2), the clipped estimate plugged in)."""
-        return self._with_variance(self.estimate(reports), reports.n)
-
-    def estimate_candidates(self, reports: Reports, candidates: ArrayLike) -> CountEstimate:
-        """Estimated counts (Eq. (1)) and variances (Eq. (2)) of the listed values only, in their order.
-
-        For domains too large to enumerate (heavy hitters over ``2^32`` values): the cost is one support
-        test per (report, candidate), never per domain value.
+        Every value of the domain, or only the ``candidates`` listed, in their order: for domains too large
+        to enumerate (heavy hitters over ``2^32`` values) the cost is then one support test per (report,
+        candidate), never per domain value.
         """
-        self.check_reports(reports)
-        wanted = check_domain_values(candidates, self._d, "candidates")
-        support = self._candidate_support_counts(reports, wanted)
+        if candidates is None:
+            support = self.support_counts(reports)
+        else:
+            self.check_reports(reports)
+            wanted = check_domain_values(candidates, self._d, "candidates")
+            support = self._candidate_support_counts(reports, wanted)
         return self._with_variance(self._unbiased(support, reports.n), reports.n)
+
+    #: Deprecated names of :meth:`estimate` (removed in the next release).
+    estimate_with_variance = deprecated_alias("estimate")
+    estimate_candidates = deprecated_alias("estimate")
 
     def _candidate_support_counts(self, reports: Reports, candidates: IntArray) -> FloatArray:
         """How many reports support each candidate (generic: one vectorised support test per candidate)."""

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -47,8 +46,9 @@ from ..errors import ArgumentError
 from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
-from ..privacy import Number, PrivacyLoss
+from ..privacy import Number
 from ._hash import HashFamily
+from .estimates import MedianCounts, deprecated_alias
 from .framework import (
     FloatArray,
     IntArray,
@@ -66,26 +66,6 @@ __all__ = ["Hashtogram", "MedianCounts"]
 _MAX_BITS = 40
 
 
-@dataclass(frozen=True, eq=False)
-class MedianCounts:
-    """Estimated numbers of clients holding each candidate (medians over the repetitions), the error bound
-    ``bound`` that each holds with probability at least ``confidence`` (for candidates fixed in advance),
-    ``n`` reports and the loss of each (local DP)."""
-
-    counts: FloatArray
-    bound: float
-    confidence: float
-    n: int
-    privacy_loss: PrivacyLoss
-
-    def __post_init__(self) -> None:
-        self.counts.setflags(write=False)
-
-    def interval(self) -> tuple[FloatArray, FloatArray]:
-        """``counts -+ bound``: each covers its candidate's count with probability at least ``confidence``."""
-        return self.counts - self.bound, self.counts + self.bound
-
-
 class Hashtogram(LocalRandomizer):
     """Hashtogram over ``bits``-bit keys with ``buckets`` (``T``, a power of two) buckets and
     ``repetitions`` (``R``) hash functions (module docstring).
@@ -96,7 +76,7 @@ class Hashtogram(LocalRandomizer):
 
     >>> oracle = Hashtogram(epsilon=2, bits=32, buckets=256, repetitions=16)
     >>> values = np.repeat([7, 123_456_789], [20_000, 10_000])
-    >>> estimate = oracle.estimate_candidates(oracle.randomize(values, rng=np.random.default_rng(0)), [7, 8])
+    >>> estimate = oracle.estimate(oracle.randomize(values, rng=np.random.default_rng(0)), [7, 8])
     >>> bool(abs(estimate.counts[0] - 20_000) < estimate.bound), estimate.confidence
     (True, 0.95)
     """
@@ -193,10 +173,10 @@ class Hashtogram(LocalRandomizer):
             mine = column[repetition == r]
             if mine.size:
                 inner = Reports(self._oracle.protocol, self._oracle.params, {"column": mine})
-                rows[r] = self._oracle.estimate(inner) * (total / mine.size)
+                rows[r] = self._oracle.estimate(inner).counts * (total / mine.size)
         return rows
 
-    def estimate_candidates(
+    def estimate(
         self,
         reports: Reports,
         candidates: ArrayLike | Sequence[Any],
@@ -225,6 +205,9 @@ class Hashtogram(LocalRandomizer):
             n=total,
             privacy_loss=self.privacy_loss,
         )
+
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    estimate_candidates = deprecated_alias("estimate")
 
     @staticmethod
     def _population(reports: Reports, population: int | None) -> int:

@@ -10,9 +10,9 @@ A frequency oracle over ``2^32`` values cannot be decoded value by value, so bot
 heavy hitters prefix by prefix. The clients are split uniformly at random into groups, independently of
 their values; each client reports once, in its own group: the prefix of its key of that group's length
 ``s_t``, through an epsilon-LDP frequency oracle over ``2^s_t`` values. The server estimates, group after
-group, only the *candidate* prefixes (:meth:`FrequencyOracle.estimate_candidates`), keeps the promising ones
-and extends them by every value of the next bits to form the next group's candidates; the domain is never
-enumerated.
+group, only the *candidate* prefixes (:meth:`FrequencyOracle.estimate` with candidates), keeps the
+promising ones and extends them by every value of the next bits to form the next group's candidates; the
+domain is never enumerated.
 
 * :class:`PrefixExtendingMethod` (PEM; Wang, Li and Jha, "Locally Differentially Private Heavy Hitter
   Identification", IEEE TDSC 2019, arXiv 1708.06674, Sec. "Prefix Extending Method"): group ``t = 1..g``
@@ -46,8 +46,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -60,8 +59,8 @@ from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
 from ..privacy import Number
 from ._hash import value_keys
+from .estimates import CountEstimate, HeavyHitters, deprecated_alias
 from .framework import (
-    CountEstimate,
     FloatArray,
     FrequencyOracle,
     IntArray,
@@ -90,15 +89,6 @@ _MAX_BITS = 40
 _MAX_CANDIDATES = 1 << 16
 #: Largest report an oracle may send per client (unary encodings send one bit per domain value).
 _MAX_REPORT_BITS = 1 << 12
-
-
-@dataclass(frozen=True, eq=False)
-class HeavyHitters(CountEstimate):
-    """The heavy hitters found: ``values`` (keys, largest estimated count first) with their estimated
-    numbers of holders among all ``n`` clients (``counts``) and the variances of those estimates;
-    ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge)."""
-
-    values: IntArray
 
 
 def prefixes(keys: IntArray, bits: int, length: int) -> IntArray:
@@ -248,14 +238,28 @@ class _PrefixProtocol(LocalRandomizer, ABC):
         return Reports(self.protocol, self.group_params(group), dict(inner.arrays))
 
     # -- server --------------------------------------------------------------------------------------------
-    def identify(self, batches: Sequence[Reports]) -> HeavyHitters:
-        """The (at most) ``k`` keys of largest estimated count, with population counts and variances.
+    @overload
+    def estimate(self, batches: Sequence[Reports], candidates: None = None) -> HeavyHitters: ...
 
-        Each count is unbiased for a key fixed in advance; the keys returned are those whose estimates came
-        out largest, so their counts lean high (selection bias), most for keys near the k-th. For unbiased
-        counts of chosen keys use :meth:`estimate_candidates` on reports of other clients.
+    @overload
+    def estimate(self, batches: Sequence[Reports], candidates: ArrayLike) -> CountEstimate: ...
+
+    def estimate(
+        self, batches: Sequence[Reports], candidates: ArrayLike | None = None
+    ) -> HeavyHitters | CountEstimate:
+        """The (at most) ``k`` keys of largest estimated count, with population counts and variances
+        (:class:`HeavyHitters`); with ``candidates``, the population counts (and variances) of those keys
+        only, in their order, from the last group (which reports whole keys; map strings to keys with
+        :meth:`encode` first).
+
+        Each count is unbiased for a key fixed in advance; the heavy hitters returned are the keys whose
+        estimates came out largest, so their counts lean high (selection bias), most for keys near the
+        k-th. For unbiased counts of chosen keys give them as ``candidates`` to reports of other clients.
         """
         groups = self._collect(batches)
+        if candidates is not None:
+            wanted = check_domain_values(candidates, 1 << self._bits, "candidates")
+            return self._estimate(groups, self.groups - 1, wanted, sum(batch.n for batch in groups))
         n = sum(batch.n for batch in groups)
         candidates = np.arange(1 << self._lengths[0], dtype=np.int64)
         for t in range(self.groups - 1):
@@ -273,16 +277,13 @@ class _PrefixProtocol(LocalRandomizer, ABC):
             values=candidates[top],
         )
 
-    def estimate_candidates(self, batches: Sequence[Reports], candidates: ArrayLike) -> CountEstimate:
-        """Population counts (and variances) of the given keys, estimated from the last group (which
-        reports whole keys); map strings to keys with :meth:`encode` first."""
-        groups = self._collect(batches)
-        wanted = check_domain_values(candidates, 1 << self._bits, "candidates")
-        return self._estimate(groups, self.groups - 1, wanted, sum(batch.n for batch in groups))
+    #: Deprecated names of :meth:`estimate` (removed in the next release).
+    identify = deprecated_alias("estimate")
+    estimate_candidates = deprecated_alias("estimate")
 
     def count_variance(self, n: int, group_size: int, counts: ArrayLike) -> FloatArray:
-        """Exact variance of :meth:`estimate_candidates` for keys held by ``counts`` of ``n`` clients when
-        the last group has ``group_size`` clients."""
+        """Exact variance of :meth:`estimate`'s candidate counts for keys held by ``counts`` of ``n``
+        clients when the last group has ``group_size`` clients."""
         return population_count_variance(self._oracles[-1], n, group_size, counts)
 
     @abstractmethod
@@ -295,7 +296,7 @@ class _PrefixProtocol(LocalRandomizer, ABC):
         oracle, batch = self._oracles[t], groups[t]
         inner = Reports(oracle.protocol, oracle.params, batch.arrays)
         scale = n / batch.n
-        counts = oracle.estimate_candidates(inner, candidates).counts * scale
+        counts = oracle.estimate(inner, candidates).counts * scale
         variance = population_count_variance(oracle, n, batch.n, np.clip(counts, 0, n))
         return CountEstimate(counts=counts, variance=variance, n=n, privacy_loss=self.privacy_loss)
 
@@ -351,7 +352,7 @@ class PrefixExtendingMethod(_PrefixProtocol):
     >>> pem.prefix_lengths
     (5, 9, 13, 16)
     >>> values = np.repeat([7, 40_000, 123], [3000, 2000, 100])
-    >>> found = pem.identify(pem.randomize(values, rng=np.random.default_rng(0)))
+    >>> found = pem.estimate(pem.randomize(values, rng=np.random.default_rng(0)))
     >>> found.values.tolist()
     [7, 40000]
     """
@@ -423,7 +424,7 @@ class TreeHist(_PrefixProtocol):
     >>> tree.groups, tree.prefix_lengths[-2:]
     (9, (8, 8))
     >>> values = np.repeat([7, 200, 123], [3000, 2000, 20])
-    >>> tree.identify(tree.randomize(values, rng=np.random.default_rng(0))).values.tolist()
+    >>> tree.estimate(tree.randomize(values, rng=np.random.default_rng(0))).values.tolist()
     [7, 200]
     """
 

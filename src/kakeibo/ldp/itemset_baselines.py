@@ -13,7 +13,7 @@ Differential Privacy", CCS 2016).
   amplification, on request.
 * :class:`SamplingRAPPOR` (Qin et al., Sec. 4, the direct approach): every user pads its set to ``L``,
   samples one item and reports it once through one-time RAPPOR at the full ``epsilon``; the server decodes
-  every item's count by RAPPOR's regression (:meth:`~kakeibo.ldp.rappor.OneTimeRAPPOR.decode`, with the
+  every item's count by RAPPOR's regression (:meth:`~kakeibo.ldp.rappor.OneTimeRAPPOR.estimate`, with the
   padding dummies as candidates of their own) and multiplies by ``L``. One-time RAPPOR rather than the
   two-step one: each user reports once, so the instantaneous step would only add noise.
 
@@ -44,7 +44,8 @@ from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..privacy import Number
 from ._coins import dyadic_at_least
-from .framework import CountEstimate, IntArray, LocalRandomizer, check_domain_size, check_integer
+from .estimates import CountEstimate, deprecated_alias, failure_probability
+from .framework import IntArray, LocalRandomizer, check_domain_size, check_integer
 from .itemsets import TopItems, check_candidates, ranked, take_estimates
 from .padding import SET_NEIGHBOUR, PaddingSamplingOracle, UserSets, as_user_sets, padded_sample
 from .rappor import COIN_BITS, OneTimeRAPPOR
@@ -125,7 +126,7 @@ class LDPMiner(LocalRandomizer):
         held = as_user_sets(sets, self._d).positions_in(found, self._d)
         return self._counting.randomize(held, rng=rng)
 
-    def estimate_candidates(self, reports: Reports, candidates: ArrayLike) -> TopItems:
+    def estimate(self, reports: Reports, candidates: ArrayLike) -> TopItems:
         """Phase 2 (server): every candidate's estimated count and variance, and the top ``k``."""
         found = self._check(candidates)
         phase = self._counting.estimate(reports)
@@ -135,12 +136,15 @@ class LDPMiner(LocalRandomizer):
             items=found[top], estimate=take_estimates(every, top), candidates=found, candidate_estimate=every
         )
 
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    estimate_candidates = deprecated_alias("estimate")
+
     def run(self, sets: Sets, rng: Rng = None) -> TopItems:
         """Both phases on ``sets`` (one set per user; every user reports in both)."""
         data = as_user_sets(sets, self._d)
         source = resolve_source(rng)
         found = self.find_candidates(self.report_items(data, rng=source))
-        return self.estimate_candidates(self.report_candidates(data, found, rng=source), found)
+        return self.estimate(self.report_candidates(data, found, rng=source), found)
 
     def _check(self, candidates: ArrayLike) -> IntArray:
         found = check_candidates(candidates, self._d)
@@ -219,15 +223,19 @@ class SamplingRAPPOR(LocalRandomizer):
         source = resolve_source(rng)
         return self._rappor.randomize(padded_sample(data, self._l, self._d, source), rng=source)
 
-    def estimate(self, reports: Reports, alpha: float = 0.05) -> CountEstimate:
+    def estimate(
+        self, reports: Reports, beta: float | None = None, *, alpha: float | None = None
+    ) -> CountEstimate:
         """Every item's estimated count (``L`` times RAPPOR's decoded count of it; 0 for the items the LASSO
         screen drops) with its variance (0 for dropped items): ``L^2`` times RAPPOR's squared standard error
         (the randomized response, given what each user sampled) plus the sampling's own, ``L^2 c (1/L)(1 -
         1/L) = c (L - 1)`` for an item held by ``c`` users with sets of at most ``L`` items (the estimate,
         clipped, stands in for ``c``). The padding dummies are decoded as candidates too: they are few
         values held by many users, which the regression's background column (values that hash like random
-        ones) would misplace onto the items sharing their Bloom bits."""
-        decoded = self._rappor.decode(reports, np.arange(self._d + self._l), alpha=alpha)
+        ones) would misplace onto the items sharing their Bloom bits. ``beta``: the family-wise failure
+        probability of RAPPOR's detection (``alpha`` its deprecated name)."""
+        level, _ = failure_probability(beta, alpha)
+        decoded = self._rappor.estimate(reports, np.arange(self._d + self._l), level)
         counts = decoded.counts[: self._d] * self._l
         selected = decoded.selected[: self._d]
         sampling = np.clip(counts, 0, reports.n) * (self._l - 1)

@@ -24,8 +24,8 @@ from ..noise import resolve_source
 from ..noise.source import RandomSource
 from ..privacy import Number, PrivacyLoss
 from .direct import GRR
+from .estimates import CountEstimate, FrequentItems, FrequentItemsets, TopItems, deprecated_alias
 from .framework import (
-    CountEstimate,
     FloatArray,
     FrequencyOracle,
     IntArray,
@@ -92,7 +92,7 @@ def _length_choice(oracle: FrequencyOracle, reports: Reports, percentile: float)
     """The :class:`LengthChoice` from size reports of ``oracle`` over ``0 .. m`` (already checked)."""
     if reports.n < 2:
         raise ArgumentError("choosing the length needs at least two size reports.")
-    counts = oracle.estimate(reports)
+    counts = oracle.estimate(reports).counts
     shares = clip_and_normalize(counts, 1.0)
     shares.setflags(write=False)
     holding = np.clip(counts[1:], 0, None)
@@ -246,31 +246,6 @@ def take_estimates(estimate: CountEstimate, index: IntArray) -> CountEstimate:
 
 
 # -- SVIM ----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class TopItems:
-    """A top-k answer: the ``items`` (most frequent first) and their estimated numbers of holders among all
-    ``n`` users (``estimate``: counts, variances, intervals), the ``candidates`` the protocol considered
-    (largest first-round estimate first) with the final estimates of all of them (``candidate_estimate``,
-    same order). ``privacy_loss``: the loss of each client (local DP; the client's ledger holds the
-    charge), the estimate's."""
-
-    items: IntArray
-    estimate: CountEstimate
-    candidates: IntArray
-    candidate_estimate: CountEstimate
-
-    @property
-    def privacy_loss(self) -> PrivacyLoss:
-        return self.estimate.privacy_loss
-
-
-@dataclass(frozen=True, eq=False)
-class FrequentItems(TopItems):
-    """SVIM's answer (:class:`TopItems`), with step 2's :class:`LengthChoice`."""
-
-    length_choice: LengthChoice
-
-
 def _item_key(candidates: IntArray) -> str:
     return ",".join(str(c) for c in candidates.tolist())
 
@@ -329,7 +304,7 @@ class SVIM(_MiningProtocol):
        ``s`` from step 2), which undoes the truncation exactly when every candidate's holders are spread
        over the sizes in proportion to ``s theta_s`` (candidates fill set slots regardless of the set's
        size; otherwise a small per-item bias remains), scales them to the whole population, returns the top k
-       (:meth:`estimate_items`).
+       (:meth:`estimate`).
 
     * Neighbour relation: local, any two item sets of one client. Sensitivity: one report per user.
     * Privacy loss: ``PureDP(epsilon)`` per user (each user is in exactly one group and reports once).
@@ -405,7 +380,7 @@ class SVIM(_MiningProtocol):
         held = as_user_sets(sets, self._d).positions_in(found, self._d)
         return self._rounds.report(held, _item_key(found), found.size, length, resolve_source(rng))
 
-    def estimate_items(
+    def estimate(
         self, reports: Reports, candidates: ArrayLike, choice: LengthChoice, n_users: int
     ) -> FrequentItems:
         """Step 4 (server): the top-k items with their estimated counts among all ``n_users`` users."""
@@ -422,6 +397,9 @@ class SVIM(_MiningProtocol):
             length_choice=choice,
         )
 
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    estimate_items = deprecated_alias("estimate")
+
     def run(self, sets: UserSets | Sequence[ArrayLike] | NDArray[Any], rng: Rng = None) -> FrequentItems:
         """All four steps on ``sets`` (one set per user; each user reports once)."""
         data = as_user_sets(sets, self._d)
@@ -434,30 +412,10 @@ class SVIM(_MiningProtocol):
         found = self.find_candidates(self._discovery.randomize(step[0], rng=source))
         choice = self.choose_length(self.report_sizes(step[1], found, rng=source), found)
         reports = self.report_items(step[2], found, choice.length, rng=source)
-        return self.estimate_items(reports, found, choice, n_users)
+        return self.estimate(reports, found, choice, n_users)
 
 
 # -- SVSM ----------------------------------------------------------------------------------------------------
-@dataclass(frozen=True, eq=False)
-class FrequentItemsets:
-    """SVSM's answer: the top-k ``itemsets`` (each a sorted tuple of items; single items included), most
-    frequent first, with the estimated number of users holding each among all ``n`` users. Also the
-    candidate itemsets of two or more items with their estimates (``candidate_estimate``, same order) and
-    the itemset round's :class:`LengthChoice`, and the item miner's answer ``items``. ``privacy_loss``: the
-    loss of each client's report (local DP; the client's ledger holds the charge), the estimate's."""
-
-    itemsets: tuple[tuple[int, ...], ...]
-    estimate: CountEstimate
-    candidates: tuple[tuple[int, ...], ...]
-    candidate_estimate: CountEstimate
-    length_choice: LengthChoice
-    items: FrequentItems
-
-    @property
-    def privacy_loss(self) -> PrivacyLoss:
-        return self.estimate.privacy_loss
-
-
 def _guessed_itemsets(items: FrequentItems, how_many: int) -> tuple[tuple[int, ...], ...]:
     """The ``how_many`` itemsets of two or more of the top items with the largest guessed frequency
     ``prod g_i``, ``g_i = 0.9 c_i / c_max`` (Wang et al. 2018, Sec. VI; clipped estimates ``c``).
@@ -538,7 +496,7 @@ class SVSM(_MiningProtocol):
        ``l`` and the update factor as in SVIM's step 2;
     4. group 3 reports the candidate itemsets it contains with PSFO(``l``) over the candidates;
     5. the server corrects by the update factor, scales to the population and returns the top k among the
-       items of step 1 and the candidate itemsets (:meth:`estimate_itemsets`).
+       items of step 1 and the candidate itemsets (:meth:`estimate`).
 
     * Neighbour relation: local, any two item sets of one client. Sensitivity: one report per user.
     * Privacy loss: ``PureDP(epsilon)`` per user (each user is in exactly one group and reports once).
@@ -612,7 +570,7 @@ class SVSM(_MiningProtocol):
         key = _itemset_key(itemsets)
         return self._rounds.report(held, key, len(itemsets), length, resolve_source(rng))
 
-    def estimate_itemsets(
+    def estimate(
         self,
         reports: Reports,
         candidates: Sequence[Sequence[int]],
@@ -646,6 +604,9 @@ class SVSM(_MiningProtocol):
             items=items,
         )
 
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    estimate_itemsets = deprecated_alias("estimate")
+
     def run(self, sets: UserSets | Sequence[ArrayLike] | NDArray[Any], rng: Rng = None) -> FrequentItemsets:
         """All steps on ``sets`` (one set per user; each user reports once)."""
         data = as_user_sets(sets, self._d)
@@ -656,4 +617,4 @@ class SVSM(_MiningProtocol):
         itemsets = self.candidate_itemsets(items)
         choice = self.choose_length(self.report_sizes(step[1], itemsets, rng=source), itemsets)
         reports = self.report_itemsets(step[2], itemsets, choice.length, rng=source)
-        return self.estimate_itemsets(reports, itemsets, choice, items, data.n_users)
+        return self.estimate(reports, itemsets, choice, items, data.n_users)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar
 
@@ -47,9 +46,9 @@ from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
-from ..privacy import Number, PrivacyLoss
+from ..privacy import Number
+from .estimates import CountEstimate, MultidimensionalEstimate, deprecated_alias
 from .framework import (
-    CountEstimate,
     FloatArray,
     IntArray,
     LocalRandomizer,
@@ -83,33 +82,6 @@ def sample_size(epsilon: Fraction, dimensions: int) -> int:
     (1, 2, 3)
     """
     return max(1, min(dimensions, math.floor(epsilon / _BUDGET_PER_ATTRIBUTE)))
-
-
-@dataclass(frozen=True, eq=False)
-class MultidimensionalEstimate:
-    """What the server learns from a batch of :class:`MultidimensionalSampling` reports.
-
-    ``columns`` are the numeric attributes, ``means`` their unbiased estimated means (not clipped to
-    ``[-1, 1]``) and ``variances`` a bound on each mean's variance: every client's report variance taken at
-    its worst-case value (the values are unknown to the server). ``categories`` maps each categorical
-    attribute to its estimated counts with their variances (the estimate, clipped to ``[0, n]``, plugged in
-    for the true counts). ``privacy_loss``: the loss of each client's report (local DP; the client's ledger
-    holds the charge): the whole record's ``PureDP(epsilon)``, the per-client total of its ``k`` sampled
-    attributes at ``eps / k`` each (:class:`MultidimensionalSampling`), also in each of ``categories``.
-    """
-
-    columns: tuple[int, ...]
-    means: FloatArray
-    variances: FloatArray
-    n: int
-    privacy_loss: PrivacyLoss
-    categories: Mapping[int, CountEstimate]
-
-    def confidence_intervals(self, alpha: float = 0.05) -> tuple[FloatArray, FloatArray]:
-        """Per-column normal interval ``means +- z_(1-alpha/2) sqrt(variances)``: each mean is an average of
-        ``n`` independent bounded terms, as a count is, so the interval is :class:`CountEstimate`'s."""
-        estimate = CountEstimate(self.means, self.variances, self.n, self.privacy_loss)
-        return estimate.confidence_interval(alpha)
 
 
 def _check_mechanism(mechanism: str) -> type[NumericRandomizer]:
@@ -173,7 +145,7 @@ class MultidimensionalSampling(LocalRandomizer):
     >>> reports = protocol.randomize(records, rng=np.random.default_rng(0))
     >>> reports["attributes"].shape, reports["values"].shape
     ((2, 2), (2, 2))
-    >>> estimate = protocol.estimate_means(reports)
+    >>> estimate = protocol.estimate(reports)
     >>> estimate.columns, estimate.categories[2].counts.shape
     ((0, 1), (4,))
     """
@@ -301,7 +273,7 @@ class MultidimensionalSampling(LocalRandomizer):
         return bits.reshape(n, self._k * self._bytes)
 
     # -- server --------------------------------------------------------------------------------------------
-    def estimate_means(self, reports: Reports) -> MultidimensionalEstimate:
+    def estimate(self, reports: Reports) -> MultidimensionalEstimate:
         """Unbiased means of the numeric attributes (with worst-case variance bounds) and estimated counts of
         every categorical attribute's values (with variances); see the module docstring."""
         reports.check(self.protocol, self.params)
@@ -322,6 +294,9 @@ class MultidimensionalSampling(LocalRandomizer):
             privacy_loss=self.privacy_loss,
             categories=categories,
         )
+
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    estimate_means = deprecated_alias("estimate")
 
     @property
     def _scale(self) -> float:
@@ -360,7 +335,8 @@ class MultidimensionalSampling(LocalRandomizer):
         rows, slots = np.nonzero(attributes == column)
         blocks = reports["bits"].reshape(reports.n, self._k, self._bytes)
         packed = np.ascontiguousarray(blocks[rows, slots, : -(-oracle.domain_size // 8)])
-        counts = self._scale * oracle.estimate(Reports(oracle.protocol, oracle.params, {"bits": packed}))
+        inner = Reports(oracle.protocol, oracle.params, {"bits": packed})
+        counts = self._scale * oracle.estimate(inner).counts
         variance = self.count_variance(column, reports.n, np.clip(counts, 0, reports.n))
         return CountEstimate(counts=counts, variance=variance, n=reports.n, privacy_loss=self.privacy_loss)
 

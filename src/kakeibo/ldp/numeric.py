@@ -13,7 +13,7 @@ window sits, Duchi's sign) are placed so that *any* value of them keeps the rati
 privacy proof never looks at them, and their floating-point rounding can only move the estimate by
 ``2^-53``.
 
-The server side mirrors this: :meth:`NumericRandomizer.estimate_mean` (and :mod:`.multidim`, through
+The server side mirrors this: :meth:`NumericRandomizer.estimate` (and :mod:`.multidim`, through
 :meth:`NumericRandomizer.check_reports`) accepts exactly the finite output space :attr:`~NumericRandomizer.
 outputs` of the randomizer and refuses any other number, NaN and infinities included. The estimator of
 Wang et al. 2019 (Sec. III) is only unbiased, with the stated variance, over reports from that space: one
@@ -23,7 +23,6 @@ forged report of ``1e6`` among ``10^5`` honest ones would move the mean by 10.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -34,7 +33,7 @@ from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
-from ..privacy import Number, PrivacyLoss
+from ..privacy import Number
 from ._coins import (
     bernoulli_words,
     dyadic_at_most,
@@ -43,28 +42,13 @@ from ._coins import (
     precision_bits,
     unpack_bits,
 )
+from .estimates import MeanEstimate, deprecated_alias
 from .framework import FloatArray, LocalRandomizer
 
 __all__ = ["DuchiMechanism", "HybridMechanism", "MeanEstimate", "NumericRandomizer", "PiecewiseMechanism"]
 
 #: Number of output cells of the Piecewise mechanism.
 _CELLS = 1 << 16
-
-
-@dataclass(frozen=True)
-class MeanEstimate:
-    """The mean of the ``n`` reports with a bound on its variance: every client's report variance taken at
-    the randomizer's worst-case input (the values themselves are unknown to the server); ``privacy_loss``:
-    the loss of each client's report (local DP; the client's ledger holds the charge)."""
-
-    mean: float
-    variance: float
-    n: int
-    privacy_loss: PrivacyLoss
-
-    def confidence_interval(self, z: float = 1.96) -> tuple[float, float]:
-        half = z * math.sqrt(self.variance)
-        return self.mean - half, self.mean + half
 
 
 def check_unit_values(values: ArrayLike) -> FloatArray:
@@ -94,7 +78,7 @@ def _output_space(values: ArrayLike) -> FloatArray:
 
 
 class NumericRandomizer(LocalRandomizer):
-    """Common surface: ``randomize(values, rng=None)`` and ``estimate_mean(reports)``.
+    """Common surface: ``randomize(values, rng=None)`` and ``estimate(reports)``.
 
     Neighbour relation: local, any two values in [-1, 1] of one client. Privacy loss ``PureDP(epsilon)``.
     """
@@ -149,7 +133,7 @@ class NumericRandomizer(LocalRandomizer):
             )
         return y
 
-    def estimate_mean(self, reports: ArrayLike) -> MeanEstimate:
+    def estimate(self, reports: ArrayLike) -> MeanEstimate:
         """The unbiased mean of the clients' values; its variance takes each client at the worst case
         ``|x| = 1`` (a bound, since the values are unknown). Reports outside :attr:`outputs` are refused
         (:meth:`check_reports`)."""
@@ -161,6 +145,9 @@ class NumericRandomizer(LocalRandomizer):
         return MeanEstimate(
             mean=float(y.mean()), variance=worst / y.size, n=int(y.size), privacy_loss=self.privacy_loss
         )
+
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    estimate_mean = deprecated_alias("estimate")
 
 
 class DuchiMechanism(NumericRandomizer):

@@ -35,8 +35,8 @@ from ..noise.source import RandomSource
 from ..privacy import Number
 from ._coins import exp_upper, ln_upper
 from .direct import GRR
+from .estimates import CountEstimate, deprecated_alias
 from .framework import (
-    CountEstimate,
     FloatArray,
     FrequencyOracle,
     IntArray,
@@ -347,17 +347,18 @@ class PaddingSamplingOracle(LocalRandomizer):
         reports.check(self.protocol, self.params)
         return Reports(self._oracle.protocol, self._oracle.params, reports.arrays)
 
-    def estimate(self, reports: Reports) -> CountEstimate:
-        """Estimated number of users holding each item ``0 .. d-1``, with variances (see the class) and this
-        oracle's ``PureDP(epsilon)`` per report (not the inner GRR's amplified ``eps'``)."""
-        counts = self._oracle.estimate(self._inner_reports(reports))[: self._d]
-        return self._scaled(counts, reports.n)
-
-    def estimate_candidates(self, reports: Reports, candidates: ArrayLike) -> CountEstimate:
-        """:meth:`estimate` for the listed items only, in their order."""
+    def estimate(self, reports: Reports, candidates: ArrayLike | None = None) -> CountEstimate:
+        """Estimated number of users holding each item ``0 .. d-1`` (or each of the ``candidates`` listed,
+        in their order), with variances (see the class) and this oracle's ``PureDP(epsilon)`` per report
+        (not the inner GRR's amplified ``eps'``)."""
         inner = self._inner_reports(reports)
+        if candidates is None:
+            return self._scaled(self._oracle.estimate(inner).counts[: self._d], reports.n)
         wanted = check_domain_values(candidates, self._d, "candidates")
-        return self._scaled(np.array(self._oracle.estimate_candidates(inner, wanted).counts), reports.n)
+        return self._scaled(np.array(self._oracle.estimate(inner, wanted).counts), reports.n)
+
+    #: Deprecated name of :meth:`estimate` (removed in the next release).
+    estimate_candidates = deprecated_alias("estimate")
 
     def supports(self, reports: Reports, items: ArrayLike) -> NDArray[np.bool_]:
         """Whether report ``j`` supports item ``items[j]``."""

@@ -47,7 +47,7 @@ Decoding (paper Sec. 4): per cohort ``j`` with ``N_j`` reports and ``c_ij`` repo
 ``E c_ij = t_ij q* + (N_j - t_ij) p*`` for the number ``t_ij`` of its clients whose Bloom bit ``i`` is set,
 so ``t_ij = (c_ij - p* N_j) / (q* - p*)``, with ``p* = p + f q/2 - f p/2`` and ``q* - p* = (1 - f)(q - p)``,
 is unbiased with variance ``(t_ij q*(1 - q*) + (N_j - t_ij) p*(1 - p*)) / (q* - p*)^2``
-(:meth:`RAPPOR.estimate_bits`). :meth:`RAPPOR.decode` regresses these on the candidates' Bloom bits
+(:meth:`RAPPOR.estimate` without candidates). With candidates it regresses these on the candidates' Bloom bits
 (LASSO to select, least squares to estimate, Bonferroni to detect); see :class:`RapporDecoding`.
 
 >>> import numpy as np
@@ -66,9 +66,8 @@ import math
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -82,12 +81,12 @@ from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import KeyedSource, RandomSource
-from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
+from ..privacy import Number, PureDP, as_fraction
 from ._coins import bernoulli_words, column_counts, dyadic_at_least, dyadic_at_most, ln_upper, removal_loss
 from ._hash import HashFamily, KeyArray, value_keys
+from .estimates import CountEstimate, RapporDecoding, deprecated_alias
 from .framework import (
     MAX_EPSILON,
-    CountEstimate,
     FloatArray,
     LocalRandomizer,
     check_domain_values,
@@ -305,12 +304,32 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         return Reports(self.protocol, self.params, arrays)
 
     # -- server side ---------------------------------------------------------------------------------------
-    def estimate_bits(self, reports: Reports) -> CountEstimate:
-        """Unbiased estimates ``t_ij`` of how many clients of cohort ``j`` have Bloom bit ``i`` set (shape
-        ``(m, k)``), with the variance of each (the clipped estimate plugged in; see
-        :meth:`bit_count_variance`)."""
-        counts, sizes = self._bit_counts(reports)
-        return self._bit_estimate(counts, sizes)
+    @overload
+    def estimate(self, reports: Reports, candidates: None = None, beta: float = 0.05) -> CountEstimate: ...
+
+    @overload
+    def estimate(self, reports: Reports, candidates: Values, beta: float = 0.05) -> RapporDecoding: ...
+
+    def estimate(
+        self, reports: Reports, candidates: Values | None = None, beta: float = 0.05
+    ) -> CountEstimate | RapporDecoding:
+        """What the reports say: without ``candidates``, unbiased estimates ``t_ij`` of how many clients of
+        cohort ``j`` have Bloom bit ``i`` set (shape ``(m, k)``), with the variance of each (the clipped
+        estimate plugged in; see :meth:`bit_count_variance`); with them, each candidate's estimated number
+        of holders, standard error and detection at family-wise failure probability ``beta``
+        (:class:`RapporDecoding`, paper Sec. 4, see :meth:`_decode`)."""
+        if candidates is None:
+            counts, sizes = self._bit_counts(reports)
+            return self._bit_estimate(counts, sizes)
+        return self._decode(reports, candidates, beta, "beta")
+
+    #: Deprecated names of :meth:`estimate` (removed in the next release); ``decode``'s ``alpha`` is
+    #: :meth:`estimate`'s ``beta``.
+    estimate_bits = deprecated_alias("estimate")
+    decode = deprecated_alias(
+        "estimate",
+        lambda self, reports, candidates, alpha=0.05: self._decode(reports, candidates, alpha, "alpha"),
+    )
 
     def bit_count_variance(self, cohort_sizes: ArrayLike, bit_counts: ArrayLike) -> FloatArray:
         """Exact variance of ``t_ij`` when ``bit_counts[j, i]`` of the ``cohort_sizes[j]`` clients of cohort
@@ -344,8 +363,9 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         n = int(sizes.sum())
         return CountEstimate(counts=estimate, variance=variance, n=n, privacy_loss=self.privacy_loss)
 
-    def decode(self, reports: Reports, candidates: Values, alpha: float = 0.05) -> RapporDecoding:
-        """Estimated number of clients holding each candidate, with standard errors and detection flags.
+    def _decode(self, reports: Reports, candidates: Values, beta: float, name: str) -> RapporDecoding:
+        """Estimated number of clients holding each candidate, with standard errors and detection flags
+        (``name``: the keyword ``beta`` came under, for the message refusing it).
 
         Paper Sec. 4: the bit estimates ``t_ij`` are regressed on the design matrix ``X`` with
         ``X[(j, i), s] = N_j / N`` when candidate ``s`` sets bit ``i`` in cohort ``j`` (the expected share
@@ -358,9 +378,9 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         2. ordinary least squares on the selected columns and the background gives the counts, and the
            sandwich ``(X'X)^-1 X' D X (X'X)^-1`` with ``D`` the variances of the ``t_ij`` (independent given
            the population) their covariance;
-        3. a candidate is *detected* when the one-sided p-value of its count is below ``alpha / M`` for
+        3. a candidate is *detected* when the one-sided p-value of its count is below ``beta / M`` for
            ``M`` candidates (Bonferroni: all ``M`` candidates nobody holds stay undetected with probability
-           at least ``1 - alpha``, up to the normal approximation).
+           at least ``1 - beta``, up to the normal approximation).
 
         Least squares rather than non-negative least squares: it is unbiased and has the closed-form
         covariance above. The counts of the candidates LASSO drops are reported as 0.
@@ -372,7 +392,7 @@ class _BloomRandomizer(LocalRandomizer, ABC):
         columns, at most 2048; otherwise the count is NaN.
         """
         wanted, keys = _check_candidates(candidates)
-        level = check_beta(alpha, "alpha")
+        level = check_beta(beta, name)
         counts, sizes = self._bit_counts(reports)
         if not sizes.sum():
             raise ArgumentError("decode needs at least one report.")
@@ -405,7 +425,7 @@ class _BloomRandomizer(LocalRandomizer, ABC):
     def _design(self, positions: NDArray[np.int64], sizes: NDArray[np.int64]) -> sp.csr_matrix:
         import scipy.sparse as sp
 
-        """The ``(m k) x (M + 1)`` design matrix of :meth:`decode` (last column: the background)."""
+        """The ``(m k) x (M + 1)`` design matrix of :meth:`_decode` (last column: the background)."""
         n_candidates = positions.shape[0]
         share = sizes / sizes.sum()
         cohort = np.broadcast_to(np.arange(self._m)[None, :, None], positions.shape)
@@ -511,7 +531,7 @@ class OneTimeRAPPOR(_BloomRandomizer):
     """One-time RAPPOR (Erlingsson et al. 2014, Sec. 2: "a one-time collection ... may skip the
     instantaneous randomized response"): the client sends its permanent response ``B'`` itself, so a report
     is ``B'_i = B_i XOR Bernoulli(f/2)`` and ``p* = f/2``, ``q* = 1 - f/2``. The server decodes it like
-    RAPPOR (:meth:`estimate_bits`, :meth:`decode`) with these ``p*`` and ``q*``: ``t_ij = (c_ij - N_j f/2) /
+    RAPPOR (:meth:`estimate`) with these ``p*`` and ``q*``: ``t_ij = (c_ij - N_j f/2) /
     (1 - f)``, variance ``N_j (f/2)(1 - f/2) / (1 - f)^2`` whatever the bit counts.
 
     * Neighbour relation: local, any two values of one client (:attr:`removal_loss`: a value against none,
@@ -621,7 +641,7 @@ def _decoding(
     coef: FloatArray,
     covariance: FloatArray,
     other: tuple[float, float],
-    alpha: float,
+    beta: float,
     bits: CountEstimate,
 ) -> RapporDecoding:
     """Spread the fit over all candidates (0 for the unselected) and run the Bonferroni test; ``bits`` (the
@@ -632,68 +652,23 @@ def _decoding(
     p_values = np.ones(size)
     counts[selected], std_errors[selected] = coef[:-1], errors[:-1]
     p_values[selected] = ndtr(-coef[:-1] / errors[:-1])
-    detected = selected & (p_values < alpha / size)
+    detected = selected & (p_values < beta / size)
     for a in (counts, std_errors, p_values, selected, detected):
         a.setflags(write=False)
     return RapporDecoding(
-        candidates=candidates,
         counts=counts,
+        variance=std_errors**2,
+        n=bits.n,
+        privacy_loss=bits.privacy_loss,
+        candidates=candidates,
         std_errors=std_errors,
         p_values=p_values,
         selected=selected,
         detected=detected,
-        alpha=alpha,
+        beta=beta,
         other_count=other[0],
         other_std_error=other[1],
-        n=bits.n,
-        privacy_loss=bits.privacy_loss,
     )
-
-
-@dataclass(frozen=True, eq=False)
-class RapporDecoding:
-    """What :meth:`RAPPOR.decode` found, per candidate (in the order given).
-
-    * ``counts``: estimated number of clients holding the candidate (least squares; 0 when LASSO dropped
-      it), ``std_errors`` their standard errors (NaN when dropped), ``p_values`` the one-sided p-values of
-      "nobody holds it" (1 when dropped);
-    * ``selected``: kept by the LASSO screen; ``detected``: ``p_value < alpha / len(candidates)``
-      (Bonferroni at family-wise level ``alpha``);
-    * ``other_count`` (``other_std_error``): estimated number of clients whose value is none of the
-      candidates (the background coefficient of the fit on all candidates, which assumes those values hash
-      like random ones; NaN when that fit is not feasible, see :meth:`RAPPOR.decode`);
-    * ``n``: the number of reports; ``privacy_loss``: the loss of each client's report (local DP; the
-      client's ledger holds the charge): the protocol's ``privacy_loss`` (all reports of one value together:
-      its ``longitudinal_loss``).
-    """
-
-    candidates: tuple[Any, ...]
-    counts: FloatArray
-    std_errors: FloatArray
-    p_values: FloatArray
-    selected: BoolArray
-    detected: BoolArray
-    alpha: float
-    other_count: float
-    other_std_error: float
-    n: int
-    privacy_loss: PrivacyLoss
-
-    @property
-    def threshold(self) -> float:
-        """The p-value below which a candidate is detected, ``alpha / len(candidates)``."""
-        return self.alpha / len(self.candidates)
-
-    @property
-    def detected_candidates(self) -> list[Any]:
-        """The detected candidates, most frequent first."""
-        order = np.argsort(-self.counts, kind="stable")
-        return [self.candidates[i] for i in order if self.detected[i]]
-
-    def confidence_interval(self, alpha: float = 0.05) -> tuple[FloatArray, FloatArray]:
-        """Normal ``1 - alpha`` interval of each selected candidate's count (NaN for the dropped ones)."""
-        estimate = CountEstimate(self.counts, self.std_errors**2, self.n, self.privacy_loss)
-        return estimate.confidence_interval(alpha)
 
 
 # -- a deployed client ---------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import Rng
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
@@ -66,8 +66,8 @@ from ..privacy import Number
 from ._coins import bernoulli_words, flip_probability, unpack_bits
 from ._hash import HashFamily, KeyArray, value_keys
 from .direct import value_dtype
+from .estimates import CountEstimate, deprecated_alias
 from .framework import (
-    CountEstimate,
     FloatArray,
     IntArray,
     LocalRandomizer,
@@ -84,7 +84,7 @@ __all__ = ["CountMeanSketch", "HadamardCountMeanSketch"]
 _MAX_HASHES = 1 << 20
 #: Largest sketch ``k * m`` (float64 cells the server holds: 512 MiB).
 _MAX_CELLS = 1 << 26
-#: Largest integer domain :meth:`~_MeanSketch.estimate_domain` enumerates.
+#: Largest integer domain :meth:`~_MeanSketch.estimate` enumerates (``domain_size=``).
 _MAX_DOMAIN = 1 << 26
 #: Rows summed at once in the byte lanes of a 64-bit word (a lane holds at most 255).
 _LANE_ROWS = 255
@@ -198,18 +198,26 @@ class _MeanSketch(LocalRandomizer, ABC):
     @abstractmethod
     def _sketch(self, reports: Reports) -> FloatArray: ...
 
-    def estimate_candidates(self, reports: Reports, candidates: ArrayLike) -> CountEstimate:
+    def estimate(
+        self, reports: Reports, candidates: ArrayLike | None = None, *, domain_size: int | None = None
+    ) -> CountEstimate:
         """Estimated number of clients holding each candidate (Apple 2017's frequency estimate), in the
-        candidates' order, with the plug-in variance of the module docstring."""
-        keys = value_keys(candidates, "candidates")
-        return self._estimate(reports, keys)
+        candidates' order, with the plug-in variance of the module docstring; or, instead of candidates,
+        of every integer value ``0 .. domain_size - 1`` (the sketch has no domain of its own)."""
+        if candidates is not None and domain_size is None:
+            return self._estimate(reports, value_keys(candidates, "candidates"))
+        if candidates is None and domain_size is not None:
+            d = check_domain_size(domain_size)
+            if d > _MAX_DOMAIN:
+                raise ArgumentError(f"estimate_domain enumerates at most 2**26 values, got {d}.")
+            return self._estimate(reports, np.arange(d, dtype=np.uint64))
+        raise ArgumentTypeError("estimate needs either candidates or domain_size, not both.")
 
-    def estimate_domain(self, reports: Reports, domain_size: int) -> CountEstimate:
-        """:meth:`estimate_candidates` for every integer value ``0 .. domain_size - 1``."""
-        d = check_domain_size(domain_size)
-        if d > _MAX_DOMAIN:
-            raise ArgumentError(f"estimate_domain enumerates at most 2**26 values, got {d}.")
-        return self._estimate(reports, np.arange(d, dtype=np.uint64))
+    #: Deprecated names of :meth:`estimate` (removed in the next release).
+    estimate_candidates = deprecated_alias("estimate")
+    estimate_domain = deprecated_alias(
+        "estimate", lambda self, reports, domain_size: self.estimate(reports, domain_size=domain_size)
+    )
 
     def _estimate(self, reports: Reports, keys: KeyArray) -> CountEstimate:
         matrix, n, k = self.sketch(reports), reports.n, self.hashes
@@ -289,7 +297,7 @@ class CountMeanSketch(_MeanSketch):
     >>> reports = cms.randomize(["a"] * 300 + ["b"] * 100, rng=np.random.default_rng(0))
     >>> reports["bits"].shape, cms.sketch(reports).shape
     ((400, 8), (16, 64))
-    >>> est = cms.estimate_candidates(reports, ["a", "b", "c"])
+    >>> est = cms.estimate(reports, ["a", "b", "c"])
     >>> bool(np.all(np.abs(est.counts - [300, 100, 0]) < 5 * np.sqrt(est.variance)))
     True
     """
@@ -353,7 +361,7 @@ class HadamardCountMeanSketch(_MeanSketch):
     >>> sorted(reports.arrays), hcms.report_bits
     (['bit', 'column', 'function'], 11)
     >>> population = np.array([7] * 3000 + [9] * 1000)
-    >>> est = hcms.estimate_domain(hcms.randomize(population, rng=np.random.default_rng(0)), 12)
+    >>> est = hcms.estimate(hcms.randomize(population, rng=np.random.default_rng(0)), domain_size=12)
     >>> mean = hcms.expected_counts(population, np.arange(12))  # truth plus this seed's collision bias
     >>> bool(np.all(np.abs(est.counts - mean) < 5 * np.sqrt(est.variance)))
     True

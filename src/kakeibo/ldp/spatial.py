@@ -33,7 +33,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -45,11 +44,11 @@ from ..mechanisms.base import Rng, check_beta
 from ..noise import resolve_source
 from ..noise.exact import uniform_below
 from ..noise.source import RandomSource
-from ..privacy import Number, PrivacyLoss, PureDP
+from ..privacy import Number
 from ._coins import bernoulli_words, flip_probability, unpack_bits
 from .direct import value_dtype
+from .estimates import SpatialCounts
 from .framework import (
-    CountEstimate,
     FloatArray,
     FrequencyOracle,
     IntArray,
@@ -252,63 +251,6 @@ def _node_depths(parent: IntArray) -> IntArray:
 # --- results ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
-class SpatialCounts(CountEstimate):
-    """Estimated number of users at every location of a hierarchy.
-
-    ``counts`` is unbiased, ``variance`` its variance (the exact formula with the clipped estimate plugged
-    in; exactly 0 where no user reported, e.g. outside a cluster's region), and ``bound`` a *simultaneous*
-    error bound: with probability at least ``1 - beta``, ``|counts[l] - true[l]| <= bound[l]`` for every
-    location ``l`` at once (Hoeffding's inequality and a union bound, see :meth:`PCEP.error_bound`).
-    ``privacy_loss``: the loss of each client's report (local DP; the client's ledger holds the charge),
-    over the locations of its safe region; for a sum of clusters (:meth:`combine`, :meth:`PSDA.estimate`)
-    the largest of their losses, which no user's report exceeds.
-    """
-
-    bound: FloatArray
-    beta: float
-
-    @property
-    def max_bound(self) -> float:
-        """The bound on ``max_l |counts[l] - true[l]|`` (the quantity PSDA's clustering minimises)."""
-        return float(self.bound.max())
-
-    def simultaneous_interval(self) -> tuple[FloatArray, FloatArray]:
-        """``counts -+ bound``: covers every true count at once with probability at least ``1 - beta``."""
-        return self.counts - self.bound, self.counts + self.bound
-
-    @classmethod
-    def combine(cls, parts: Sequence[SpatialCounts]) -> SpatialCounts:
-        """The sum of the estimates of disjoint groups of users: counts, variances (the groups are
-        independent), bounds and failure probabilities (union bound) add up."""
-        if not parts:
-            raise ArgumentError("combine needs at least one estimate.")
-        if len({p.counts.size for p in parts}) != 1:
-            raise ArgumentError("combine needs estimates over the same locations.")
-        arrays = [np.sum([getattr(p, k) for p in parts], axis=0) for k in ("counts", "variance", "bound")]
-        for a in arrays:
-            a.setflags(write=False)
-        return cls(
-            counts=arrays[0],
-            variance=arrays[1],
-            n=sum(p.n for p in parts),
-            privacy_loss=_largest_loss([p.privacy_loss for p in parts]),
-            bound=arrays[2],
-            beta=sum(p.beta for p in parts),
-        )
-
-
-def _largest_loss(losses: Sequence[PrivacyLoss]) -> PrivacyLoss:
-    """The loss no report of these estimates exceeds: the common one, or the largest pure-DP epsilon."""
-    distinct = set(losses)
-    if len(distinct) == 1:
-        return distinct.pop()
-    pure = [loss for loss in distinct if isinstance(loss, PureDP)]
-    if len(pure) < len(distinct):
-        raise ArgumentError("combine needs estimates whose privacy losses are all pure DP or all equal.")
-    return PureDP(max(loss.epsilon for loss in pure))
-
-
 def _check_region_size(hierarchy: LocationHierarchy, nodes: tuple[int, ...]) -> BoolArray:
     """The locations of a region (a mask), or a ``ValueError`` if it has fewer than two."""
     mask = hierarchy.region_mask(nodes)
@@ -490,7 +432,7 @@ class PCEP(FrequencyOracle):
         """Counts at every location of the hierarchy (exactly 0 outside the region, where none of these
         users is), with variances and the bound :meth:`error_bound` at confidence ``1 - beta``."""
         check_beta(beta)
-        inside = self.estimate_with_variance(reports)
+        inside = self.estimate(reports)
         size = self._hierarchy.n_locations
         counts, variance, bound = np.zeros(size), np.zeros(size), np.zeros(size)
         counts[self._locations] = inside.counts

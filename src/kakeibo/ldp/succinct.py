@@ -131,7 +131,7 @@ class SuccinctHistogram(CountedHeavyHitters):
 
     >>> succinct = SuccinctHistogram(epsilon=4, bits=16, k=2, blocks=4)
     >>> values = np.repeat([7, 40_000, 12], [60_000, 40_000, 100])
-    >>> found = succinct.identify(succinct.randomize(values, rng=np.random.default_rng(3)))
+    >>> found = succinct.estimate(succinct.randomize(values, rng=np.random.default_rng(3)))
     >>> found.values.tolist()
     [7, 40000]
     """
