@@ -319,6 +319,9 @@ class MedianCounts(Estimate):
                 )
         return self.counts - self.bound, self.counts + self.bound
 
+    #: Deprecated name of :meth:`confidence_interval` (removed in the next release).
+    interval = deprecated_alias("confidence_interval")
+
 
 @dataclass(frozen=True, eq=False)
 class MedianHeavyHitters(MedianCounts):
