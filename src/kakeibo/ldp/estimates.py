@@ -1,14 +1,14 @@
 """What every LDP server's ``estimate(reports, ...)`` returns: one family of frozen results.
 
-* counts with variances: :class:`CountEstimate` (frequency oracles, sketches, padding, RAPPOR's bits and
-  its decoding :class:`~kakeibo.ldp.rappor.RapporDecoding`, spatial counts
-  :class:`~kakeibo.ldp.spatial.SpatialCounts`), and :class:`MedianCounts` (medians over repetitions with
-  a rigorous error bound instead of a variance: the Hashtogram);
+* counts with variances: :class:`CountEstimate` (frequency oracles, sketches, padding, RAPPOR's bits),
+  with :class:`RapporDecoding` (RAPPOR's regression on candidates, with detection) and
+  :class:`SpatialCounts` (with a simultaneous bound) as special cases; :class:`MedianCounts` (medians over
+  repetitions with a rigorous error bound instead of a variance: the Hashtogram);
 * means with variances: :class:`MeanEstimate` (one numeric attribute) and
-  :class:`~kakeibo.ldp.multidim.MultidimensionalEstimate` (several, with categorical counts);
+  :class:`MultidimensionalEstimate` (several, with categorical counts);
 * heavy hitters, the keys found with their estimates: :class:`HeavyHitters` (with variances),
   :class:`MedianHeavyHitters` (with an error bound), and the top-k item(set)s of the set-valued miners
-  (:class:`~kakeibo.ldp.itemsets.TopItems`, :class:`~kakeibo.ldp.itemsets.FrequentItemsets`).
+  (:class:`TopItems`, :class:`FrequentItems`, :class:`FrequentItemsets`).
 
 Every member is an :class:`Estimate`: ``confidence_interval(beta)`` takes ``beta``, the probability that
 the interval misses, as the central side's ``accuracy=(alpha, beta)`` does (there ``alpha`` is an additive

@@ -188,13 +188,13 @@ class PiecewiseMechanism(NumericRandomizer):
     """The Piecewise mechanism (Wang et al. 2019, Algorithm 2; seed 004, Algorithm 1), discretised.
 
     ``[-C, C]`` (``C = (e^(eps/2) + 1) / (e^(eps/2) - 1)``) is cut into ``M = 2^16`` cells; ``k`` of them
-    (``k / M ≈ (C - 1) / 2C``) form a window placed around ``x`` (its centre at ``x / alpha``, by randomized
+    (``k / M ≈ (C - 1) / 2C``) form a window placed around ``x`` (its centre at ``x / g``, by randomized
     rounding between two cell positions). The report is the centre of a cell drawn uniformly from the window
     with probability ``P`` and uniformly from the other ``M - k`` cells otherwise. Any cell's probability is
     ``P / k`` or ``(1 - P) / (M - k)`` under any input, so the loss is ``ln(P (M - k) / ((1 - P) k))``;
     ``P`` is the largest dyadic rational keeping it at most epsilon (about ``e^(eps/2) / (e^(eps/2) + 1)``,
-    the continuous mechanism's). Because the cell centres are symmetric, ``E[y | window centre t] = alpha t``
-    with ``alpha = P - (1 - P) k / (M - k)``, so ``E[y | x] = x``. The variance is within 0.1% of the
+    the continuous mechanism's). Because the cell centres are symmetric, ``E[y | window centre t] = g t``
+    with the gain ``g = P - (1 - P) k / (M - k)``, so ``E[y | x] = x``. The variance is within 0.1% of the
     continuous ``x^2 / (e^(eps/2) - 1) + (e^(eps/2) + 3) / (3 (e^(eps/2) - 1)^2)``.
 
     >>> import numpy as np
@@ -221,7 +221,7 @@ class PiecewiseMechanism(NumericRandomizer):
         self._m, self._k, self._p = m, k, p
         width = 2 * self._c / m
         self._centres = -self._c + width * (np.arange(m) + 0.5)
-        self._alpha = float(p) - float(1 - p) * k / (m - k)
+        self._gain = float(p) - float(1 - p) * k / (m - k)
         # Window starts range over 0 .. m - k; the window centre is then -C + width (start + k / 2).
         self._width = width
         # Every cell has probability P / k or (1 - P) / (M - k) > 0, so every centre can be sent.
@@ -234,8 +234,8 @@ class PiecewiseMechanism(NumericRandomizer):
         return self._c
 
     def _window_start(self, values: FloatArray) -> FloatArray:
-        """The real-valued window start whose centre is ``x / alpha`` (clipped to the range of starts)."""
-        start = (values / self._alpha + self._c) / self._width - self._k / 2
+        """The real-valued window start whose centre is ``x / g`` (clipped to the range of starts)."""
+        start = (values / self._gain + self._c) / self._width - self._k / 2
         return np.clip(start, 0, self._m - self._k)
 
     def _perturb(self, values: FloatArray, source: RandomSource) -> FloatArray:
