@@ -54,6 +54,7 @@ import numpy as np
 
 from . import release
 from .accounting import Ledger, LedgerEntry
+from .errors import ArgumentError, ArgumentTypeError
 from .mechanisms import Mechanism
 from .mechanisms.base import Rng, check_beta
 from .noise import RandomSource
@@ -87,7 +88,7 @@ class Release:
     def confidence_interval(self) -> tuple[Any, Any]:
         """``(value - error_bound, value + error_bound)`` per coordinate."""
         if self.error_bound is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"a {self.mechanism} release is not answer-plus-noise and has no error interval."
             )
         return self.value - self.error_bound, self.value + self.error_bound
@@ -149,13 +150,13 @@ def private(
     """
     check_beta(1 - confidence, "1 - confidence")
     if not isinstance(mechanism, Mechanism):
-        raise TypeError(f"mechanism must be a kakeibo Mechanism, got {type(mechanism).__name__}.")
+        raise ArgumentTypeError(f"mechanism must be a kakeibo Mechanism, got {type(mechanism).__name__}.")
     if not isinstance(ledger, Ledger):
-        raise TypeError(f"ledger must be a kakeibo Ledger, got {type(ledger).__name__}.")
+        raise ArgumentTypeError(f"ledger must be a kakeibo Ledger, got {type(ledger).__name__}.")
     try:  # a public value, drawn with throwaway noise and dropped: refuse one the mechanism cannot release
         mechanism.release(default, rng=np.random.default_rng(0))
     except Exception as error:  # any refusal of a public value is the caller's mistake
-        raise ValueError(
+        raise ArgumentError(
             f"default={default!r} must be a value {type(mechanism).__name__} can release ({error})"
         ) from error
     bound = mechanism.error_bound(1 - confidence) if mechanism.additive else None

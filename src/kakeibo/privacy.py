@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
+from .errors import ArgumentError, ArgumentTypeError
+
 __all__ = [
     "ZCDP",
     "ApproxDP",
@@ -82,7 +84,8 @@ def is_short_number(text: str) -> bool:
 
 def as_fraction(value: Number | Decimal, name: str) -> Fraction:
     """Convert ``value`` to an exact :class:`Fraction`, refusing NaN, infinities and magnitudes outside
-    ``[MIN_MAGNITUDE, MAX_MAGNITUDE]`` (0 is always accepted) with one sentence, a ValueError.
+    ``[MIN_MAGNITUDE, MAX_MAGNITUDE]`` (0 is always accepted) with one sentence, an
+    :class:`~kakeibo.ArgumentError` (a ValueError).
 
     Floats are read as the shortest decimal that round-trips to them:
 
@@ -99,11 +102,11 @@ def as_fraction(value: Number | Decimal, name: str) -> Fraction:
     >>> as_fraction(10**400, "epsilon")
     Traceback (most recent call last):
     ...
-    ValueError: epsilon must be finite, 0 or of magnitude between 1e-1000 and the largest double \
-(~1.8e308), written in at most 100 characters.
+    kakeibo.errors.ArgumentError: epsilon must be finite, 0 or of magnitude between 1e-1000 and the \
+largest double (~1.8e308), written in at most 100 characters.
     """
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, not a bool.")
+        raise ArgumentTypeError(f"{name} must be a number, not a bool.")
     if isinstance(value, numbers.Real) and not isinstance(value, numbers.Rational):  # floats, numpy floats
         as_float = float(value)
         if not math.isfinite(as_float):
@@ -124,16 +127,16 @@ def as_fraction(value: Number | Decimal, name: str) -> Fraction:
     try:
         exact = Fraction(value)  # cheap now: ints and Fractions exist already, text and Decimals are short
     except (TypeError, ValueError, ZeroDivisionError) as exc:
-        raise ValueError(f"{name} must be a finite number, got {value!r}.") from exc
+        raise ArgumentError(f"{name} must be a finite number, got {value!r}.") from exc
     if exact and not MIN_MAGNITUDE <= abs(exact) <= MAX_MAGNITUDE:  # products by the bounds: linear time
         raise _out_of_range(name)
     return exact
 
 
-def _out_of_range(name: str) -> ValueError:
+def _out_of_range(name: str) -> ArgumentError:
     """The one sentence for every number :func:`as_fraction` refuses by its value (it quotes none: a huge
     int cannot even be printed)."""
-    return ValueError(
+    return ArgumentError(
         f"{name} must be finite, 0 or of magnitude between 1e-{MAX_EXPONENT} and the largest double "
         f"(~1.8e308), written in at most {MAX_NUMBER_CHARS} characters."
     )
@@ -158,7 +161,7 @@ def format_fraction(value: Fraction) -> str:
 def _non_negative(value: Number, name: str) -> Fraction:
     frac = as_fraction(value, name)
     if frac < 0:
-        raise ValueError(f"{name} must be non-negative, got {float(frac)}.")
+        raise ArgumentError(f"{name} must be non-negative, got {float(frac)}.")
     return frac
 
 
@@ -231,7 +234,7 @@ class ApproxDP(PrivacyLoss):
         eps = _non_negative(epsilon, "epsilon")
         dlt = _non_negative(delta, "delta")
         if dlt >= 1:
-            raise ValueError(f"delta must lie in [0, 1), got {float(dlt)}.")
+            raise ArgumentError(f"delta must lie in [0, 1), got {float(dlt)}.")
         object.__setattr__(self, "epsilon", eps)
         object.__setattr__(self, "delta", dlt)
 
@@ -243,7 +246,7 @@ class ApproxDP(PrivacyLoss):
             return NotImplemented
         total_delta = self.delta + other.delta
         if total_delta >= 1:
-            raise ValueError("the composed delta reaches 1, so the combined guarantee would be vacuous.")
+            raise ArgumentError("the composed delta reaches 1, so the combined guarantee would be vacuous.")
         return ApproxDP(self.epsilon + other.epsilon, total_delta)
 
     def __le__(self, other: ApproxDP) -> bool:
@@ -258,7 +261,7 @@ class ApproxDP(PrivacyLoss):
 
     def to_approx(self, delta: Number = 0) -> ApproxDP:
         if as_fraction(delta, "delta") < self.delta:
-            raise ValueError(
+            raise ArgumentError(
                 f"an (epsilon, {float(self.delta)})-DP loss cannot be stated at a smaller delta."
             )
         return ApproxDP(self.epsilon, delta)
@@ -298,7 +301,7 @@ class ZCDP(PrivacyLoss):
     def to_approx(self, delta: Number = 0) -> ApproxDP:
         dlt = float(as_fraction(delta, "delta"))
         if not 0 < dlt < 1:
-            raise ValueError("converting zCDP to (epsilon, delta)-DP needs delta in (0, 1).")
+            raise ArgumentError("converting zCDP to (epsilon, delta)-DP needs delta in (0, 1).")
         return ApproxDP(zcdp_epsilon(float(self.rho), dlt), delta)
 
     def to_rdp(self, orders: tuple[float, ...] | None = None) -> RDPCurve:
@@ -330,17 +333,17 @@ class RDPCurve(PrivacyLoss):
 
     def __post_init__(self) -> None:
         if len(self.orders) != len(self.epsilons) or not self.orders:
-            raise ValueError("an RDP curve needs the same, non-zero number of orders and epsilons.")
+            raise ArgumentError("an RDP curve needs the same, non-zero number of orders and epsilons.")
         if any(not (math.isfinite(a) and a > 1) for a in self.orders):
-            raise ValueError("every Renyi order must be a finite number greater than 1.")
+            raise ArgumentError("every Renyi order must be a finite number greater than 1.")
         if any(not (math.isfinite(e) and e >= 0) for e in self.epsilons):
-            raise ValueError("every Renyi epsilon must be finite and non-negative.")
+            raise ArgumentError("every Renyi epsilon must be finite and non-negative.")
 
     def __add__(self, other: RDPCurve) -> RDPCurve:
         if not isinstance(other, RDPCurve):
             return NotImplemented
         if self.orders != other.orders:
-            raise ValueError("RDP curves compose only on the same grid of orders.")
+            raise ArgumentError("RDP curves compose only on the same grid of orders.")
         return RDPCurve(self.orders, tuple(a + b for a, b in zip(self.epsilons, other.epsilons, strict=True)))
 
     def __le__(self, other: RDPCurve) -> bool:
@@ -354,7 +357,7 @@ class RDPCurve(PrivacyLoss):
         """Canonne-Kamath-Steinke 2020, Prop. 12, minimised over the curve's orders."""
         dlt = float(as_fraction(delta, "delta"))
         if not 0 < dlt < 1:
-            raise ValueError("converting RDP to (epsilon, delta)-DP needs delta in (0, 1).")
+            raise ArgumentError("converting RDP to (epsilon, delta)-DP needs delta in (0, 1).")
         best = min(
             e + math.log1p(-1 / a) - (math.log(dlt) + math.log(a)) / (a - 1)
             for a, e in zip(self.orders, self.epsilons, strict=True)

@@ -32,6 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 
 __all__ = [
@@ -67,7 +68,7 @@ def kind_name(kind: type[PrivacyLoss]) -> str:
     try:
         return _KIND_NAMES[kind]
     except KeyError:
-        raise TypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.") from None
+        raise ArgumentTypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.") from None
 
 
 def convert(loss: PrivacyLoss, kind: type[PrivacyLoss]) -> PrivacyLoss:
@@ -87,7 +88,7 @@ def convert(loss: PrivacyLoss, kind: type[PrivacyLoss]) -> PrivacyLoss:
             return ApproxDP(loss.epsilon, 0)
         if kind is ZCDP:
             return loss.to_zcdp()
-    raise TypeError(
+    raise ArgumentTypeError(
         f"a {_TITLES.get(type(loss), type(loss).__name__)} charge cannot be counted against a "
         f"{_TITLES.get(kind, kind.__name__)} budget; convert it explicitly first."
     )
@@ -103,9 +104,9 @@ def result_kind(losses: Sequence[PrivacyLoss]) -> LossKind:
     unknown = kinds - {PureDP, ApproxDP, ZCDP}
     if unknown:
         names = ", ".join(sorted(k.__name__ for k in unknown))
-        raise TypeError(f"only PureDP, ApproxDP and ZCDP losses can be composed here, got {names}.")
+        raise ArgumentTypeError(f"only PureDP, ApproxDP and ZCDP losses can be composed here, got {names}.")
     if ApproxDP in kinds and ZCDP in kinds:
-        raise TypeError(
+        raise ArgumentTypeError(
             "(epsilon, delta)-DP and zCDP losses do not compose directly; convert one kind first."
         )
     if ApproxDP in kinds:
@@ -139,7 +140,7 @@ def _up(x: float, ulps: int = 4) -> float:
 
 def _check_losses(losses: Sequence[PrivacyLoss]) -> list[PrivacyLoss]:
     if isinstance(losses, PrivacyLoss) or not isinstance(losses, Sequence):
-        raise TypeError("pass the losses to compose as a sequence (list or tuple) of privacy losses.")
+        raise ArgumentTypeError("pass the losses to compose as a sequence (list or tuple) of privacy losses.")
     return list(losses)
 
 
@@ -172,7 +173,7 @@ def zcdp_composition(losses: Sequence[PrivacyLoss]) -> ZCDP:
 def _check_slack(delta_slack: Number) -> Fraction:
     slack = as_fraction(delta_slack, "delta_slack")
     if not 0 < slack < 1 or float(slack) == 0.0:
-        raise ValueError(f"delta_slack must lie strictly between 0 and 1, got {float(slack)}.")
+        raise ArgumentError(f"delta_slack must lie strictly between 0 and 1, got {float(slack)}.")
     return slack
 
 
@@ -224,7 +225,7 @@ def advanced_composition(losses: Sequence[PrivacyLoss], *, delta_slack: Number) 
     sum_expected = sum((_eps_expm1(a.epsilon) for a in approx), Fraction(0))
     total_delta = slack + sum((a.delta for a in approx), Fraction(0))
     if total_delta >= 1:
-        raise ValueError("the composed delta reaches 1, so the combined guarantee would be vacuous.")
+        raise ArgumentError("the composed delta reaches 1, so the combined guarantee would be vacuous.")
     return ApproxDP(_drv_epsilon(sum_sq, sum_expected, slack), total_delta)
 
 
@@ -258,22 +259,24 @@ def optimal_homogeneous_composition(epsilon: Number, delta: Number, k: int, targ
     dlt = as_fraction(delta, "delta")
     target = as_fraction(target_delta, "target_delta")
     if eps < 0:
-        raise ValueError(f"epsilon must be non-negative, got {float(eps)}.")
+        raise ArgumentError(f"epsilon must be non-negative, got {float(eps)}.")
     if not 0 <= dlt < 1:
-        raise ValueError(f"delta must lie in [0, 1), got {float(dlt)}.")
+        raise ArgumentError(f"delta must lie in [0, 1), got {float(dlt)}.")
     if not 0 <= target < 1:
-        raise ValueError(f"target_delta must lie in [0, 1), got {float(target)}.")
+        raise ArgumentError(f"target_delta must lie in [0, 1), got {float(target)}.")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be a positive whole number of measurements, got {k!r}.")
+        raise ArgumentError(f"k must be a positive whole number of measurements, got {k!r}.")
 
     eps_f, dlt_f, target_f = _float_up(eps), _float_up(dlt), _float_down(target)
     if eps_f > 700:
-        raise ValueError("epsilon is too large for the optimal composition to be evaluated; use k * epsilon.")
+        raise ArgumentError(
+            "epsilon is too large for the optimal composition to be evaluated; use k * epsilon."
+        )
     # Relative error bound of the float evaluation below (lgamma and k-term sums), with a wide margin.
     inflate = math.exp(64 * 2.0**-52 * (k * (math.log(k) + eps_f + 2) + 16))
     log_keep = k * math.log1p(-dlt_f)  # log (1 - delta)^k, delta rounded up: smaller, i.e. safer
     if dlt > 0 and -math.expm1(log_keep) * inflate > target_f:
-        raise ValueError(
+        raise ArgumentError(
             f"target_delta {float(target)} is below 1 - (1 - delta)^k = {-math.expm1(log_keep):.3g}, "
             "which no epsilon can reach."
         )
@@ -388,12 +391,12 @@ def kind_zero(kind: type[PrivacyLoss]) -> PrivacyLoss:
         return ZCDP(0)
     if kind is PureDP:
         return PureDP(0)
-    raise TypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.")
+    raise ArgumentTypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.")
 
 
 def _approx_total(epsilon: Fraction, delta: Fraction) -> ApproxDP:
     if delta >= 1:
-        raise ValueError("the composed delta reaches 1, so the combined guarantee would be vacuous.")
+        raise ArgumentError("the composed delta reaches 1, so the combined guarantee would be vacuous.")
     return ApproxDP(epsilon, delta)
 
 
@@ -418,7 +421,7 @@ class SequentialComposition(CompositionPolicy):
             return (value.epsilon, value.delta)
         if isinstance(value, ZCDP):
             return (value.rho,)
-        raise TypeError(f"{type(loss).__name__} losses cannot be accounted for by the ledger.")
+        raise ArgumentTypeError(f"{type(loss).__name__} losses cannot be accounted for by the ledger.")
 
     def total(self, sums: Sequence[Fraction], kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
         if kind is PureDP:
@@ -427,7 +430,7 @@ class SequentialComposition(CompositionPolicy):
             return _approx_total(sums[0], sums[1])
         if kind is ZCDP:
             return ZCDP(sums[0])
-        raise TypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.")
+        raise ArgumentTypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.")
 
     def config(self) -> dict[str, str]:
         return {"name": self.name}
@@ -441,7 +444,7 @@ class ZCDPComposition(SequentialComposition):
 
     def check_budget(self, budget: PrivacyLoss) -> None:
         if not isinstance(budget, ZCDP):
-            raise ValueError(f"zCDP composition needs a ZCDP budget, got {type(budget).__name__}.")
+            raise ArgumentError(f"zCDP composition needs a ZCDP budget, got {type(budget).__name__}.")
 
 
 @dataclass(frozen=True)
@@ -469,12 +472,12 @@ class AdvancedComposition(CompositionPolicy):
 
     def check_budget(self, budget: PrivacyLoss) -> None:
         if not isinstance(budget, ApproxDP):
-            raise ValueError(
+            raise ArgumentError(
                 "advanced composition needs an (epsilon, delta) budget (ApproxDP), "
                 f"got {type(budget).__name__}."
             )
         if budget.delta < self.delta_slack:
-            raise ValueError(
+            raise ArgumentError(
                 f"advanced composition reserves delta_slack={float(self.delta_slack)}, "
                 f"more than the budget's delta={float(budget.delta)}."
             )
@@ -482,7 +485,9 @@ class AdvancedComposition(CompositionPolicy):
     def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> tuple[Fraction, ...]:
         value = convert(loss, ApproxDP if kind is ApproxDP else kind)
         if not isinstance(value, ApproxDP):
-            raise TypeError("advanced composition accounts only (epsilon, delta)-DP and pure DP charges.")
+            raise ArgumentTypeError(
+                "advanced composition accounts only (epsilon, delta)-DP and pure DP charges."
+            )
         return (value.epsilon, value.delta, value.epsilon**2, _eps_expm1(value.epsilon))
 
     def _reserved_delta(self, any_charge: bool) -> Fraction:
@@ -490,7 +495,7 @@ class AdvancedComposition(CompositionPolicy):
 
     def total(self, sums: Sequence[Fraction], kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
         if kind is not ApproxDP:
-            raise TypeError("advanced composition accounts against an (epsilon, delta) budget only.")
+            raise ArgumentTypeError("advanced composition accounts against an (epsilon, delta) budget only.")
         if not any_charge:
             return ApproxDP(0, 0)
         eps_sequential, delta, sum_sq, sum_expected = sums
@@ -512,20 +517,24 @@ def resolve_policy(
     """
     if isinstance(spec, CompositionPolicy):
         if delta_slack is not None:
-            raise ValueError("pass delta_slack to the policy object, not next to it.")
+            raise ArgumentError("pass delta_slack to the policy object, not next to it.")
         return spec
     if isinstance(spec, Mapping):
         return resolve_policy(spec["name"], Fraction(spec["delta_slack"]) if "delta_slack" in spec else None)
     if not isinstance(spec, str):
-        raise TypeError(f'composition must be "sequential", "advanced", "zcdp" or a policy, got {spec!r}.')
+        raise ArgumentTypeError(
+            f'composition must be "sequential", "advanced", "zcdp" or a policy, got {spec!r}.'
+        )
     if spec == "advanced":
         if delta_slack is None:
-            raise ValueError('composition="advanced" needs delta_slack=, the delta it may add (e.g. 1e-7).')
+            raise ArgumentError(
+                'composition="advanced" needs delta_slack=, the delta it may add (e.g. 1e-7).'
+            )
         return AdvancedComposition(delta_slack)
     if delta_slack is not None:
-        raise ValueError(f'delta_slack only applies to composition="advanced", not {spec!r}.')
+        raise ArgumentError(f'delta_slack only applies to composition="advanced", not {spec!r}.')
     if spec == "sequential":
         return SequentialComposition()
     if spec == "zcdp":
         return ZCDPComposition()
-    raise ValueError(f'composition must be "sequential", "advanced" or "zcdp", got {spec!r}.')
+    raise ArgumentError(f'composition must be "sequential", "advanced" or "zcdp", got {spec!r}.')

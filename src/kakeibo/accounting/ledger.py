@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from ..errors import Error
+from ..errors import ArgumentError, ArgumentTypeError, Error
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP
 from .composition import CompositionPolicy, convert, kind_name, loss_leq, resolve_policy
 from .overlap import Box
@@ -140,21 +140,21 @@ class Ledger:
         timeout: float = 60.0,
     ) -> None:
         if path is None:
-            raise TypeError(
+            raise ArgumentTypeError(
                 "a ledger needs a path: a file name, or ':memory:' for a throwaway in-memory ledger."
             )
         if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"path must be a string or path-like object, got {type(path).__name__}.")
+            raise ArgumentTypeError(f"path must be a string or path-like object, got {type(path).__name__}.")
         path_text = os.fspath(path)
         if not isinstance(path_text, str) or not path_text:
-            raise TypeError("path must be a non-empty text path.")
+            raise ArgumentTypeError("path must be a non-empty text path.")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout):
-            raise TypeError("timeout must be a finite number of seconds.")
+            raise ArgumentTypeError("timeout must be a finite number of seconds.")
         if timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}.")
+            raise ArgumentError(f"timeout must be positive, got {timeout}.")
         budget_loss = None if budget is None else canonical_loss(budget, "budget")
         if composition is None and delta_slack is not None:
-            raise ValueError('delta_slack only applies together with composition="advanced".')
+            raise ArgumentError('delta_slack only applies together with composition="advanced".')
         policy = None if composition is None else resolve_policy(composition, delta_slack)
         if budget_loss is not None:
             kind_name(type(budget_loss))
@@ -162,14 +162,14 @@ class Ledger:
         postgres = is_postgres_url(path_text)
         if budget_loss is None:
             if path_text == ":memory:":
-                raise ValueError("a new in-memory ledger needs a budget.")
+                raise ArgumentError("a new in-memory ledger needs a budget.")
             if not postgres and not os.path.exists(path_text):
                 raise FileNotFoundError(f"there is no ledger at {path_text}; {_CREATE_HINT}")
 
         try:
             self._store = open_store(path_text, timeout=float(timeout), owner="ledger")
         except StoreError as exc:
-            raise ValueError(f"{redact(path_text)} is not a usable kakeibo ledger ({exc}).") from exc
+            raise ArgumentError(f"{redact(path_text)} is not a usable kakeibo ledger ({exc}).") from exc
         self.path = self._store.describe()
         self._pid = os.getpid()
         self._cache: list[tuple[LedgerEntry, Item]] = []
@@ -178,7 +178,7 @@ class Ledger:
             self._open(budget_loss, policy)
         except self._store.database_errors as exc:
             self._store.close()
-            raise ValueError(f"{self.path} is not a usable kakeibo ledger ({exc}).") from exc
+            raise ArgumentError(f"{self.path} is not a usable kakeibo ledger ({exc}).") from exc
         except BaseException:
             self._store.close()
             raise
@@ -198,7 +198,7 @@ class Ledger:
             if budget is None:
                 if self._store.kind == "postgres":
                     raise FileNotFoundError(f"there is no ledger at {self.path}; {_CREATE_HINT}")
-                raise ValueError(f"{self.path} is not a kakeibo ledger; {_CREATE_HINT}")
+                raise ArgumentError(f"{self.path} is not a kakeibo ledger; {_CREATE_HINT}")
             with self._transaction(immediate=True) as conn:
                 if not self._is_initialised(conn):  # another process may have created it meanwhile
                     self._create(conn, budget, policy or resolve_policy("sequential"))
@@ -208,14 +208,16 @@ class Ledger:
                     conn.execute(statement)
         header = self._header()
         if header.get("format") != FORMAT:
-            raise ValueError(f"{self.path} has ledger format {header.get('format')!r}, expected {FORMAT!r}.")
+            raise ArgumentError(
+                f"{self.path} has ledger format {header.get('format')!r}, expected {FORMAT!r}."
+            )
         try:
             self._kind = _KINDS[header["budget_kind"]]
             self._policy = resolve_policy(header["composition"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{self.path} has a damaged ledger header ({exc!r}).") from None
+            raise ArgumentError(f"{self.path} has a damaged ledger header ({exc!r}).") from None
         if policy is not None and policy.config() != self._policy.config():
-            raise ValueError(
+            raise ArgumentError(
                 f"this ledger uses composition {self._policy.config()}, not {policy.config()}; "
                 "pass composition=None to use the stored policy."
             )
@@ -223,7 +225,7 @@ class Ledger:
             stored = self.budgets().get(Scope())
             if stored != budget:
                 shown = "none" if stored is None else str(stored)
-                raise ValueError(
+                raise ArgumentError(
                     f"this ledger's global budget is {shown}, not {budget!s}; "
                     "pass budget=None to use the stored budget, or change it with set_budget()."
                 )
@@ -262,7 +264,7 @@ class Ledger:
         except ValueError:
             header = None
         if not isinstance(header, dict):
-            raise ValueError(f"{self.path} has a damaged ledger header.")
+            raise ArgumentError(f"{self.path} has a damaged ledger header.")
         return header
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -392,7 +394,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         dataset = checked_text(dataset, "dataset")
         request_id = checked_text(request_id, "request_id")
         if release is not None and (request_id is None or not isinstance(release, bytes)):
-            raise ValueError("a stored release needs a request_id and a bytes payload.")
+            raise ArgumentError("a stored release needs a request_id and a bytes payload.")
         box = checked_region(region, dataset)
         weights = self._policy.weights(value, self._kind)  # TypeError if the kinds do not convert
         created_at = _now()
@@ -418,7 +420,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
                         dataset,
                         box,
                     ):
-                        raise ValueError(
+                        raise ArgumentError(
                             f"request_id {request_id!r} was already used for a different charge "
                             f"({original.loss!s}, label {original.label!r})."
                         )
@@ -535,7 +537,7 @@ epsilon=1; only epsilon=1 remains.
         value = canonical_loss(budget, "budget")
         scope = Scope(checked_text(analyst, "analyst"), checked_text(dataset, "dataset"))
         if type(value) is not self._kind:
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"every budget of this ledger is a {self._kind.__name__} like the global one, "
                 f"not a {type(value).__name__}."
             )
@@ -545,7 +547,7 @@ epsilon=1; only epsilon=1 remains.
             self._load_budgets(conn, check=True)
             spent = tally.spent(scope)
             if not loss_leq(spent, value):
-                raise ValueError(
+                raise ArgumentError(
                     f"{scope.describe()} cannot be set to {value!s}: {spent!s} has already been spent."
                 )
             self._append_budget(conn, value, scope)
@@ -584,7 +586,7 @@ epsilon=1; only epsilon=1 remains.
             _, tally = self._sync(conn)
             budgets = self._load_budgets(conn, check=False)
         if scope not in budgets:
-            raise ValueError(
+            raise ArgumentError(
                 f"no budget is set for {scope.describe()[len('the budget of ') :]}; use set_budget()."
             )
         return _subtract(budgets[scope], tally.spent(scope))
@@ -650,7 +652,9 @@ epsilon=1; only epsilon=1 remains.
             return None
         payload = bytes(row[0])
         if hashlib.sha256(payload).hexdigest() != row[1]:
-            raise ValueError(f"the release stored for request_id {key!r} was altered; it will not be served.")
+            raise ArgumentError(
+                f"the release stored for request_id {key!r} was altered; it will not be served."
+            )
         return payload
 
     @property
@@ -714,4 +718,4 @@ def _subtract(budget: PrivacyLoss, spent: PrivacyLoss) -> PrivacyLoss:
         raise LedgerIntegrityError(
             f"{spent!s} was spent against a budget of {budget!s}; run verify()."
         ) from None
-    raise TypeError(f"cannot subtract a {type(spent).__name__} from a {type(budget).__name__}.")
+    raise ArgumentTypeError(f"cannot subtract a {type(spent).__name__} from a {type(budget).__name__}.")

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 
 __all__ = [
@@ -92,14 +93,14 @@ class Interval:
 
     def __init__(self, lo: Bound, hi: Bound, *, lo_closed: bool = True, hi_closed: bool = True) -> None:
         if not isinstance(lo_closed, bool) or not isinstance(hi_closed, bool):
-            raise TypeError("lo_closed and hi_closed must be True or False.")
+            raise ArgumentTypeError("lo_closed and hi_closed must be True or False.")
         low, high = _bound(lo, "the lower bound"), _bound(hi, "the upper bound")
         object.__setattr__(self, "lo", low)
         object.__setattr__(self, "hi", high)
         object.__setattr__(self, "lo_closed", lo_closed and low is not None)
         object.__setattr__(self, "hi_closed", hi_closed and high is not None)
         if self._low_key() > self._high_key():
-            raise ValueError(f"the interval {self} is empty: its lower bound lies above its upper bound.")
+            raise ArgumentError(f"the interval {self} is empty: its lower bound lies above its upper bound.")
 
     def _low_key(self) -> _Key:
         if self.lo is None:
@@ -154,7 +155,9 @@ def _as_interval(column: str, spec: Interval | tuple[Bound, Bound]) -> Interval:
         return spec
     if isinstance(spec, tuple) and len(spec) == 2:
         return Interval(spec[0], spec[1])
-    raise TypeError(f"the range of column {column!r} must be an Interval or a (lo, hi) pair, got {spec!r}.")
+    raise ArgumentTypeError(
+        f"the range of column {column!r} must be an Interval or a (lo, hi) pair, got {spec!r}."
+    )
 
 
 @dataclass(frozen=True)
@@ -180,15 +183,15 @@ class Box:
         self, bounds: Mapping[str, Interval | tuple[Bound, Bound]], *, unit: Unit | None = None
     ) -> None:
         if not isinstance(bounds, Mapping):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"a Box needs a mapping from column name to interval, got {type(bounds).__name__}."
             )
         if unit not in (None, "record", "user"):
-            raise ValueError(f'unit must be "record", "user" or None, got {unit!r}.')
+            raise ArgumentError(f'unit must be "record", "user" or None, got {unit!r}.')
         items: list[tuple[str, Interval]] = []
         for column, spec in bounds.items():
             if not isinstance(column, str) or not column:
-                raise TypeError(f"column names must be non-empty strings, got {column!r}.")
+                raise ArgumentTypeError(f"column names must be non-empty strings, got {column!r}.")
             items.append((column, _as_interval(column, spec)))
         object.__setattr__(self, "bounds", tuple(sorted(items)))
         object.__setattr__(self, "unit", unit)
@@ -250,10 +253,10 @@ def overlap_graph(boxes: Sequence[Box]) -> list[tuple[int, int]]:
 
 def _weights(weights: Sequence[Number], n: int) -> list[Fraction]:
     if len(weights) != n:
-        raise ValueError(f"expected {n} weights, one per query, got {len(weights)}.")
+        raise ArgumentError(f"expected {n} weights, one per query, got {len(weights)}.")
     out = [as_fraction(w, "weight") for w in weights]
     if any(w < 0 for w in out):
-        raise ValueError("weights (privacy losses) must be non-negative.")
+        raise ArgumentError("weights (privacy losses) must be non-negative.")
     return out
 
 
@@ -332,7 +335,7 @@ def max_weight_clique(
     from networkx.algorithms.clique import max_weight_clique as nx_max_weight_clique
 
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"n must be a non-negative number of queries, got {n!r}.")
+        raise ArgumentError(f"n must be a non-negative number of queries, got {n!r}.")
     w = _weights(weights, n)
     if n == 0:
         return Fraction(0), ()
@@ -342,7 +345,7 @@ def max_weight_clique(
         graph.add_node(node, weight=int(x * scale))
     for u, v in edges:
         if not (0 <= u < n and 0 <= v < n):
-            raise ValueError(f"edge ({u}, {v}) names a query outside 0..{n - 1}.")
+            raise ArgumentError(f"edge ({u}, {v}) names a query outside 0..{n - 1}.")
         if u != v:
             graph.add_edge(u, v)
     members, scaled = nx_max_weight_clique(graph, weight="weight")
@@ -374,15 +377,15 @@ def parallel_composition(
     from .composition import convert, result_kind
 
     if len(losses) != len(regions):
-        raise ValueError(
+        raise ArgumentError(
             f"expected one region per loss, got {len(losses)} losses and {len(regions)} regions."
         )
     if method not in ("boxes", "graph"):
-        raise ValueError(f'method must be "boxes" or "graph", got {method!r}.')
+        raise ArgumentError(f'method must be "boxes" or "graph", got {method!r}.')
     boxes = [Box({}) if r is None else r for r in regions]
     for box in boxes:
         if not isinstance(box, Box):
-            raise TypeError(f"regions must be Box instances or None, got {type(box).__name__}.")
+            raise ArgumentTypeError(f"regions must be Box instances or None, got {type(box).__name__}.")
     kind = result_kind(losses)
     converted = [convert(loss, kind) for loss in losses]
 

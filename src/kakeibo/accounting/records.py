@@ -26,6 +26,7 @@ from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import ZCDP, ApproxDP, PrivacyLoss, PureDP
 from .overlap import Box
 
@@ -109,7 +110,7 @@ class Scope:
 def canonical_loss(loss: object, what: str) -> PrivacyLoss:
     """Re-validate a loss (or a plain number, meaning pure epsilon) through its constructor."""
     if isinstance(loss, bool):
-        raise TypeError(f"{what} must be a privacy loss or a number, not a bool.")
+        raise ArgumentTypeError(f"{what} must be a privacy loss or a number, not a bool.")
     if isinstance(loss, (int, float, Fraction)):
         return PureDP(loss)
     if isinstance(loss, tuple) and len(loss) == 2:  # (epsilon, delta)
@@ -121,11 +122,11 @@ def canonical_loss(loss: object, what: str) -> PrivacyLoss:
     if isinstance(loss, ZCDP):
         return ZCDP(loss.rho)
     if isinstance(loss, PrivacyLoss):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"the ledger accounts PureDP, ApproxDP and ZCDP losses, not {type(loss).__name__}; "
             "convert it first (for an RDP curve: .to_approx(delta))."
         )
-    raise TypeError(
+    raise ArgumentTypeError(
         f"{what} must be a PureDP, ApproxDP or ZCDP loss, an (epsilon, delta) pair or a number, got "
         f"{type(loss).__name__}."
     )
@@ -137,15 +138,15 @@ def checked_text(value: object, name: str, *, required: bool = False) -> str | N
     if value is None and not required:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, got {type(value).__name__}.")
+        raise ArgumentTypeError(f"{name} must be a string, got {type(value).__name__}.")
     if not value.strip():
-        raise ValueError(f"{name} must not be empty.")
+        raise ArgumentError(f"{name} must not be empty.")
     if len(value) > _MAX_TEXT or "\x00" in value:
-        raise ValueError(f"{name} must be at most {_MAX_TEXT} characters without NUL bytes.")
+        raise ArgumentError(f"{name} must be at most {_MAX_TEXT} characters without NUL bytes.")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError(f"{name} must be valid Unicode text (it contains a lone surrogate).") from None
+        raise ArgumentError(f"{name} must be valid Unicode text (it contains a lone surrogate).") from None
     return value
 
 
@@ -155,14 +156,14 @@ def checked_region(region: object, dataset: str | None) -> Box | None:
     if region is None:
         return None
     if not isinstance(region, Box):
-        raise TypeError(f"region must be a kakeibo.accounting.Box, got {type(region).__name__}.")
+        raise ArgumentTypeError(f"region must be a kakeibo.accounting.Box, got {type(region).__name__}.")
     if region.unit is None:
-        raise ValueError(
+        raise ArgumentError(
             'a region must declare unit="record" (record-level DP) or unit="user" (columns constant per '
             "user), because parallel composition is unsound otherwise."
         )
     if dataset is None:
-        raise ValueError(
+        raise ArgumentError(
             "a charge with a region must name its dataset=, since regions of different datasets overlap."
         )
     return region
@@ -177,10 +178,10 @@ def _frac_text(value: Fraction) -> str:
 
 def _parse_frac(text: object) -> Fraction:
     if not isinstance(text, str):
-        raise ValueError(f"expected 'num/den' text, found {text!r}")
+        raise ArgumentError(f"expected 'num/den' text, found {text!r}")
     match = _FRACTION_TEXT.match(text)
     if match is None:
-        raise ValueError(f"expected 'num/den' text, found {text!r}")
+        raise ArgumentError(f"expected 'num/den' text, found {text!r}")
     return Fraction(int(match.group(1)), int(match.group(2)))
 
 
@@ -192,7 +193,7 @@ def loss_columns(loss: PrivacyLoss) -> tuple[str, str | None, str | None, str | 
         return "approx", _frac_text(loss.epsilon), _frac_text(loss.delta), None
     if isinstance(loss, ZCDP):
         return "zcdp", None, None, _frac_text(loss.rho)
-    raise TypeError(f"cannot store a {type(loss).__name__} loss.")
+    raise ArgumentTypeError(f"cannot store a {type(loss).__name__} loss.")
 
 
 def loss_from_columns(kind: object, epsilon: object, delta: object, rho: object) -> PrivacyLoss:
@@ -203,7 +204,7 @@ def loss_from_columns(kind: object, epsilon: object, delta: object, rho: object)
         return ApproxDP(_parse_frac(epsilon), _parse_frac(delta))
     if kind == "zcdp" and epsilon is None and delta is None:
         return ZCDP(_parse_frac(rho))
-    raise ValueError(f"inconsistent loss columns (kind {kind!r})")
+    raise ArgumentError(f"inconsistent loss columns (kind {kind!r})")
 
 
 def canonical_json(value: Any) -> str:

@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import ApproxDP
 from ._bounds import clopper_pearson_lower, clopper_pearson_upper, epsilon_terms
 from ._events import Event, default_events
@@ -92,7 +93,7 @@ class AuditResult:
 
 def _check_count(value: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        raise ArgumentError(f"{name} must be a positive integer, got {value!r}.")
     return int(value)
 
 
@@ -101,7 +102,7 @@ def _draw(mechanism: Releasable | Sampler, value: Any, n: int, rng: Any, batch: 
     if not isinstance(mechanism, Releasable):
         out = np.asarray(mechanism(value, n, rng))
         if out.shape != (n,):
-            raise ValueError(f"the sampler must return {n} outputs as a 1-d array, got shape {out.shape}.")
+            raise ArgumentError(f"the sampler must return {n} outputs as a 1-d array, got shape {out.shape}.")
         return out
     if np.ndim(value) == 0:
         copies = np.full(batch, value)
@@ -110,13 +111,15 @@ def _draw(mechanism: Releasable | Sampler, value: Any, n: int, rng: Any, batch: 
         while remaining > 0:
             out = np.asarray(mechanism.release(copies, rng=rng)).reshape(-1)
             if out.size != batch:
-                raise ValueError("the mechanism must return one output per input coordinate.")
+                raise ArgumentError("the mechanism must return one output per input coordinate.")
             chunks.append(out[:remaining])
             remaining -= batch
         return np.concatenate(chunks)
     outs = [np.asarray(mechanism.release(value, rng=rng)) for _ in range(n)]
     if any(o.ndim != 0 for o in outs):
-        raise ValueError("auditing a vector input needs a mechanism with one scalar output; pass a sampler.")
+        raise ArgumentError(
+            "auditing a vector input needs a mechanism with one scalar output; pass a sampler."
+        )
     return np.asarray([o.item() for o in outs])
 
 
@@ -214,12 +217,14 @@ def audit(
     n = _check_count(trials, "trials")
     chunk = _check_count(batch, "batch")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise ValueError(f"alpha must be a probability strictly between 0 and 1, got {alpha!r}.")
+        raise ArgumentError(f"alpha must be a probability strictly between 0 and 1, got {alpha!r}.")
     dlt = _declared_delta(mechanism) if delta is None else float(delta)
     if not 0.0 <= dlt < 1.0:
-        raise ValueError(f"delta must lie in [0, 1), got {delta!r}.")
+        raise ArgumentError(f"delta must lie in [0, 1), got {delta!r}.")
     if not (isinstance(mechanism, Releasable) or callable(mechanism)):
-        raise TypeError("mechanism must have a release(value, rng=) method or be a sampler(value, n, rng).")
+        raise ArgumentTypeError(
+            "mechanism must have a release(value, rng=) method or be a sampler(value, n, rng)."
+        )
     if events is None:
         pilot_n = _check_count(selection_trials or max(10_000, n // 10), "selection_trials")
         pilot = np.concatenate(
@@ -229,7 +234,7 @@ def audit(
     else:
         chosen = list(events)
         if not all(isinstance(e, Event) for e in chosen):
-            raise TypeError("events must be kakeibo.audit.Event instances.")
+            raise ArgumentTypeError("events must be kakeibo.audit.Event instances.")
     y_d = _draw(mechanism, d, n, rng, chunk)
     y_d_prime = _draw(mechanism, d_prime, n, rng, chunk)
     bounds = _bound_events(chosen, y_d, y_d_prime, float(alpha), dlt) if chosen else ()

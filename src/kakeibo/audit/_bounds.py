@@ -21,6 +21,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats
 
+from ..errors import ArgumentError, ArgumentTypeError
+
 __all__ = ["clopper_pearson_lower", "clopper_pearson_upper", "empirical_epsilon", "epsilon_terms"]
 
 FloatArray = NDArray[np.float64]
@@ -28,17 +30,17 @@ FloatArray = NDArray[np.float64]
 
 def _check_rate(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}.")
+        raise ArgumentTypeError(f"{name} must be a number, not {type(value).__name__}.")
     rate = float(value)
     if not 0.0 <= rate <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}.")
+        raise ArgumentError(f"{name} must be a probability in [0, 1], got {value!r}.")
     return rate
 
 
 def _check_delta(delta: float) -> float:
     rate = _check_rate(delta, "delta")
     if rate >= 1.0:
-        raise ValueError(f"delta must lie in [0, 1), got {delta!r}.")
+        raise ArgumentError(f"delta must lie in [0, 1), got {delta!r}.")
     return rate
 
 
@@ -101,13 +103,13 @@ def _counts(successes: ArrayLike, trials: int) -> tuple[NDArray[np.int64], int]:
     k = np.asarray(successes, dtype=np.int64)
     n = int(trials)
     if n < 1 or np.any(k < 0) or np.any(k > n):
-        raise ValueError("Clopper-Pearson bounds need 0 <= successes <= trials and trials >= 1.")
+        raise ArgumentError("Clopper-Pearson bounds need 0 <= successes <= trials and trials >= 1.")
     return k, n
 
 
 def _check_level(level: float) -> float:
     if not 0.0 < level < 1.0:
-        raise ValueError(f"the error level of a one-sided bound must lie in (0, 1), got {level!r}.")
+        raise ArgumentError(f"the error level of a one-sided bound must lie in (0, 1), got {level!r}.")
     return float(level)
 
 

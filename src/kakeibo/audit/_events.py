@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
+
 __all__ = [
     "Event",
     "default_events",
@@ -64,7 +66,7 @@ class Event:
     def __call__(self, outputs: NDArray[Any]) -> BoolArray:
         result = np.asarray(self.predicate(outputs), dtype=np.bool_)
         if result.shape != np.shape(outputs):
-            raise ValueError(f"event {self.description!r} must return one boolean per output.")
+            raise ArgumentError(f"event {self.description!r} must return one boolean per output.")
         return result
 
 
@@ -191,7 +193,7 @@ def default_events(pilot: NDArray[Any], *, max_values: int = 64) -> list[Event]:
     """
     pilot = np.asarray(pilot).reshape(-1)
     if pilot.size == 0:
-        raise ValueError("the pilot sample is empty.")
+        raise ArgumentError("the pilot sample is empty.")
     kept: list[Event] = []
     seen: set[bytes] = set()
     for event in candidate_events(pilot, max_values=max_values):

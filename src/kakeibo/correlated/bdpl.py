@@ -52,6 +52,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms import Geometric, Laplace, RandomizedResponse
 from ..mechanisms.base import check_positive
 
@@ -125,7 +126,7 @@ class JointDistribution:
     ) -> None:
         if isinstance(probabilities, Mapping):
             if values is not None:
-                raise ValueError(
+                raise ArgumentError(
                     "values label the axes of an array; a mapping's keys are the values already."
                 )
             domains, codes, probs = _from_mapping(probabilities)
@@ -170,22 +171,22 @@ def _real_array(values: Any, what: str) -> FloatArray:
     """``values`` as a float array, refusing non-numeric input (TypeError) and NaN or infinity."""
     arr = np.asarray(values)
     if arr.dtype.kind not in "iufO":
-        raise TypeError(f"{what} must be real numbers, got dtype {arr.dtype}.")
+        raise ArgumentTypeError(f"{what} must be real numbers, got dtype {arr.dtype}.")
     try:
         out = arr.astype(np.float64)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{what} must be real numbers.") from exc
+        raise ArgumentTypeError(f"{what} must be real numbers.") from exc
     if not np.all(np.isfinite(out)):
-        raise ValueError(f"{what} must be finite (no NaN or infinity).")
+        raise ArgumentError(f"{what} must be finite (no NaN or infinity).")
     return out
 
 
 def _check_probabilities(probs: FloatArray) -> None:
     if np.any(probs < 0):
-        raise ValueError("joint probabilities must be non-negative.")
+        raise ArgumentError("joint probabilities must be non-negative.")
     total = float(probs.sum())
     if abs(total - 1.0) > PROBABILITY_TOLERANCE:
-        raise ValueError(f"joint probabilities must sum to 1, got {total!r}.")
+        raise ArgumentError(f"joint probabilities must sum to 1, got {total!r}.")
 
 
 def _from_array(
@@ -193,7 +194,7 @@ def _from_array(
 ) -> tuple[tuple[FloatArray, ...], IntArray, FloatArray, tuple[int, ...]]:
     table = _real_array(probabilities, "joint probabilities")
     if table.ndim == 0 or table.size == 0:
-        raise ValueError("the joint table needs one non-empty axis per tuple.")
+        raise ArgumentError("the joint table needs one non-empty axis per tuple.")
     _check_probabilities(table)
     domains = _axis_values(values, table.shape)
     codes = np.indices(table.shape).reshape(table.ndim, -1).T.astype(np.int64)
@@ -204,15 +205,15 @@ def _axis_values(values: Sequence[ArrayLike] | None, shape: tuple[int, ...]) -> 
     if values is None:
         return tuple(np.arange(d, dtype=np.float64) for d in shape)
     if isinstance(values, (str, bytes)) or len(values) != len(shape):
-        raise ValueError(f"values must give one sequence of tuple values per axis ({len(shape)} axes).")
+        raise ArgumentError(f"values must give one sequence of tuple values per axis ({len(shape)} axes).")
     domains = tuple(_real_array(v, f"values[{j}]") for j, v in enumerate(values))
     for j, (dom, d) in enumerate(zip(domains, shape, strict=True)):
         if dom.shape != (d,):
-            raise ValueError(
+            raise ArgumentError(
                 f"values[{j}] must hold {d} values (the length of axis {j}), got shape {dom.shape}."
             )
         if len(np.unique(dom)) != d:
-            raise ValueError(f"values[{j}] must not repeat a value.")
+            raise ArgumentError(f"values[{j}] must not repeat a value.")
     return domains
 
 
@@ -220,24 +221,24 @@ def _from_mapping(
     mapping: Mapping[tuple[Any, ...], Any],
 ) -> tuple[tuple[FloatArray, ...], IntArray, FloatArray]:
     if not mapping:
-        raise ValueError("the joint mapping is empty.")
+        raise ArgumentError("the joint mapping is empty.")
     keys = list(mapping)
     if not all(isinstance(k, tuple) for k in keys):
-        raise TypeError("the keys of a joint mapping must be tuples (x_1, ..., x_n).")
+        raise ArgumentTypeError("the keys of a joint mapping must be tuples (x_1, ..., x_n).")
     n = len(keys[0])
     if n == 0 or any(len(k) != n for k in keys):
-        raise ValueError("every key of a joint mapping must be a tuple of the same positive length.")
+        raise ArgumentError("every key of a joint mapping must be a tuple of the same positive length.")
     try:
         cells = np.array(keys, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise TypeError("the keys of a joint mapping must hold real numbers.") from exc
+        raise ArgumentTypeError("the keys of a joint mapping must hold real numbers.") from exc
     cells = _real_array(cells, "tuple values")
     probs = _real_array(list(mapping.values()), "joint probabilities")
     _check_probabilities(probs)
     domains = tuple(np.unique(cells[:, j]) for j in range(n))
     codes = np.column_stack([np.searchsorted(d, cells[:, j]) for j, d in enumerate(domains)]).astype(np.int64)
     if len(np.unique(codes, axis=0)) != len(codes):
-        raise ValueError("two keys of the joint mapping name the same cell.")
+        raise ArgumentError("two keys of the joint mapping name the same cell.")
     return domains, codes, probs
 
 
@@ -251,10 +252,10 @@ def _query_values(joint: JointDistribution, query: Query) -> FloatArray:
             [_real_scalar(query(row.copy()), "the query's value") for row in joint.cells], "query values"
         )
     if joint.shape is None:
-        raise ValueError("a precomputed query array needs a joint given as an array; pass a callable.")
+        raise ArgumentError("a precomputed query array needs a joint given as an array; pass a callable.")
     table = _real_array(query, "query values")
     if table.shape != joint.shape:
-        raise ValueError(
+        raise ArgumentError(
             f"the query array must have the joint table's shape {joint.shape}, got {table.shape}."
         )
     per_cell: FloatArray = table[tuple(joint.codes.T)]
@@ -263,9 +264,9 @@ def _query_values(joint: JointDistribution, query: Query) -> FloatArray:
 
 def _real_scalar(value: Any, what: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{what} must be a real number, got {value!r}.")
+        raise ArgumentTypeError(f"{what} must be a real number, got {value!r}.")
     if not math.isfinite(value):
-        raise ValueError(f"{what} must be finite, got {value!r}.")
+        raise ArgumentError(f"{what} must be finite, got {value!r}.")
     return float(value)
 
 
@@ -365,7 +366,8 @@ class GeometricNoise(_TwoSidedExponential):
     >>> GeometricNoise(1.0).check_query_values(np.array([0.5]))
     Traceback (most recent call last):
     ...
-    ValueError: the geometric mechanism releases integers; every query value must be an integer.
+    kakeibo.errors.ArgumentError: the geometric mechanism releases integers; every query value must be \
+an integer.
     """
 
     @property
@@ -374,7 +376,7 @@ class GeometricNoise(_TwoSidedExponential):
 
     def check_query_values(self, query_values: FloatArray) -> None:
         if not np.all(query_values == np.rint(query_values)):
-            raise ValueError(
+            raise ArgumentError(
                 "the geometric mechanism releases integers; every query value must be an integer."
             )
 
@@ -400,9 +402,11 @@ class FiniteOutputs:
             or self.outputs.size == 0
             or len(np.unique(self.outputs)) != self.outputs.size
         ):
-            raise ValueError("outputs must be a non-empty 1-d sequence of distinct values.")
+            raise ArgumentError("outputs must be a non-empty 1-d sequence of distinct values.")
         if not callable(log_pmf):
-            raise TypeError("log_pmf must be a function log_pmf(outputs, query_values) -> log probabilities.")
+            raise ArgumentTypeError(
+                "log_pmf must be a function log_pmf(outputs, query_values) -> log probabilities."
+            )
         self._log_pmf = log_pmf
 
     @classmethod
@@ -410,7 +414,7 @@ class FiniteOutputs:
         """The exact output pmf of ``mechanism``: keep the category with probability ``p``, report each other
         one with probability ``q`` (its ``p`` and ``q`` describe the coins it actually uses)."""
         if not isinstance(mechanism, RandomizedResponse):
-            raise TypeError("mechanism must be a kakeibo.mechanisms.RandomizedResponse.")
+            raise ArgumentTypeError("mechanism must be a kakeibo.mechanisms.RandomizedResponse.")
         log_keep, log_other = math.log(mechanism.p), math.log(mechanism.q)
 
         def log_pmf(outputs: FloatArray, query_values: FloatArray) -> FloatArray:
@@ -421,9 +425,9 @@ class FiniteOutputs:
     def log_density(self, outputs: FloatArray, query_values: FloatArray) -> FloatArray:
         values = np.asarray(self._log_pmf(outputs, query_values), dtype=np.float64)
         if values.shape != np.broadcast_shapes(outputs.shape, query_values.shape):
-            raise ValueError("log_pmf must return one log probability per (output, query value) pair.")
+            raise ArgumentError("log_pmf must return one log probability per (output, query value) pair.")
         if np.any(np.isnan(values)) or np.any(values > 0):
-            raise ValueError("log_pmf must return log probabilities (<= 0, -inf allowed, no NaN).")
+            raise ArgumentError("log_pmf must return log probabilities (<= 0, -inf allowed, no NaN).")
         return values
 
     def check_query_values(self, query_values: FloatArray) -> None:
@@ -431,7 +435,7 @@ class FiniteOutputs:
         totals = np.exp(table).sum(axis=0)
         bad = np.flatnonzero(np.abs(totals - 1.0) > PROBABILITY_TOLERANCE)
         if bad.size:
-            raise ValueError(
+            raise ArgumentError(
                 f"the output probabilities sum to {totals[bad[0]]!r}, not 1, at query value "
                 f"{query_values[bad[0]]!r}: is that a valid input of the mechanism?"
             )
@@ -455,13 +459,13 @@ def _as_output_model(mechanism: Any) -> OutputModel:
     if isinstance(mechanism, RandomizedResponse):
         return FiniteOutputs.randomized_response(mechanism)
     if isinstance(mechanism, Laplace):
-        raise TypeError(
+        raise ArgumentTypeError(
             "kakeibo.mechanisms.Laplace adds discrete noise on a grid that depends on the batch size; "
             "analyse its continuous model with LaplaceNoise(mechanism.scale)."
         )
     if isinstance(mechanism, OutputModel):
         return mechanism
-    raise TypeError(
+    raise ArgumentTypeError(
         "mechanism must be an OutputModel (LaplaceNoise, GeometricNoise, FiniteOutputs, ...) or a kakeibo "
         f"Geometric or RandomizedResponse, got {type(mechanism).__name__}."
     )
@@ -509,15 +513,15 @@ def _prepare(joint: JointDistribution, mechanism: Any, query: Query) -> _Problem
 
 def _check_index(value: Any, n: int, name: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be a tuple index (an integer), got {value!r}.")
+        raise ArgumentTypeError(f"{name} must be a tuple index (an integer), got {value!r}.")
     if not 0 <= value < n:
-        raise ValueError(f"{name} must be a tuple index in 0..{n - 1}, got {value}.")
+        raise ArgumentError(f"{name} must be a tuple index in 0..{n - 1}, got {value}.")
     return int(value)
 
 
 def _as_list(items: Any, name: str) -> list[Any]:
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
-        raise TypeError(f"{name} must be an iterable, got {type(items).__name__}.")
+        raise ArgumentTypeError(f"{name} must be an iterable, got {type(items).__name__}.")
     return list(items)
 
 
@@ -526,9 +530,9 @@ def _check_adversary(n: int, target: Any, known: Any) -> tuple[int, tuple[int, .
     i = _check_index(target, n, "target")
     ks = [_check_index(k, n, "every known index") for k in _as_list(known, "known")]
     if len(set(ks)) != len(ks):
-        raise ValueError("known must not repeat an index.")
+        raise ArgumentError("known must not repeat an index.")
     if i in ks:
-        raise ValueError(f"the target {i} cannot also be a known tuple.")
+        raise ArgumentError(f"the target {i} cannot also be a known tuple.")
     return i, tuple(sorted(ks))
 
 
@@ -564,7 +568,9 @@ def _candidates(model: OutputModel, groups: IntArray, levels: FloatArray) -> tup
     """The model's candidate outputs, checked: one group (among ``groups``) per finite output."""
     cand_group, outputs = (np.asarray(a) for a in model.critical_outputs(groups, levels))
     if cand_group.ndim != 1 or cand_group.shape != outputs.shape or not np.all(np.isin(cand_group, groups)):
-        raise ValueError("critical_outputs must return equal-length groups (among those given) and outputs.")
+        raise ArgumentError(
+            "critical_outputs must return equal-length groups (among those given) and outputs."
+        )
     return cand_group.astype(np.int64), _real_array(outputs, "critical outputs")
 
 
@@ -702,7 +708,7 @@ def _max_leakage(problem: _Problem) -> Leakage:
 
 def _check_small(joint: JointDistribution) -> None:
     if joint.n > MAX_TUPLES:
-        raise ValueError(
+        raise ArgumentError(
             f"the supremum over all n 2^(n-1) adversaries is computed for at most {MAX_TUPLES} tuples, "
             f"got {joint.n}."
         )
@@ -737,7 +743,7 @@ def _sum_laplace(
     joint = _as_joint(joint)
     delta = joint.sum_sensitivity if sensitivity is None else check_positive(sensitivity, "sensitivity")
     if delta <= 0:
-        raise ValueError(
+        raise ArgumentError(
             "every tuple's domain is a single value, so the sum has sensitivity 0; pass sensitivity."
         )
     return joint, LaplaceNoise(delta / eps)
@@ -821,7 +827,9 @@ def bdp_laplace_scale(joint: JointLike, *, epsilon: float, query: Query = None) 
     problem = _prepare(table, LaplaceNoise(1.0), query)
     spread = float(np.ptp(problem.levels))
     if spread == 0:
-        raise ValueError("the query is constant on the support of the joint distribution: it needs no noise.")
+        raise ArgumentError(
+            "the query is constant on the support of the joint distribution: it needs no noise."
+        )
     allowed = eps * (1 - CALIBRATION_MARGIN)
 
     def leaks(scale: float) -> bool:
@@ -834,7 +842,7 @@ def bdp_laplace_scale(joint: JointLike, *, epsilon: float, query: Query = None) 
             break
         high, low = low, low / 2
     else:
-        raise ValueError(
+        raise ArgumentError(
             f"the leakage stays below epsilon for every Laplace scale down to {high:.3g}: the query hardly "
             "depends on any tuple; release it without noise only after checking that claim yourself."
         )
@@ -881,7 +889,7 @@ class BeliefUpdate:
     def _index(self, value: float) -> int:
         hits = np.flatnonzero(self.values == value)
         if hits.size == 0:
-            raise ValueError(f"{value!r} is not a target value of positive probability given x_K.")
+            raise ArgumentError(f"{value!r} is not a target value of positive probability given x_K.")
         return int(hits[0])
 
 
@@ -891,7 +899,7 @@ def _belief_update(
     joint = problem.joint
     match = np.all(joint.cells[:, list(known)] == np.asarray(known_values, dtype=np.float64), axis=1)
     if not match.any():
-        raise ValueError("the known values have probability 0 under the joint distribution.")
+        raise ArgumentError("the known values have probability 0 under the joint distribution.")
     probs = joint.probabilities[match]
     value_codes, value_of_cell = np.unique(joint.codes[match, target], return_inverse=True)
     value_of_cell = value_of_cell.reshape(-1)
@@ -901,7 +909,7 @@ def _belief_update(
     starts = np.searchsorted(value_of_cell[order], np.arange(value_codes.size))
     log_posterior = _segment_logsumexp(log_joint[order], starts)  # log Pr(x_i, r | x_K) up to a constant
     if np.all(log_posterior == -np.inf):
-        raise ValueError(f"the output {output!r} has probability 0 given the known values.")
+        raise ArgumentError(f"the output {output!r} has probability 0 given the known values.")
     prior = np.bincount(value_of_cell, weights=probs)
     posterior = np.exp(log_posterior - log_posterior.max())
     return BeliefUpdate(
@@ -939,7 +947,7 @@ def belief_update(
     ks, xs = _as_list(known, "known"), _as_list(known_values, "known_values")
     i, _ = _check_adversary(table.n, target, ks)
     if len(xs) != len(ks):
-        raise ValueError(f"known_values must give one value per known tuple ({len(ks)}), got {len(xs)}.")
+        raise ArgumentError(f"known_values must give one value per known tuple ({len(ks)}), got {len(xs)}.")
     r = _real_scalar(output, "output")
     values = tuple(_real_scalar(x, "every known value") for x in xs)
     return _belief_update(_prepare(table, mechanism, query), i, tuple(ks), values, r)

@@ -102,7 +102,7 @@ from scipy.linalg import lapack
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import splu
 
-from ..errors import Error
+from ..errors import ArgumentError, ArgumentTypeError, Error
 from ..mechanisms import Laplace
 from ..mechanisms.base import check_positive
 
@@ -152,20 +152,22 @@ def _gamma(k: FloatArray | float) -> Any:
 def _check_prior(tau: Any, n: int) -> FloatArray:
     """The prior precisions: ``tau`` as a positive number (``tau I``) or an array of ``n`` positives."""
     if isinstance(tau, bool) or tau is None:
-        raise TypeError(f"tau must be a positive number or an array of n positive numbers, got {tau!r}.")
+        raise ArgumentTypeError(
+            f"tau must be a positive number or an array of n positive numbers, got {tau!r}."
+        )
     values = np.asarray(tau)
     if values.dtype.kind not in "iuf":
-        raise TypeError(f"tau must be real numbers, got dtype {values.dtype}.")
+        raise ArgumentTypeError(f"tau must be real numbers, got dtype {values.dtype}.")
     if values.ndim == 0:
         values = np.full(n, float(values))
     elif values.shape != (n,):
-        raise ValueError(
+        raise ArgumentError(
             f"tau must be one number or an array of n = {n} prior precisions, got {values.shape}."
         )
     values = values.astype(np.float64)
     bad = ~(np.isfinite(values) & (values > 0))
     if bad.any():
-        raise ValueError(
+        raise ArgumentError(
             f"tau must be finite and > 0 (the prior of section 5.5 makes the model a proper Gaussian); "
             f"got {values[bad][0]!r} for tuple {int(np.flatnonzero(bad)[0])}."
         )
@@ -174,34 +176,38 @@ def _check_prior(tau: Any, n: int) -> FloatArray:
 
 def _check_count(n: Any) -> int:
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise TypeError(f"n must be an integer, got {n!r}.")
+        raise ArgumentTypeError(f"n must be an integer, got {n!r}.")
     if n < 1:
-        raise ValueError(f"a database needs at least one tuple, got n = {n}.")
+        raise ArgumentError(f"a database needs at least one tuple, got n = {n}.")
     return int(n)
 
 
 def _check_adjacency(adjacency: Any) -> SparseMatrix:
     """A symmetric, loop-free, non-negative, finite sparse weight matrix, as ``csr_array`` of float64."""
     if not sp.issparse(adjacency):
-        raise TypeError(f"adjacency must be a scipy.sparse matrix or array, got {type(adjacency).__name__}.")
+        raise ArgumentTypeError(
+            f"adjacency must be a scipy.sparse matrix or array, got {type(adjacency).__name__}."
+        )
     if adjacency.dtype.kind not in "biuf":
-        raise TypeError(f"adjacency weights must be real numbers, got dtype {adjacency.dtype}.")
+        raise ArgumentTypeError(f"adjacency weights must be real numbers, got dtype {adjacency.dtype}.")
     weights = sp.csr_array(adjacency, dtype=np.float64)
     rows, cols = weights.shape
     if rows != cols or rows < 1:
-        raise ValueError(f"adjacency must be a non-empty square matrix, got shape {weights.shape}.")
+        raise ArgumentError(f"adjacency must be a non-empty square matrix, got shape {weights.shape}.")
     weights.sum_duplicates()
     if not np.all(np.isfinite(weights.data)):
-        raise ValueError("adjacency weights must be finite.")
+        raise ArgumentError("adjacency weights must be finite.")
     if np.any(weights.data < 0):
-        raise ValueError("adjacency weights must be >= 0 (definition 5.1 models positive correlation only).")
+        raise ArgumentError(
+            "adjacency weights must be >= 0 (definition 5.1 models positive correlation only)."
+        )
     loops = np.flatnonzero(weights.diagonal())
     if loops.size:
-        raise ValueError(f"self loop at tuple {int(loops[0])}: a tuple cannot be correlated with itself.")
+        raise ArgumentError(f"self loop at tuple {int(loops[0])}: a tuple cannot be correlated with itself.")
     asymmetry = weights - weights.T
     asymmetry.eliminate_zeros()
     if asymmetry.nnz:
-        raise ValueError("adjacency must be symmetric (w_ij = w_ji, an undirected graph).")
+        raise ArgumentError("adjacency must be symmetric (w_ij = w_ji, an undirected graph).")
     weights.eliminate_zeros()
     weights.sort_indices()
     return weights
@@ -213,59 +219,61 @@ def _check_edges(edges: Any, n: Any, weights: Any) -> tuple[IntArray, FloatArray
     if pairs.size == 0:
         pairs = pairs.reshape(0, 2)
     if pairs.ndim != 2 or pairs.shape[1] != 2:
-        raise ValueError(f"edges must be pairs (u, v), an array of shape (E, 2); got shape {pairs.shape}.")
+        raise ArgumentError(f"edges must be pairs (u, v), an array of shape (E, 2); got shape {pairs.shape}.")
     if pairs.size and pairs.dtype.kind not in "iu":
-        raise TypeError(f"edge endpoints must be integer tuple ids, got dtype {pairs.dtype}.")
+        raise ArgumentTypeError(f"edge endpoints must be integer tuple ids, got dtype {pairs.dtype}.")
     pairs = pairs.astype(np.int64)
     if n is None:
         if not len(pairs):
-            raise ValueError("with no edges, give the number of tuples n.")
+            raise ArgumentError("with no edges, give the number of tuples n.")
         n = int(pairs.max()) + 1
     n = _check_count(n)
     if len(pairs) and (pairs.min() < 0 or pairs.max() >= n):
-        raise ValueError(
+        raise ArgumentError(
             f"edge endpoints must be tuple ids in 0..{n - 1}, got {int(pairs.min())}..{int(pairs.max())}."
         )
     loops = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
     if loops.size:
         u = int(pairs[loops[0], 0])
-        raise ValueError(f"self loop ({u}, {u}): a tuple cannot be correlated with itself.")
+        raise ArgumentError(f"self loop ({u}, {u}): a tuple cannot be correlated with itself.")
     codes = np.minimum(pairs[:, 0], pairs[:, 1]) * n + np.maximum(pairs[:, 0], pairs[:, 1])
     unique, counts = np.unique(codes, return_counts=True)
     if np.any(counts > 1):
         code = int(unique[counts > 1][0])
-        raise ValueError(f"edge ({code // n}, {code % n}) is listed twice; give each undirected edge once.")
+        raise ArgumentError(
+            f"edge ({code // n}, {code % n}) is listed twice; give each undirected edge once."
+        )
     if weights is None:
         values = np.ones(len(pairs))
     else:
         values = np.asarray(weights)
         if values.dtype.kind not in "biuf":
-            raise TypeError(f"edge weights must be real numbers, got dtype {values.dtype}.")
+            raise ArgumentTypeError(f"edge weights must be real numbers, got dtype {values.dtype}.")
         if values.shape != (len(pairs),):
-            raise ValueError(
+            raise ArgumentError(
                 f"weights must have one entry per edge ({len(pairs)}), got shape {values.shape}."
             )
         values = values.astype(np.float64)
         if not np.all(np.isfinite(values) & (values >= 0)):
-            raise ValueError("edge weights must be finite and >= 0 (definition 5.1: w_ij >= 0).")
+            raise ArgumentError("edge weights must be finite and >= 0 (definition 5.1: w_ij >= 0).")
     return pairs, values, n
 
 
 def _check_node(value: Any, n: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{what} must be an integer tuple id, got {value!r}.")
+        raise ArgumentTypeError(f"{what} must be an integer tuple id, got {value!r}.")
     if not 0 <= int(value) < n:
-        raise ValueError(f"{what} must be a tuple id in 0..{n - 1}, got {value}.")
+        raise ArgumentError(f"{what} must be a tuple id in 0..{n - 1}, got {value}.")
     return int(value)
 
 
 def _check_nodes(values: Iterable[Any], n: int, what: str) -> IntArray:
     """Distinct tuple ids, in the order given."""
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise TypeError(f"{what} must be a collection of tuple ids, got {values!r}.")
+        raise ArgumentTypeError(f"{what} must be a collection of tuple ids, got {values!r}.")
     ids = [_check_node(v, n, what) for v in values]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{what} lists a tuple twice: {ids}.")
+        raise ArgumentError(f"{what} lists a tuple twice: {ids}.")
     return np.asarray(ids, dtype=np.int64)
 
 
@@ -274,15 +282,15 @@ def _check_adversary(target: Any, known: Iterable[Any], n: int) -> tuple[int, In
     i = _check_node(target, n, "target")
     k = _check_nodes(known, n, "known")
     if i in k:
-        raise ValueError(f"the target {i} cannot be a known tuple (K is a subset of [n] - {{i}}).")
+        raise ArgumentError(f"the target {i} cannot be a known tuple (K is a subset of [n] - {{i}}).")
     return i, k
 
 
 def _check_budget(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"max_evaluations must be an integer or None, got {value!r}.")
+        raise ArgumentTypeError(f"max_evaluations must be an integer or None, got {value!r}.")
     if value < 1:
-        raise ValueError(f"max_evaluations must be >= 1, got {value}.")
+        raise ArgumentError(f"max_evaluations must be >= 1, got {value}.")
     return int(value)
 
 
@@ -290,27 +298,31 @@ def _check_correlation_matrix(matrix: Any) -> FloatArray:
     """A Gaussian correlation matrix ``L_A`` as Algorithm 1 takes it: row 0 is ``x_0``, then ``x_C``."""
     raw = np.asarray(matrix)
     if raw.dtype.kind not in "biuf":
-        raise TypeError(f"the Gaussian correlation matrix must hold real numbers, got dtype {raw.dtype}.")
+        raise ArgumentTypeError(
+            f"the Gaussian correlation matrix must hold real numbers, got dtype {raw.dtype}."
+        )
     values = raw.astype(np.float64)
     if values.ndim != 2 or values.shape[0] != values.shape[1] or values.shape[0] < 2:
-        raise ValueError(
+        raise ArgumentError(
             f"the Gaussian correlation matrix must be square and at least 2 x 2, got {values.shape}."
         )
     if not np.all(np.isfinite(values)):
-        raise ValueError("the Gaussian correlation matrix must be finite.")
+        raise ArgumentError("the Gaussian correlation matrix must be finite.")
     scale = float(np.max(np.abs(values)))
     if not np.allclose(values, values.T, rtol=0.0, atol=1e-12 * scale):
-        raise ValueError("the Gaussian correlation matrix must be symmetric.")
+        raise ArgumentError("the Gaussian correlation matrix must be symmetric.")
     if np.any(np.diag(values) <= 0):
-        raise ValueError("the Gaussian correlation matrix must have a positive diagonal.")
+        raise ArgumentError("the Gaussian correlation matrix must have a positive diagonal.")
     return values
 
 
 def _check_unknown_count(m: Any) -> int:
     if isinstance(m, bool) or not isinstance(m, numbers.Integral):
-        raise TypeError(f"m (the number of unknown tuples merged into x_0) must be an integer, got {m!r}.")
+        raise ArgumentTypeError(
+            f"m (the number of unknown tuples merged into x_0) must be an integer, got {m!r}."
+        )
     if m < 1:
-        raise ValueError(f"m (the number of unknown tuples merged into x_0) must be >= 1, got {m}.")
+        raise ArgumentError(f"m (the number of unknown tuples merged into x_0) must be >= 1, got {m}.")
     return int(m)
 
 
@@ -367,10 +379,12 @@ def combine(matrix: ArrayLike, j: int, m: int) -> FloatArray:
     values = _check_correlation_matrix(matrix)
     size = values.shape[0]
     if size < 3:
-        raise ValueError("combine needs x_0, the merged tuple and at least one more tuple (a 3 x 3 matrix).")
+        raise ArgumentError(
+            "combine needs x_0, the merged tuple and at least one more tuple (a 3 x 3 matrix)."
+        )
     j = _check_node(j, size, "j")
     if j == 0:
-        raise ValueError("j = 0 is x_0 itself; merge a row j >= 1.")
+        raise ArgumentError("j = 0 is x_0 itself; merge a row j >= 1.")
     m = _check_unknown_count(m)
     order = np.r_[np.arange(j), np.arange(j + 1, size), j]
     work = values[np.ix_(order, order)]
@@ -817,10 +831,12 @@ class GaussianCorrelationModel:
         import networkx as nx
 
         if not isinstance(graph, nx.Graph) or graph.is_directed() or graph.is_multigraph():
-            raise TypeError("graph must be an undirected networkx.Graph (not directed, not a multigraph).")
+            raise ArgumentTypeError(
+                "graph must be an undirected networkx.Graph (not directed, not a multigraph)."
+            )
         n = graph.number_of_nodes()
         if set(graph.nodes) != set(range(n)):
-            raise ValueError(
+            raise ArgumentError(
                 "graph nodes must be the tuple ids 0..n-1 (see convert_node_labels_to_integers)."
             )
         adjacency = nx.to_scipy_sparse_array(
@@ -858,7 +874,7 @@ class GaussianCorrelationModel:
         k = _check_nodes(known, self.n, "known")
         x = np.asarray(values, dtype=np.float64)
         if x.shape != (k.size,) or not np.all(np.isfinite(x)):
-            raise ValueError(f"values must be {k.size} finite numbers, one per known tuple.")
+            raise ArgumentError(f"values must be {k.size} finite numbers, one per known tuple.")
         unknown = np.setdiff1d(np.arange(self.n), k)
         block = self._block(unknown, unknown)
         rhs = -(self._block(unknown, k) @ x)
@@ -876,7 +892,9 @@ class GaussianCorrelationModel:
         c = np.r_[i, k]
         u = np.setdiff1d(np.arange(self.n), c)
         if not u.size:
-            raise ValueError("the adversary knows every other tuple: there is no x_0 (the strong adversary).")
+            raise ArgumentError(
+                "the adversary knows every other tuple: there is no x_0 (the strong adversary)."
+            )
         q_uu = self._block(u, u)
         q_uc = self._block(u, c).toarray()
         solved = _pcg(q_uu, np.column_stack([np.ones(u.size), q_uc]))

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from .gaussian import GaussianCorrelationModel
 
 __all__ = ["FacebookResult", "SyntheticResult", "facebook_edges", "random_network", "reproduce"]
@@ -40,10 +41,10 @@ def random_network(n: int, degree: float, rng: np.random.Generator) -> IntArray:
     without the ``n^2 / 2`` triangle; every ``nd/2``-subset is equally likely.
     """
     if n < 2:
-        raise ValueError(f"a network needs at least 2 nodes, got {n}.")
+        raise ArgumentError(f"a network needs at least 2 nodes, got {n}.")
     wanted = round(n * degree / 2)
     if not 0 <= wanted <= n * (n - 1) // 2:
-        raise ValueError(f"average degree {degree} is impossible with {n} nodes.")
+        raise ArgumentError(f"average degree {degree} is impossible with {n} nodes.")
     codes = np.zeros(0, dtype=np.int64)
     while codes.size < wanted:
         i = rng.integers(0, n, size=2 * (wanted - codes.size) + 16)

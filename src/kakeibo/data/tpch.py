@@ -45,7 +45,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import ConfigurationError
+from ..errors import ArgumentError, ArgumentTypeError, ConfigurationError
 
 __all__ = ["CATALOG_PATH", "TABLES", "arrow_tables", "catalog", "generate", "load_duckdb"]
 
@@ -134,10 +134,10 @@ def _scale_text(scale: float) -> str:
     ('1', '0.01', '10')
     """
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
-        raise TypeError(f"the scale factor must be a number, got {scale!r}.")
+        raise ArgumentTypeError(f"the scale factor must be a number, got {scale!r}.")
     value = float(scale)
     if not (value > 0 and math.isfinite(value)):
-        raise ValueError(f"the scale factor must be a positive finite number, got {scale!r}.")
+        raise ArgumentError(f"the scale factor must be a positive finite number, got {scale!r}.")
     return str(int(value)) if value.is_integer() else repr(value)
 
 
@@ -229,7 +229,7 @@ def _engine_type(column: str, parquet_type: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_date(t):
         return pa.date32()
-    raise TypeError(f"column {column!r} has Parquet type {t}, which no TPC-H column has.")
+    raise ArgumentTypeError(f"column {column!r} has Parquet type {t}, which no TPC-H column has.")
 
 
 def _schema(path: Path) -> pa.Schema:

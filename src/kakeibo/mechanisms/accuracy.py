@@ -28,6 +28,7 @@ from typing import Protocol
 
 from scipy.special import ndtr, ndtri
 
+from ..errors import ArgumentError
 from ..privacy import Number, as_fraction
 from .base import check_beta
 from .gaussian import analytic_gaussian_sigma
@@ -64,14 +65,14 @@ class SupportsFailureProbability(Protocol):
 def _positive(value: Number, name: str) -> Fraction:
     frac = as_fraction(value, name)
     if frac <= 0:
-        raise ValueError(f"{name} must be positive, got {float(frac)}.")
+        raise ArgumentError(f"{name} must be positive, got {float(frac)}.")
     return frac
 
 
 def _delta(value: Number) -> float:
     frac = as_fraction(value, "delta")
     if not 0 < frac < 1:
-        raise ValueError(f"delta must lie strictly between 0 and 1, got {float(frac)}.")
+        raise ArgumentError(f"delta must lie strictly between 0 and 1, got {float(frac)}.")
     return float(frac)
 
 
@@ -134,7 +135,7 @@ def geometric_failure_probability(*, sensitivity: Number, epsilon: Number, toler
     ratio = float(_positive(epsilon, "epsilon") / _positive(sensitivity, "sensitivity"))
     tol = as_fraction(tolerance, "tolerance")
     if tol < 0:
-        raise ValueError(f"tolerance must be non-negative, got {float(tol)}.")
+        raise ArgumentError(f"tolerance must be non-negative, got {float(tol)}.")
     return min(1.0, math.exp(_geometric_log_tail(ratio, math.floor(tol) + 1)))
 
 
@@ -168,7 +169,7 @@ def geometric_epsilon_for(*, sensitivity: Number, tolerance: Number, beta: float
     delta_1 = _positive(sensitivity, "sensitivity")
     tol = as_fraction(tolerance, "tolerance")
     if tol < 0:
-        raise ValueError(f"tolerance must be non-negative, got {float(tol)}.")
+        raise ArgumentError(f"tolerance must be non-negative, got {float(tol)}.")
     log_beta = math.log(check_beta(beta))
     j = math.floor(tol) + 1
     # ratio = epsilon / Delta. At ratio = ln(2/beta)/j the tail is 2 q^j / (1 + q) <= 2 q^j = beta.
@@ -268,7 +269,7 @@ def check_accuracy(
     Laplace: the error exceeds 1 with probability up to 0.368, above the accepted 0.05; spend more ...
     """
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < math.inf:
-        raise ValueError(f"tolerance must be a positive finite number, got {tolerance!r}.")
+        raise ArgumentError(f"tolerance must be a positive finite number, got {tolerance!r}.")
     limit = check_beta(max_failure_probability, "max_failure_probability")
     failure = mechanism.failure_probability(float(tolerance))
     if failure > limit:

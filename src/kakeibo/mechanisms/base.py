@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError
 from ..noise import RandomSource
 from ..privacy import Number, PrivacyLoss, as_fraction
 
@@ -33,14 +34,14 @@ def check_positive(value: Number, name: str) -> float:
     """``value`` as a float after checking it is a finite positive number (one-sentence ValueError)."""
     frac = as_fraction(value, name)
     if frac <= 0:
-        raise ValueError(f"{name} must be positive, got {float(frac)}.")
+        raise ArgumentError(f"{name} must be positive, got {float(frac)}.")
     return float(frac)
 
 
 def check_beta(beta: float, name: str = "beta") -> float:
     """A failure probability in (0, 1)."""
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < 1:
-        raise ValueError(f"{name} must be a probability strictly between 0 and 1, got {beta!r}.")
+        raise ArgumentError(f"{name} must be a probability strictly between 0 and 1, got {beta!r}.")
     return float(beta)
 
 
@@ -48,7 +49,7 @@ def check_values(value: ArrayLike) -> NDArray[np.float64]:
     """The query answer as a float array, refusing NaN and infinities (they cannot be noised privately)."""
     arr = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(arr)):
-        raise ValueError("the value to release must be finite (no NaN or infinity).")
+        raise ArgumentError("the value to release must be finite (no NaN or infinity).")
     return arr
 
 
@@ -58,7 +59,9 @@ def check_integers(value: ArrayLike) -> NDArray[np.int64]:
     if arr.dtype.kind not in "iu":
         as_float = check_values(arr)
         if not np.all(as_float == np.rint(as_float)):
-            raise ValueError("this mechanism releases integers; round the answer or use a real-valued one.")
+            raise ArgumentError(
+                "this mechanism releases integers; round the answer or use a real-valued one."
+            )
         arr = as_float
     return arr.astype(np.int64)
 
@@ -66,7 +69,7 @@ def check_integers(value: ArrayLike) -> NDArray[np.int64]:
 def check_tolerance(tolerance: float) -> float:
     """A tolerance for :meth:`Mechanism.failure_probability`: any real number but NaN (negative: certain)."""
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or math.isnan(tolerance):
-        raise ValueError(f"tolerance must be a number, got {tolerance!r}.")
+        raise ArgumentError(f"tolerance must be a number, got {tolerance!r}.")
     return float(tolerance)
 
 

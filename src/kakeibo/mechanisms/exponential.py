@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..noise import exact, resolve_source
 from ..noise.source import RandomSource
 from ..privacy import Number, PureDP, as_fraction
@@ -91,7 +92,7 @@ class Exponential(Mechanism):
         while Fraction(1, 2**m) > target:  # at most two steps
             m += 1
         if m > 62:
-            raise ValueError(
+            raise ArgumentError(
                 f"epsilon = {float(self._epsilon):g} is too small for the exact selection sampler "
                 "(it needs epsilon >= 2**-40)."
             )
@@ -126,7 +127,7 @@ class Exponential(Mechanism):
     def release(self, value: ArrayLike, rng: Rng = None) -> int:
         """The index of the selected candidate; ``value`` holds one finite utility per candidate."""
         if np.ndim(value) != 1:
-            raise ValueError("utilities must be a non-empty 1-D array with one score per candidate.")
+            raise ArgumentError("utilities must be a non-empty 1-D array with one score per candidate.")
         whole, frac = self._exponents(value)
         return int(self._select(whole, frac, 1, resolve_source(rng))[0])
 
@@ -141,7 +142,7 @@ class Exponential(Mechanism):
         """
         arr = np.asarray(utilities)
         if arr.ndim != 2 or arr.shape[0] == 0:
-            raise ValueError("utilities must be a 2-D array with one row of scores per selection.")
+            raise ArgumentError("utilities must be a 2-D array with one row of scores per selection.")
         whole, frac = self._exponents(arr)
         return self._select_rows(whole, frac, resolve_source(rng))
 
@@ -184,13 +185,13 @@ class Exponential(Mechanism):
         return min(1.0, (n - 1) * math.exp(-rate * tolerance))
 
     def error_bound(self, beta: float) -> float:
-        raise TypeError(
+        raise ArgumentTypeError(
             "the exponential mechanism releases an index, not a noisy value; its accuracy is the utility "
             "loss given by utility_error_bound(beta, n_candidates=...)."
         )
 
     def failure_probability(self, tolerance: float) -> float:
-        raise TypeError(
+        raise ArgumentTypeError(
             "the exponential mechanism releases an index, not a noisy value; use "
             "utility_failure_probability(tolerance, n_candidates=...) for the chance of a poor choice."
         )
@@ -241,9 +242,9 @@ class Exponential(Mechanism):
 
 def _check_count(n_candidates: int) -> int:
     if isinstance(n_candidates, bool) or not isinstance(n_candidates, (int, np.integer)):
-        raise TypeError(f"n_candidates must be an integer, not {type(n_candidates).__name__}.")
+        raise ArgumentTypeError(f"n_candidates must be an integer, not {type(n_candidates).__name__}.")
     if n_candidates < 1:
-        raise ValueError(f"n_candidates must be at least 1, got {int(n_candidates)}.")
+        raise ArgumentError(f"n_candidates must be at least 1, got {int(n_candidates)}.")
     return int(n_candidates)
 
 
@@ -253,19 +254,19 @@ def _exact_scores(utilities: ArrayLike) -> tuple[NDArray[Any], int]:
     dyadic value."""
     arr = np.asarray(utilities)
     if arr.ndim not in (1, 2) or arr.size == 0:
-        raise ValueError("utilities must be a non-empty array with one score per candidate.")
+        raise ArgumentError("utilities must be a non-empty array with one score per candidate.")
     if arr.dtype.kind in "biu":
         return arr.astype(np.int64 if arr.dtype.kind == "b" else arr.dtype).astype(object), 0
     if arr.dtype.kind == "O":
         try:
             arr = arr.astype(np.float64)
         except (TypeError, ValueError):
-            raise TypeError("utilities must be real numbers.") from None
+            raise ArgumentTypeError("utilities must be real numbers.") from None
     elif arr.dtype.kind != "f":
-        raise TypeError(f"utilities must be real numbers, got an array of {arr.dtype}.")
+        raise ArgumentTypeError(f"utilities must be real numbers, got an array of {arr.dtype}.")
     arr = arr.astype(np.float64)
     if not np.all(np.isfinite(arr)):
-        raise ValueError("every utility must be finite (no NaN or infinity).")
+        raise ArgumentError("every utility must be finite (no NaN or infinity).")
     mantissa, exponent = np.frexp(arr)  # arr = mantissa * 2**exponent, |mantissa| in [0.5, 1) or 0
     digits = np.ldexp(mantissa, 53).astype(np.int64)  # exact: 53-bit integers
     shifts = exponent.astype(np.int64) - 53

@@ -17,6 +17,7 @@ from typing import Any
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
+from ..errors import ArgumentError
 from ..noise import exact, exact_ratio, granularity_exponent, grid_gaussian, resolve_source
 from ..privacy import ZCDP, ApproxDP, Number, as_fraction
 from .base import (
@@ -99,7 +100,7 @@ class Gaussian(Mechanism):
         check_positive(epsilon, "epsilon")
         self._loss = ApproxDP(epsilon, delta)
         if self._loss.delta == 0:
-            raise ValueError("the Gaussian mechanism needs delta > 0; use Laplace for pure epsilon-DP.")
+            raise ArgumentError("the Gaussian mechanism needs delta > 0; use Laplace for pure epsilon-DP.")
         self._sensitivity = as_fraction(sensitivity, "sensitivity")
         reserved = float(self._sensitivity * (1 + GRID_SLACK))
         self.sigma = analytic_gaussian_sigma(float(self._loss.epsilon), float(self._loss.delta), reserved)
@@ -132,7 +133,7 @@ class Gaussian(Mechanism):
         t = 2 ** granularity_exponent(math.sqrt(float(exact_sigma2)))
         sigma2 = t * math.ceil(exact_sigma2 / t)
         if sigma2 >= 2**60:
-            raise ValueError(f"an answer of {size} values is too large for the exact Gaussian sampler.")
+            raise ArgumentError(f"an answer of {size} values is too large for the exact Gaussian sampler.")
         return k, sigma2, t
 
     def release(self, value: ArrayLike, rng: Rng = None) -> Any:

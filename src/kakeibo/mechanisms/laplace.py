@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..errors import ArgumentError
 from ..noise import exact, exact_ratio, granularity_exponent, grid_laplace, resolve_source
 from ..privacy import Number, PureDP, as_fraction
 from .base import (
@@ -67,7 +68,7 @@ class Laplace(Mechanism):
         if coordinates is not None and (
             isinstance(coordinates, bool) or not isinstance(coordinates, (int, np.integer)) or coordinates < 1
         ):
-            raise ValueError(f"coordinates must be a positive integer or None, got {coordinates!r}.")
+            raise ArgumentError(f"coordinates must be a positive integer or None, got {coordinates!r}.")
         self._sensitivity = as_fraction(sensitivity, "sensitivity")
         self._epsilon = as_fraction(epsilon, "epsilon")
         self._scale = self._sensitivity * (1 + GRID_SLACK) / self._epsilon
@@ -103,7 +104,7 @@ class Laplace(Mechanism):
         if not (self._sensitivity / step + size) / t <= self._epsilon:
             raise AssertionError("grid calibration exceeded epsilon; this is a bug in kakeibo")
         if t >= 2**52:
-            raise ValueError(
+            raise ArgumentError(
                 f"the noise of sensitivity {self.sensitivity:g} at epsilon={self.epsilon:g} is beyond the "
                 "range of exact noise on its grid; lower the sensitivity or raise epsilon."
             )
@@ -177,7 +178,7 @@ class Geometric(Mechanism):
 
     def __init__(self, *, sensitivity: int, epsilon: Number) -> None:
         if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, np.integer)) or sensitivity < 1:
-            raise ValueError(f"sensitivity must be a positive integer, got {sensitivity!r}.")
+            raise ArgumentError(f"sensitivity must be a positive integer, got {sensitivity!r}.")
         check_positive(epsilon, "epsilon")
         self.sensitivity = int(sensitivity)
         self._epsilon = as_fraction(epsilon, "epsilon")

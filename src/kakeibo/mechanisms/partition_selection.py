@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..noise import resolve_source
 from ..noise.exact import exact_bernoulli
 from ..privacy import ApproxDP, Number, as_fraction
@@ -74,7 +75,7 @@ def _float_down(value: Fraction | Decimal) -> float:
 
 def _check_max_partitions(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"max_partitions must be a positive integer, got {value!r}.")
+        raise ArgumentError(f"max_partitions must be a positive integer, got {value!r}.")
     return int(value)
 
 
@@ -138,11 +139,11 @@ class PartitionSelection(Mechanism):
         self._epsilon = as_fraction(epsilon, "epsilon")
         self._delta = as_fraction(delta, "delta")
         if not 0 < self._delta < 1:
-            raise ValueError(f"delta must lie strictly between 0 and 1, got {float(self._delta)}.")
+            raise ArgumentError(f"delta must lie strictly between 0 and 1, got {float(self._delta)}.")
         self._l0 = _check_max_partitions(max_partitions)
         eps_part = self._epsilon / self._l0
         if eps_part < MIN_EPSILON:
-            raise ValueError(
+            raise ArgumentError(
                 f"epsilon / max_partitions = {float(eps_part):.3g} is below 2**-24, too small for partition "
                 "selection; raise epsilon or lower max_partitions."
             )
@@ -152,7 +153,7 @@ class PartitionSelection(Mechanism):
             delta_dec = Decimal(self._delta.numerator) / Decimal(self._delta.denominator)
             exact = delta_dec if self._l0 == 1 else -((Decimal(1) - delta_dec).ln() / self._l0).exp() + 1
             if exact < Decimal(MIN_DELTA_TEXT):
-                raise ValueError(
+                raise ArgumentError(
                     f"delta' = 1 - (1 - delta)^(1/max_partitions) = {float(exact):.3g} is below "
                     f"{MIN_DELTA_TEXT}; raise delta."
                 )
@@ -271,7 +272,7 @@ class PartitionSelection(Mechanism):
             or not isinstance(probability, (int, float))
             or not (0 < probability <= 1)
         ):
-            raise ValueError(f"probability must lie in (0, 1], got {probability!r}.")
+            raise ArgumentError(f"probability must lie in (0, 1], got {probability!r}.")
         target = Fraction(probability)
 
         def reaches(n: int) -> bool:
@@ -295,13 +296,13 @@ class PartitionSelection(Mechanism):
         return as_output(coins != drop, value)
 
     def error_bound(self, beta: float) -> float:
-        raise TypeError(
+        raise ArgumentTypeError(
             "partition selection releases a set of keys, not a noisy value; use keep_probability(n) or "
             "users_for(probability) for its utility."
         )
 
     def failure_probability(self, tolerance: float) -> float:
-        raise TypeError(
+        raise ArgumentTypeError(
             "partition selection releases a set of keys, not a noisy value; a key with n users is dropped "
             "with probability 1 - keep_probability(n)."
         )

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..noise import exact, resolve_source
 from ..noise.source import RandomSource
 from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
@@ -120,7 +121,7 @@ class RandomizedResponse(Mechanism):
         check_positive(epsilon, "epsilon")
         eps = as_fraction(epsilon, "epsilon")
         if eps >= 2**40:
-            raise ValueError(
+            raise ArgumentError(
                 f"epsilon = {float(eps):g} is too large to be meaningful for randomized response."
             )
         k = _check_categories(categories)
@@ -129,7 +130,7 @@ class RandomizedResponse(Mechanism):
         if not log_others + theta <= eps:
             raise AssertionError("randomized-response calibration exceeded epsilon; this is a bug in kakeibo")
         if log_others + theta <= 0:
-            raise ValueError(
+            raise ArgumentError(
                 f"epsilon = {float(eps):g} is too small for the exact randomized-response sampler."
             )
         self._configure(k=k, loss=PureDP(eps), theta=theta, protocol="grr")
@@ -217,7 +218,7 @@ class RandomizedResponse(Mechanism):
         values, _ = self._check_values(reports, "reports")
         n = values.size
         if n < 2:
-            raise ValueError("estimating frequencies needs at least two reports.")
+            raise ArgumentError("estimating frequencies needs at least two reports.")
         observed = np.bincount(values.ravel(), minlength=self._k) / n
         spread = self._spread
         frequencies = (observed - self._q) / spread
@@ -239,12 +240,12 @@ class RandomizedResponse(Mechanism):
         0.0075
         """
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"n must be an integer, not {type(n).__name__}.")
+            raise ArgumentTypeError(f"n must be an integer, not {type(n).__name__}.")
         if n < 1:
-            raise ValueError(f"n must be at least 1, got {int(n)}.")
+            raise ArgumentError(f"n must be at least 1, got {int(n)}.")
         f = float(frequency)
         if not 0 <= f <= 1:
-            raise ValueError(f"frequency must lie in [0, 1], got {frequency!r}.")
+            raise ArgumentError(f"frequency must lie in [0, 1], got {frequency!r}.")
         p, q = self._p, self._q
         if fixed_clients:
             per_report = f * p * (1 - p) + (1 - f) * q * (1 - q)
@@ -254,13 +255,13 @@ class RandomizedResponse(Mechanism):
         return per_report / (int(n) * self._spread**2)
 
     def error_bound(self, beta: float) -> float:
-        raise TypeError(
+        raise ArgumentTypeError(
             "a randomized-response report carries no additive noise; use "
             "estimate(reports).confidence_interval(alpha) for the error of the estimated frequencies."
         )
 
     def failure_probability(self, tolerance: float) -> float:
-        raise TypeError(
+        raise ArgumentTypeError(
             "a randomized-response report carries no additive noise; use "
             "estimator_variance(...) or estimate(reports).confidence_interval(alpha) instead."
         )
@@ -270,18 +271,18 @@ class RandomizedResponse(Mechanism):
         kind = arr.dtype.kind
         if kind == "b":
             if self._k != 2:
-                raise ValueError(f"boolean {name} need categories=2, but this protocol has {self._k}.")
+                raise ArgumentError(f"boolean {name} need categories=2, but this protocol has {self._k}.")
             return arr.astype(np.int64), True
         if kind == "f":
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.rint(arr)):
-                raise ValueError(f"{name} must be whole category indices in 0..{self._k - 1}.")
+                raise ArgumentError(f"{name} must be whole category indices in 0..{self._k - 1}.")
         elif kind not in "iu":
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{name} must be integer category indices (or booleans), got an array of {arr.dtype}."
             )
         bad = (arr < 0) | (arr >= self._k)
         if np.any(bad):
-            raise ValueError(
+            raise ArgumentError(
                 f"{name} must be category indices in 0..{self._k - 1}; got {arr[bad].ravel()[0]!r}."
             )
         return arr.astype(np.int64), False
@@ -289,9 +290,9 @@ class RandomizedResponse(Mechanism):
 
 def _check_categories(categories: int) -> int:
     if isinstance(categories, bool) or not isinstance(categories, (int, np.integer)):
-        raise TypeError(f"categories must be an integer, not {type(categories).__name__}.")
+        raise ArgumentTypeError(f"categories must be an integer, not {type(categories).__name__}.")
     if not 2 <= categories < 2**62:
-        raise ValueError(f"categories must be at least 2, got {int(categories)}.")
+        raise ArgumentError(f"categories must be at least 2, got {int(categories)}.")
     return int(categories)
 
 

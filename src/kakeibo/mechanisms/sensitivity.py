@@ -32,6 +32,7 @@ from typing import Literal, TypeVar
 
 import numpy as np
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 
 __all__ = [
@@ -77,7 +78,7 @@ def _neighbour(value: NeighbourLike | str) -> Neighbour:
     try:
         return Neighbour(value)
     except ValueError:
-        raise ValueError(f"neighbour must be 'add_remove' or 'replace', got {value!r}.") from None
+        raise ArgumentError(f"neighbour must be 'add_remove' or 'replace', got {value!r}.") from None
 
 
 def _round_up(value: Fraction) -> float:
@@ -89,7 +90,7 @@ def _round_up(value: Fraction) -> float:
     while math.isfinite(out) and as_fraction(out, "sensitivity") < value:
         out = math.nextafter(out, math.inf)
     if math.isinf(out):
-        raise ValueError("the sensitivity is too large to be represented as a float; tighten the bounds.")
+        raise ArgumentError("the sensitivity is too large to be represented as a float; tighten the bounds.")
     return out
 
 
@@ -97,7 +98,7 @@ def _bounds(lower: Number, upper: Number) -> tuple[Fraction, Fraction]:
     lo = as_fraction(lower, "lower")
     hi = as_fraction(upper, "upper")
     if lo > hi:
-        raise ValueError(
+        raise ArgumentError(
             f"the clamping bounds are inverted: lower = {float(lo)} exceeds upper = {float(hi)}."
         )
     return lo, hi
@@ -105,9 +106,9 @@ def _bounds(lower: Number, upper: Number) -> tuple[Fraction, Fraction]:
 
 def _positive_int(value: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, not {type(value).__name__}.")
+        raise ArgumentTypeError(f"{name} must be an integer, not {type(value).__name__}.")
     if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {int(value)}.")
+        raise ArgumentError(f"{name} must be at least 1, got {int(value)}.")
     return int(value)
 
 
@@ -129,7 +130,7 @@ def count_sensitivity(*, neighbour: NeighbourLike, predicate: bool = True) -> fl
     """
     relation = _neighbour(neighbour)
     if not isinstance(predicate, bool):
-        raise TypeError(f"predicate must be True or False, not {type(predicate).__name__}.")
+        raise ArgumentTypeError(f"predicate must be True or False, not {type(predicate).__name__}.")
     if relation is Neighbour.REPLACE and not predicate:
         return 0.0
     return 1.0
@@ -173,7 +174,7 @@ def mean_sensitivity(*, lower: Number, upper: Number, n: int, neighbour: Neighbo
     lo, hi = _bounds(lower, upper)
     size = _positive_int(n, "n")
     if relation is Neighbour.ADD_REMOVE:
-        raise ValueError(
+        raise ArgumentError(
             "a mean has no fixed sensitivity under add/remove neighbours because the record count is "
             "private; release a noisy sum and a noisy count and divide them instead."
         )
@@ -195,7 +196,7 @@ def histogram_sensitivity(*, neighbour: NeighbourLike, norm: Literal["l1", "l2"]
     """
     relation = _neighbour(neighbour)
     if norm not in ("l1", "l2"):
-        raise ValueError(f"norm must be 'l1' or 'l2', got {norm!r}.")
+        raise ArgumentError(f"norm must be 'l1' or 'l2', got {norm!r}.")
     if relation is Neighbour.ADD_REMOVE:
         return 1.0
     if norm == "l1":
@@ -219,7 +220,7 @@ def user_level(sensitivity: Number, max_contributions: int) -> float:
     """
     value = as_fraction(sensitivity, "sensitivity")
     if value < 0:
-        raise ValueError(f"sensitivity must be non-negative, got {float(value)}.")
+        raise ArgumentError(f"sensitivity must be non-negative, got {float(value)}.")
     return _round_up(value * _positive_int(max_contributions, "max_contributions"))
 
 
@@ -257,13 +258,13 @@ def group_privacy(loss: L, k: int) -> L:
             series = math.inf
         series_up = Fraction(series * (1 + 1e-9)) if math.isfinite(series) else None
         if series_up is None or loss.delta * series_up >= 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"group privacy for {size} records at epsilon = {eps:g} leaves no meaningful delta (it "
                 "reaches 1); use a smaller group or a pure-DP mechanism."
             )
         return ApproxDP(loss.epsilon * size, loss.delta * series_up)
     if isinstance(loss, PrivacyLoss):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"group privacy is defined here for PureDP, ApproxDP and ZCDP, not {type(loss).__name__}."
         )
-    raise TypeError(f"loss must be a privacy-loss value, not {type(loss).__name__}.")
+    raise ArgumentTypeError(f"loss must be a privacy-loss value, not {type(loss).__name__}.")

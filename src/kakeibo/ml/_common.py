@@ -13,6 +13,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..noise.source import RandomSource, resolve_source
 
 __all__ = ["FloatMatrix", "check_binary_labels", "check_features", "random_source"]
@@ -27,21 +28,21 @@ def random_source(random_state: RandomState) -> RandomSource:
         return resolve_source(np.random.default_rng(int(random_state)))
     if random_state is None or isinstance(random_state, (np.random.Generator, RandomSource)):
         return resolve_source(random_state)
-    raise TypeError(f"random_state must be an int, a numpy Generator or None, got {random_state!r}.")
+    raise ArgumentTypeError(f"random_state must be an int, a numpy Generator or None, got {random_state!r}.")
 
 
 def check_features(X: ArrayLike, n_features: int | None = None) -> FloatMatrix:
     """``X`` as a finite 2-d float array with at least one row (and ``n_features`` columns when given)."""
     arr = np.asarray(X)
     if arr.dtype.kind not in "biuf":
-        raise TypeError(f"X must hold numbers, got dtype {arr.dtype}.")
+        raise ArgumentTypeError(f"X must hold numbers, got dtype {arr.dtype}.")
     arr = arr.astype(np.float64)
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"X must be a non-empty 2-d array (records x attributes), got shape {arr.shape}.")
+        raise ArgumentError(f"X must be a non-empty 2-d array (records x attributes), got shape {arr.shape}.")
     if not np.all(np.isfinite(arr)):
-        raise ValueError("X contains NaN or infinite values.")
+        raise ArgumentError("X contains NaN or infinite values.")
     if n_features is not None and arr.shape[1] != n_features:
-        raise ValueError(f"X has {arr.shape[1]} attributes, but this was fitted with {n_features}.")
+        raise ArgumentError(f"X has {arr.shape[1]} attributes, but this was fitted with {n_features}.")
     return arr
 
 
@@ -50,8 +51,8 @@ def check_binary_labels(y: ArrayLike, n_samples: int) -> tuple[NDArray[np.int64]
     the two labels in sorted order."""
     labels = np.asarray(y)
     if labels.ndim != 1 or labels.shape[0] != n_samples:
-        raise ValueError(f"y must be a 1-d array of {n_samples} labels, got shape {labels.shape}.")
+        raise ArgumentError(f"y must be a 1-d array of {n_samples} labels, got shape {labels.shape}.")
     classes = np.unique(labels)
     if classes.size != 2:
-        raise ValueError(f"y must have exactly two classes, got {classes.size}.")
+        raise ArgumentError(f"y must have exactly two classes, got {classes.size}.")
     return np.where(labels == classes[1], 1, -1).astype(np.int64), classes

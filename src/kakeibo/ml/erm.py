@@ -91,7 +91,7 @@ from threadpoolctl import ThreadpoolController
 
 from .. import release
 from ..accounting import Ledger
-from ..errors import UnaccountedRelease
+from ..errors import ArgumentError, ArgumentTypeError, UnaccountedRelease
 from ..mechanisms.base import check_positive
 from ..noise.source import RandomSource
 from ..privacy import PureDP
@@ -305,22 +305,24 @@ def _perturbed_minimiser(
 def _check_classes(classes: Any) -> NDArray[np.generic]:
     """The declared label pair, sorted (``classes_[1]`` is the positive class): two distinct labels."""
     if classes is None:
-        raise ValueError(
+        raise ArgumentError(
             "declare the two labels with classes=(negative, positive): the label set is public and is not "
             "read from y."
         )
     if isinstance(classes, (str, bytes)) or not hasattr(classes, "__len__") or len(classes) != 2:
-        raise ValueError(f"classes must be a pair of two labels, got {classes!r}.")
+        raise ArgumentError(f"classes must be a pair of two labels, got {classes!r}.")
     pair = list(classes)
     if any(label is None for label in pair) or pair[0] == pair[1]:
-        raise ValueError(f"classes must be two distinct labels, got {classes!r}.")
+        raise ArgumentError(f"classes must be two distinct labels, got {classes!r}.")
     try:
         ordered = sorted(pair)
     except TypeError as error:
-        raise TypeError(f"classes must be two labels of one comparable type, got {classes!r}.") from error
+        raise ArgumentTypeError(
+            f"classes must be two labels of one comparable type, got {classes!r}."
+        ) from error
     out = np.asarray(ordered)
     if out.shape != (2,):
-        raise ValueError(f"classes must be a pair of two scalar labels, got {classes!r}.")
+        raise ArgumentError(f"classes must be a pair of two scalar labels, got {classes!r}.")
     return out
 
 
@@ -329,7 +331,7 @@ def _label_signs(y: ArrayLike, n_samples: int, classes: NDArray[np.generic]) -> 
     docstring). Only the length of ``y`` is checked, and ``n`` is public."""
     labels = np.asarray(y)
     if labels.ndim != 1 or labels.shape[0] != n_samples:
-        raise ValueError(f"y must be a 1-d array of {n_samples} labels, got shape {labels.shape}.")
+        raise ArgumentError(f"y must be a 1-d array of {n_samples} labels, got shape {labels.shape}.")
     try:
         with np.errstate(all="ignore"):
             positive = np.asarray(labels == classes[1], dtype=bool)
@@ -409,17 +411,19 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         regularization = check_positive(self.regularization, "regularization")
         norm_bound = check_positive(self.norm_bound, "norm_bound")
         if self.method not in _METHODS:
-            raise ValueError(f"method must be 'objective' or 'output', got {self.method!r}.")
+            raise ArgumentError(f"method must be 'objective' or 'output', got {self.method!r}.")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise TypeError(f"fit_intercept must be True or False, got {self.fit_intercept!r}.")
+            raise ArgumentTypeError(f"fit_intercept must be True or False, got {self.fit_intercept!r}.")
         if self.ledger is not None and self.ledger is not False and not isinstance(self.ledger, Ledger):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"ledger must be a kakeibo.accounting.Ledger, False (no charge, on purpose) or None, got "
                 f"{type(self.ledger).__name__}."
             )
         for name in ("dataset", "label"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise TypeError(f"{name} must be a string or None, got {type(getattr(self, name)).__name__}.")
+                raise ArgumentTypeError(
+                    f"{name} must be a string or None, got {type(getattr(self, name)).__name__}."
+                )
         return epsilon, regularization, norm_bound
 
     def _calibrate(

@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..ldp.framework import MAX_EPSILON
 from ..ldp.multidim import MultidimensionalSampling, sample_size
 from ..ldp.numeric import PiecewiseMechanism
@@ -59,7 +60,7 @@ def _check_epsilon(epsilon: Any) -> Fraction:
     """``epsilon`` as an exact positive rational (see :func:`kakeibo.privacy.as_fraction`)."""
     eps = as_fraction(epsilon, "epsilon")
     if eps <= 0:
-        raise ValueError(f"epsilon must be positive, got {float(eps):g}.")
+        raise ArgumentError(f"epsilon must be positive, got {float(eps):g}.")
     return eps
 
 
@@ -187,11 +188,13 @@ class PiecewiseTransformer(_LocalRandomizer):
         d = features.shape[1]
         ranges = check_feature_range(self.feature_range, d)
         if not isinstance(self.sample_attributes, bool):
-            raise TypeError(f"sample_attributes must be True or False, got {self.sample_attributes!r}.")
+            raise ArgumentTypeError(
+                f"sample_attributes must be True or False, got {self.sample_attributes!r}."
+            )
         sampled = sample_size(epsilon, d) if self.sample_attributes else d
         budget = self._attribute_budget(epsilon, sampled)
         if budget > MAX_EPSILON:
-            raise ValueError(
+            raise ArgumentError(
                 f"epsilon per attribute = {float(budget):g} exceeds {MAX_EPSILON}, the Piecewise mechanism's "
                 "largest epsilon."
             )
@@ -280,11 +283,11 @@ class RandomizedResponseTransformer(_LocalRandomizer):
             return [None] * n_features
         given = list(self.categories) if isinstance(self.categories, np.ndarray) else self.categories
         if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Sequence):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "categories must be None or a sequence with one sequence of categories per attribute."
             )
         if len(given) != n_features:
-            raise ValueError(f"categories must give one sequence for each of the {n_features} attributes.")
+            raise ArgumentError(f"categories must give one sequence for each of the {n_features} attributes.")
         return list(given)
 
     def transform(self, X: ArrayLike) -> NDArray[Any]:

@@ -57,6 +57,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.svm import SVC
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..ldp.multidim import sample_attributes, sample_size
 from ..ldp.numeric import PiecewiseMechanism
 from ..noise.source import RandomSource
@@ -147,13 +148,13 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     def _check_params(self, n_features: int) -> None:
         if self.dimension_reduction not in _REDUCTIONS:
-            raise ValueError(
+            raise ArgumentError(
                 f"dimension_reduction must be one of {', '.join(_REDUCTIONS)}, "
                 f"got {self.dimension_reduction!r}."
             )
         for phase in ("training", "testing"):
             if getattr(self, phase) not in _DATA_TYPES:
-                raise ValueError(
+                raise ArgumentError(
                     f"{phase} must be one of {', '.join(_DATA_TYPES)}, got {getattr(self, phase)!r}."
                 )
         _check_positive_number(self.epsilon, "epsilon")
@@ -161,7 +162,7 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             _check_positive_number(self.dimension_reduction_epsilon, "dimension_reduction_epsilon")
         k = self.n_features_to_select
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n_features:
-            raise ValueError(f"n_features_to_select must be an integer in 1..{n_features}, got {k!r}.")
+            raise ArgumentError(f"n_features_to_select must be an integer in 1..{n_features}, got {k!r}.")
 
     @property
     def _k(self) -> int:
@@ -320,7 +321,7 @@ def _check_positive_number(value: object, name: str) -> None:
         or not isinstance(value, (int, float))
         or not (math.isfinite(value) and value > 0)
     ):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}.")
+        raise ArgumentError(f"{name} must be a positive finite number, got {value!r}.")
 
 
 def _spawn(random_state: RandomState, count: int) -> list[RandomState]:
@@ -331,7 +332,9 @@ def _spawn(random_state: RandomState, count: int) -> list[RandomState]:
     if isinstance(random_state, np.random.Generator):
         return list(random_state.spawn(count))
     if isinstance(random_state, bool) or not isinstance(random_state, (int, np.integer)):
-        raise TypeError(f"random_state must be an int, a numpy Generator or None, got {random_state!r}.")
+        raise ArgumentTypeError(
+            f"random_state must be an int, a numpy Generator or None, got {random_state!r}."
+        )
     return [np.random.default_rng(s) for s in np.random.SeedSequence(int(random_state)).spawn(count)]
 
 

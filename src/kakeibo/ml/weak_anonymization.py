@@ -41,6 +41,7 @@ from scipy import sparse
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ._common import FloatMatrix, check_features
 
 __all__ = [
@@ -68,20 +69,22 @@ def _check_category_list(categories: object, name: str) -> tuple[Any, ...]:
     if isinstance(categories, np.ndarray):
         categories = categories.tolist()
     if isinstance(categories, (str, bytes)) or not isinstance(categories, Sequence):
-        raise TypeError(f"{name} must be a sequence of category values, got {type(categories).__name__}.")
+        raise ArgumentTypeError(
+            f"{name} must be a sequence of category values, got {type(categories).__name__}."
+        )
     values = tuple(categories)
     if not values:
-        raise ValueError(f"{name} must hold at least one category.")
+        raise ArgumentError(f"{name} must hold at least one category.")
     seen: set[Any] = set()
     for value in values:
         try:
             duplicate = value in seen
         except TypeError:
-            raise TypeError(f"{name} holds {value!r}, which is not hashable.") from None
+            raise ArgumentTypeError(f"{name} holds {value!r}, which is not hashable.") from None
         if duplicate:
-            raise ValueError(f"{name} lists the category {value!r} twice.")
+            raise ArgumentError(f"{name} lists the category {value!r} twice.")
         if _is_number(value) and not np.isfinite(float(value)):
-            raise ValueError(f"{name} holds {value!r}; numeric categories must be finite.")
+            raise ArgumentError(f"{name} holds {value!r}; numeric categories must be finite.")
         seen.add(value)
     return values
 
@@ -123,7 +126,7 @@ class DiscreteToOrdered:
         """The ordered index ``ox`` (1..k) of each value; a value that is not a category is refused."""
         column = np.asarray(values)
         if column.ndim != 1:
-            raise ValueError(f"the values of {self.name} must be a 1-d array, got shape {column.shape}.")
+            raise ArgumentError(f"the values of {self.name} must be a 1-d array, got shape {column.shape}.")
         if self.numeric and column.dtype.kind in "biuf":
             return self._numeric_order_index(column.astype(np.float64))
         return np.array([self._lookup(value) for value in column.tolist()], dtype=np.int64)
@@ -145,7 +148,7 @@ class DiscreteToOrdered:
             self._refuse(value)
 
     def _refuse(self, value: Any) -> NoReturn:
-        raise ValueError(
+        raise ArgumentError(
             f"{self.name} holds {value!r}, which is not one of its {self.k} categories "
             "(given in `categories` or seen in fit)."
         )
@@ -253,9 +256,9 @@ class DiscreteClasses:
 def check_n_classes(n_classes: object) -> int:
     """``L``: an integer of at least 2."""
     if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)):
-        raise TypeError(f"n_classes must be an integer, not {type(n_classes).__name__}.")
+        raise ArgumentTypeError(f"n_classes must be an integer, not {type(n_classes).__name__}.")
     if n_classes < 2:
-        raise ValueError(f"n_classes must be at least 2, got {int(n_classes)}.")
+        raise ArgumentError(f"n_classes must be at least 2, got {int(n_classes)}.")
     return int(n_classes)
 
 
@@ -268,11 +271,11 @@ def check_feature_range(feature_range: object, n_features: int) -> FloatMatrix:
     try:
         pairs = np.asarray(feature_range, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"{message}, got {feature_range!r}.") from None
+        raise ArgumentError(f"{message}, got {feature_range!r}.") from None
     if pairs.shape == (2,):
         pairs = np.tile(pairs, (n_features, 1))
     if pairs.shape != (n_features, 2) or not np.all(np.isfinite(pairs)) or np.any(pairs[:, 0] >= pairs[:, 1]):
-        raise ValueError(f"{message}, got {feature_range!r}.")
+        raise ArgumentError(f"{message}, got {feature_range!r}.")
     return pairs
 
 
@@ -280,24 +283,28 @@ def check_discrete_features(discrete_features: object, n_features: int) -> tuple
     """Distinct attribute indices in ``0..n_features - 1``."""
     if isinstance(discrete_features, (str, bytes)) or not isinstance(discrete_features, Collection):
         shown = type(discrete_features).__name__
-        raise TypeError(f"discrete_features must be a sequence of attribute indices, got {shown}.")
+        raise ArgumentTypeError(f"discrete_features must be a sequence of attribute indices, got {shown}.")
     indices = list(discrete_features)
     for index in indices:
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"discrete_features must hold attribute indices (integers), got {index!r}.")
+            raise ArgumentTypeError(
+                f"discrete_features must hold attribute indices (integers), got {index!r}."
+            )
         if not 0 <= index < n_features:
-            raise ValueError(
+            raise ArgumentError(
                 f"discrete_features holds {int(index)}, but X has attributes 0..{n_features - 1}."
             )
     if len(set(indices)) != len(indices):
-        raise ValueError("discrete_features lists an attribute twice.")
+        raise ArgumentError("discrete_features lists an attribute twice.")
     return tuple(sorted(int(i) for i in indices))
 
 
 def check_dense(X: ArrayLike) -> ArrayLike:
     """``X`` itself unless it is a scipy sparse matrix or array (refused: records are dense rows)."""
     if sparse.issparse(X):
-        raise TypeError("X is sparse; these transformers need a dense array (sparse input is not supported).")
+        raise ArgumentTypeError(
+            "X is sparse; these transformers need a dense array (sparse input is not supported)."
+        )
     return X
 
 
@@ -308,11 +315,11 @@ def check_records(X: ArrayLike, n_features: int | None = None) -> NDArray[Any]:
     if arr.dtype.kind in "biuf":
         return check_features(arr, n_features)
     if arr.dtype.kind not in "OUS":
-        raise TypeError(f"X must hold numbers or category values, got dtype {arr.dtype}.")
+        raise ArgumentTypeError(f"X must hold numbers or category values, got dtype {arr.dtype}.")
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"X must be a non-empty 2-d array (records x attributes), got shape {arr.shape}.")
+        raise ArgumentError(f"X must be a non-empty 2-d array (records x attributes), got shape {arr.shape}.")
     if n_features is not None and arr.shape[1] != n_features:
-        raise ValueError(f"X has {arr.shape[1]} attributes, but this was fitted with {n_features}.")
+        raise ArgumentError(f"X has {arr.shape[1]} attributes, but this was fitted with {n_features}.")
     return arr.astype(object)
 
 
@@ -323,10 +330,10 @@ def record_columns(records: NDArray[Any], discrete: Collection[int]) -> list[NDA
         column = records[:, j]
         if j not in discrete and column.dtype == object:
             if not all(_is_number(value) for value in column):
-                raise TypeError(f"attribute {j} is continuous and must hold numbers only.")
+                raise ArgumentTypeError(f"attribute {j} is continuous and must hold numbers only.")
             column = column.astype(np.float64)
             if not np.all(np.isfinite(column)):
-                raise ValueError(f"attribute {j} contains NaN or infinite values.")
+                raise ArgumentError(f"attribute {j} contains NaN or infinite values.")
         columns.append(column)
     return columns
 
@@ -336,12 +343,14 @@ def _check_categories(categories: object, discrete: tuple[int, ...]) -> dict[int
         return {}
     if not isinstance(categories, Mapping):
         shown = type(categories).__name__
-        raise TypeError(f"categories must be a mapping from attribute index to category values, got {shown}.")
+        raise ArgumentTypeError(
+            f"categories must be a mapping from attribute index to category values, got {shown}."
+        )
     given: dict[int, tuple[Any, ...]] = {}
     for index, values in categories.items():
         is_index = isinstance(index, (int, np.integer)) and not isinstance(index, (bool, np.bool_))
         if not is_index or index not in discrete:
-            raise ValueError(f"categories are given for {index!r}, which is not one of discrete_features.")
+            raise ArgumentError(f"categories are given for {index!r}, which is not one of discrete_features.")
         given[int(index)] = _check_category_list(values, f"categories[{int(index)}]")
     return given
 
@@ -351,7 +360,9 @@ def learned_categories(column: NDArray[Any], name: str) -> tuple[Any, ...]:
     try:
         values = sorted(set(column.tolist()))
     except TypeError:
-        raise TypeError(f"the values of {name} cannot be sorted; give its categories explicitly.") from None
+        raise ArgumentTypeError(
+            f"the values of {name} cannot be sorted; give its categories explicitly."
+        ) from None
     return tuple(values)
 
 
@@ -451,9 +462,9 @@ class WeakAnonymizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):  # 
         check_is_fitted(self)
         index = np.asarray(class_index)
         if index.ndim != 2 or index.shape[1] != self.n_features_in_ or index.dtype.kind not in "iu":
-            raise ValueError(f"class_index must be an integer array of shape (n, {self.n_features_in_}).")
+            raise ArgumentError(f"class_index must be an integer array of shape (n, {self.n_features_in_}).")
         if np.any(index < 0) or np.any(index >= self.n_classes_):
-            raise ValueError("class_index holds a class outside 0..l_j - 1 for its attribute.")
+            raise ArgumentError("class_index holds a class outside 0..l_j - 1 for its attribute.")
         return np.column_stack(
             [values[index[:, j]] for j, values in enumerate(self.representatives_)]
         ).astype(np.float64)

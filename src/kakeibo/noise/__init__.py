@@ -18,6 +18,7 @@ from fractions import Fraction
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from ..privacy import Number, as_fraction
 from . import exact
 from ._grid import granularity_exponent, grid_gaussian, grid_laplace, round_to_grid
@@ -52,11 +53,11 @@ def exact_ratio(value: Number, name: str) -> tuple[int, int]:
     """
     frac = as_fraction(value, name)
     if frac <= 0:
-        raise ValueError(f"{name} must be positive, got {float(frac)}.")
+        raise ArgumentError(f"{name} must be positive, got {float(frac)}.")
     if frac.numerator >= _MAX_PART or frac.denominator >= _MAX_PART:
         frac = Fraction(math.ceil(frac * 2**24), 2**24)
         if frac.numerator >= _MAX_PART:
-            raise ValueError(f"{name} = {float(frac)} is too large for the exact samplers (limit 2**24).")
+            raise ArgumentError(f"{name} = {float(frac)} is too large for the exact samplers (limit 2**24).")
     return frac.numerator, frac.denominator
 
 
@@ -98,7 +99,7 @@ def bernoulli_exp(
     """
     frac = as_fraction(gamma, "gamma")
     if frac < 0:
-        raise ValueError(f"gamma must be non-negative, got {float(frac)}.")
+        raise ArgumentError(f"gamma must be non-negative, got {float(frac)}.")
     if frac == 0:
         draws = np.ones(_size(size), dtype=np.bool_)
     else:

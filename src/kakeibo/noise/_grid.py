@@ -23,6 +23,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import ArgumentError
 from .exact import discrete_gaussian, discrete_laplace
 from .source import RandomSource
 
@@ -38,7 +39,7 @@ def granularity_exponent(room: float) -> int:
     (0, -2, -997)
     """
     if not (math.isfinite(room) and room > 0):
-        raise ValueError(f"grid room must be a positive finite number, got {room}.")
+        raise ArgumentError(f"grid room must be a positive finite number, got {room}.")
     _, exponent = math.frexp(room)  # room = mantissa * 2**exponent, mantissa in [0.5, 1)
     return exponent - 1
 
@@ -48,7 +49,7 @@ def round_to_grid(values: FloatArray, k: int) -> NDArray[np.int64]:
     with np.errstate(over="ignore"):
         scaled = np.ldexp(values, -k)
     if not np.all(np.isfinite(scaled)) or np.max(np.abs(scaled), initial=0.0) >= 2.0**62:
-        raise ValueError("value is not finite or too large for the noise grid; clamp it before release.")
+        raise ArgumentError("value is not finite or too large for the noise grid; clamp it before release.")
     return np.rint(scaled).astype(np.int64)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError, ArgumentTypeError
 from .source import RandomSource
 
 __all__ = [
@@ -148,10 +149,12 @@ def _bernoulli_exp_int(num: int, den: int, source: RandomSource) -> bool:
 
 def _check_positive_int(value: int, name: str, limit: int = 2**48) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}.")
+        raise ArgumentTypeError(f"{name} must be an integer, got {type(value).__name__}.")
     value = int(value)
     if not 0 < value < limit:
-        raise ValueError(f"{name} must be a positive integer below 2**{limit.bit_length() - 1}, got {value}.")
+        raise ArgumentError(
+            f"{name} must be a positive integer below 2**{limit.bit_length() - 1}, got {value}."
+        )
     return value
 
 
@@ -242,7 +245,7 @@ def exact_bernoulli(probability: ArrayLike, source: RandomSource) -> NDArray[np.
     """
     p = np.asarray(probability, dtype=np.float64)
     if np.any(~((p >= 0) & (p <= 1))):
-        raise ValueError("probabilities must lie in [0, 1].")
+        raise ArgumentError("probabilities must lie in [0, 1].")
     out = p >= 1
     live = np.flatnonzero((p > 0) & (p < 1))
     if live.size == 0:

@@ -21,6 +21,8 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from numpy.typing import NDArray
 
+from ..errors import ArgumentTypeError
+
 __all__ = ["GeneratorSource", "KeyedSource", "RandomSource", "SecureSource", "resolve_source"]
 
 _REKEY_BYTES = 64 * 1024 * 1024
@@ -116,6 +118,6 @@ def resolve_source(rng: np.random.Generator | RandomSource | None) -> RandomSour
         return GeneratorSource(rng)
     if isinstance(rng, RandomSource):
         return rng
-    raise TypeError(
+    raise ArgumentTypeError(
         f"rng must be None, a numpy.random.Generator or a RandomSource, not {type(rng).__name__}."
     )

@@ -57,6 +57,7 @@ from typing import cast
 
 from sqlglot import exp
 
+from ..errors import ArgumentTypeError
 from .aggregate_calls import AggregateReader
 from .catalog import Catalog, QueryRefused
 from .condition_types import having_condition, where_condition
@@ -91,9 +92,9 @@ def analyze(
     kakeibo.sql.catalog.QueryRefused: SUM(age) % 2 uses MOD, which kakeibo does not evaluate in SELECT; ...
     """
     if not isinstance(sql, str):
-        raise TypeError(f"the query must be a string, got {type(sql).__name__}.")
+        raise ArgumentTypeError(f"the query must be a string, got {type(sql).__name__}.")
     if not isinstance(catalog, Catalog):
-        raise TypeError(f"catalog must be a Catalog, got {type(catalog).__name__}.")
+        raise ArgumentTypeError(f"catalog must be a Catalog, got {type(catalog).__name__}.")
     dialect = check_dialect(dialect)
     select = plain_strings(parse_select(sql, dialect))
     tables = Tables(select, catalog, dialect, database)

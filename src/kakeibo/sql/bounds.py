@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms import Laplace
 from ..noise import RandomSource
 from .analyze import AnalyzedQuery
@@ -135,7 +136,7 @@ def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, obj
     The overrides are public inputs of the query, like its text: they join its request id, and a query
     that overrides nothing is planned as before."""
     if not isinstance(bounds, Mapping):
-        raise TypeError(f"bounds must be a mapping such as {{'max_partitions': 3}}, got {bounds!r}.")
+        raise ArgumentTypeError(f"bounds must be a mapping such as {{'max_partitions': 3}}, got {bounds!r}.")
     tables = {name: catalog.table(name) for name in catalog.tables}
     limits: dict[str, object] = {}
     for key, value in bounds.items():
@@ -151,7 +152,7 @@ def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, obj
         elif isinstance(value, (tuple, list)) and len(value) == 2:
             low, high = value
         else:
-            raise ValueError(
+            raise ArgumentError(
                 f'the bounds of column {column} are a pair (lower, upper) or "auto", got {value!r}.'
             )
         columns = dict(tables[table].columns)
@@ -159,12 +160,12 @@ def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, obj
         tables[table] = replace(tables[table], columns=columns)
     if limits:
         if query.grain is None or not query.user_level:
-            raise ValueError(
+            raise ArgumentError(
                 f"{', '.join(limits)} bound a person's rows, but each row of this query is a person."
             )
         grain = tables[query.grain.name]
         if grain.bound_selection == "race":
-            raise ValueError(
+            raise ArgumentError(
                 f'table {grain.name} races its limits (bound_selection = "race"); they stay as declared.'
             )
         if limits.get("max_rows_per_partition", grain.max_rows_per_partition) != "auto":
@@ -179,7 +180,7 @@ def _column_of(query: AnalyzedQuery, key: str) -> tuple[str, str]:
     found = [t.name for t in query.tables if t.has_column(column) and table in ("", t.name)]
     if len(found) != 1:
         where = "none" if not found else "several"
-        raise ValueError(
+        raise ArgumentError(
             f"bounds key {key!r} names a column of {where} of the query's tables "
             f"({', '.join(t.name for t in query.tables)}); the keys are {', '.join(LIMITS)} and column names."
         )

@@ -112,7 +112,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
-from ..errors import ConfigurationError, Error
+from ..errors import ArgumentError, ArgumentTypeError, ConfigurationError, Error
 from .correlation import CorrelationSpec
 from .truncation import DEFAULT_BASE, DEFAULT_BOUND
 
@@ -200,7 +200,7 @@ class FrozenMap(Mapping[str, _V], Generic[_V]):
 
 def _check_name(value: object, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise TypeError(f"{what} must be a non-empty string, got {value!r}.")
+        raise ArgumentTypeError(f"{what} must be a non-empty string, got {value!r}.")
     return value.lower()
 
 
@@ -226,7 +226,7 @@ def _public_value(column: str, kind: str, value: object) -> object:
                 return datetime.date.fromisoformat(value)
             except ValueError:
                 pass
-    raise ValueError(f"public value {value!r} of column {column!r} is not a valid {kind}.")
+    raise ArgumentError(f"public value {value!r} of column {column!r} is not a valid {kind}.")
 
 
 @dataclass(frozen=True)
@@ -250,7 +250,7 @@ class ColumnSpec:
     >>> ColumnSpec("amount", "float", lower=5)
     Traceback (most recent call last):
     ...
-    ValueError: column 'amount' needs both lower and upper bounds, or neither.
+    kakeibo.errors.ArgumentError: column 'amount' needs both lower and upper bounds, or neither.
     """
 
     name: str
@@ -269,49 +269,51 @@ class ColumnSpec:
         name = _check_name(self.name, "a column name")
         object.__setattr__(self, "name", name)
         if self.type not in _COLUMN_TYPES:
-            raise ValueError(
+            raise ArgumentError(
                 f"column {name!r} has type {self.type!r}; the types are {', '.join(_COLUMN_TYPES)}."
             )
         auto = cast(object, self.lower) == "auto", cast(object, self.upper) == "auto"
         if auto[0] != auto[1]:
-            raise ValueError(f'column {name!r} needs both bounds "auto", or neither.')
+            raise ArgumentError(f'column {name!r} needs both bounds "auto", or neither.')
         if auto[0]:
             object.__setattr__(self, "auto_bounds", True)
             object.__setattr__(self, "lower", None)
             object.__setattr__(self, "upper", None)
         for flag in ("user_constant", "unique", "auto_bounds"):
             if not isinstance(getattr(self, flag), bool):
-                raise TypeError(f"{flag} of column {name!r} must be true or false.")
+                raise ArgumentTypeError(f"{flag} of column {name!r} must be true or false.")
         if (self.lower is None) != (self.upper is None):
-            raise ValueError(f"column {name!r} needs both lower and upper bounds, or neither.")
+            raise ArgumentError(f"column {name!r} needs both lower and upper bounds, or neither.")
         if self.auto_bounds and self.type not in _NUMERIC:
-            raise ValueError(f"column {name!r} has type {self.type}; only int and float columns take bounds.")
+            raise ArgumentError(
+                f"column {name!r} has type {self.type}; only int and float columns take bounds."
+            )
         if self.lower is not None and self.upper is not None:
             if self.type not in _NUMERIC:
-                raise ValueError(
+                raise ArgumentError(
                     f"column {name!r} has type {self.type}; only int and float columns take bounds."
                 )
             bounds: list[float] = []
             for side, value in (("lower", self.lower), ("upper", self.upper)):
                 if not _is_number(value) or not math.isfinite(float(value)):
-                    raise ValueError(
+                    raise ArgumentError(
                         f"the {side} bound of column {name!r} must be a finite number, got {value!r}."
                     )
                 if self.type == "int":
                     if not float(value).is_integer():
-                        raise ValueError(
+                        raise ArgumentError(
                             f"the {side} bound of int column {name!r} must be a whole number, got {value!r}."
                         )
                     bounds.append(int(value))
                 else:
                     bounds.append(float(value))
             if bounds[0] > bounds[1]:
-                raise ValueError(
+                raise ArgumentError(
                     f"column {name!r} has lower bound {self.lower} above its upper bound {self.upper}."
                 )
             for side, bound in zip(("lower", "upper"), bounds, strict=True):
                 if bound != 0 and not TINY <= abs(bound) <= HUGE:
-                    raise ValueError(
+                    raise ArgumentError(
                         f"the {side} bound of column {name!r} must be 0 or of magnitude between 1e-100 and "
                         f"1e100 (kakeibo computes with it in the engine), got {bound!r}."
                     )
@@ -319,17 +321,17 @@ class ColumnSpec:
             object.__setattr__(self, "upper", bounds[1])
         if self.bins is not None:
             if isinstance(self.bins, bool) or not isinstance(self.bins, int) or not 1 <= self.bins <= 2**16:
-                raise ValueError(f"bins of column {name!r} must be a whole number from 1 to 65536.")
+                raise ArgumentError(f"bins of column {name!r} must be a whole number from 1 to 65536.")
             if not self.bounded:
-                raise ValueError(f"column {name!r} takes bins only with numeric lower and upper bounds.")
+                raise ArgumentError(f"column {name!r} takes bins only with numeric lower and upper bounds.")
         if self.public_values is not None:
             if isinstance(self.public_values, (str, bytes)) or not isinstance(self.public_values, Iterable):
-                raise TypeError(f"public_values of column {name!r} must be a list of values.")
+                raise ArgumentTypeError(f"public_values of column {name!r} must be a list of values.")
             values = tuple(_public_value(name, self.type, v) for v in self.public_values)
             if not values:
-                raise ValueError(f"public_values of column {name!r} is empty; omit it instead.")
+                raise ArgumentError(f"public_values of column {name!r} is empty; omit it instead.")
             if len(set(values)) != len(values):
-                raise ValueError(f"public_values of column {name!r} lists a value twice.")
+                raise ArgumentError(f"public_values of column {name!r} lists a value twice.")
             object.__setattr__(self, "public_values", values)
 
     @property
@@ -365,7 +367,8 @@ class Reference:
     >>> Reference.parse("orders", "o_custkey", "customer")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: the reference of orders.o_custkey must name a table and its column, as ...; got 'customer'.
+    kakeibo.errors.ArgumentError: the reference of orders.o_custkey must name a table and its column, \
+as ...; got 'customer'.
     """
 
     column: str
@@ -377,7 +380,7 @@ class Reference:
         """``column = "table.key"`` of a catalog's ``references`` entry."""
         parts = target.split(".") if isinstance(target, str) else []
         if len(parts) != 2 or not all(part.strip() for part in parts):
-            raise ValueError(
+            raise ArgumentError(
                 f"the reference of {table}.{column} must name a table and its column, as "
                 f'"customer.c_custkey"; got {target!r}.'
             )
@@ -389,7 +392,7 @@ class Reference:
 
 def _positive_int(table: str, key: str, value: object) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or int(value) < 1:
-        raise ValueError(f"{key} of table {table!r} must be a positive integer, got {value!r}.")
+        raise ArgumentError(f"{key} of table {table!r} must be a positive integer, got {value!r}.")
     return int(value)
 
 
@@ -441,25 +444,29 @@ class TableSpec:
         name = _check_name(self.name, "a table name")
         object.__setattr__(self, "name", name)
         if not isinstance(self.columns, Mapping):
-            raise TypeError(f"the columns of table {name!r} must be a mapping from name to ColumnSpec.")
+            raise ArgumentTypeError(
+                f"the columns of table {name!r} must be a mapping from name to ColumnSpec."
+            )
         if not self.columns:
-            raise ValueError(f"table {name!r} declares no columns.")
+            raise ArgumentError(f"table {name!r} declares no columns.")
         columns: dict[str, ColumnSpec] = {}
         for key, spec in self.columns.items():
             if not isinstance(spec, ColumnSpec):
-                raise TypeError(f"column {key!r} of table {name!r} must be a ColumnSpec, got {spec!r}.")
+                raise ArgumentTypeError(
+                    f"column {key!r} of table {name!r} must be a ColumnSpec, got {spec!r}."
+                )
             if _check_name(key, "a column name") != spec.name:
-                raise ValueError(
+                raise ArgumentError(
                     f"column key {key!r} of table {name!r} does not match its name {spec.name!r}."
                 )
             if spec.name in columns:
-                raise ValueError(f"table {name!r} declares column {spec.name!r} twice.")
+                raise ArgumentError(f"table {name!r} declares column {spec.name!r} twice.")
             columns[spec.name] = spec
         object.__setattr__(self, "columns", FrozenMap(columns))
         if not isinstance(self.public, bool):
-            raise TypeError(f"public of table {name!r} must be true or false.")
+            raise ArgumentTypeError(f"public of table {name!r} must be true or false.")
         if self.source is not None and (not isinstance(self.source, str) or not self.source):
-            raise TypeError(f"source of table {name!r} must be a file path, got {self.source!r}.")
+            raise ArgumentTypeError(f"source of table {name!r} must be a file path, got {self.source!r}.")
         kappa = self._kappa()
         l0 = self._l0()
         object.__setattr__(self, "max_rows_per_partition", kappa)
@@ -467,43 +474,43 @@ class TableSpec:
         self._check_bound_selection()
         references = tuple(self.references)
         if not all(isinstance(r, Reference) for r in references):
-            raise TypeError(f"the references of table {name!r} must be Reference objects.")
+            raise ArgumentTypeError(f"the references of table {name!r} must be Reference objects.")
         object.__setattr__(self, "references", references)
         if references:
             self._check_references(columns)
             return
         if self.privacy_unit is None:
             if kappa != 1 or l0 != 1:
-                raise ValueError(
+                raise ArgumentError(
                     f"table {name!r} has row-level privacy (no privacy_unit), so each row is a person and "
                     "max_partitions and max_rows_per_partition must be 1."
                 )
             if self.correlation is not None:
-                raise ValueError(
+                raise ArgumentError(
                     f"table {name!r} declares a correlation graph but no privacy_unit; the graph's nodes are "
                     "privacy-unit values."
                 )
             return
         if self.public:
-            raise ValueError(f"table {name!r} is public, so it cannot have a privacy_unit.")
+            raise ArgumentError(f"table {name!r} is public, so it cannot have a privacy_unit.")
         unit = _check_name(self.privacy_unit, "privacy_unit")
         if unit not in columns:
-            raise ValueError(f"the privacy_unit {unit!r} of table {name!r} is not one of its columns.")
+            raise ArgumentError(f"the privacy_unit {unit!r} of table {name!r} is not one of its columns.")
         object.__setattr__(self, "privacy_unit", unit)
         if self.correlation is not None:
             if not isinstance(self.correlation, CorrelationSpec):
-                raise TypeError(f"correlation of table {name!r} must be a CorrelationSpec.")
+                raise ArgumentTypeError(f"correlation of table {name!r} must be a CorrelationSpec.")
             try:
                 self.correlation.bound(columns[unit].type)
             except (OSError, ValueError) as error:
-                raise ValueError(f"table {name!r}: {error}") from error
+                raise ArgumentError(f"table {name!r}: {error}") from error
 
     def _kappa(self) -> int | Literal["auto"]:
         """``max_rows_per_partition`` checked, with ``max_rows_bound`` when it is ``"auto"``."""
         name = self.name
         if self.max_rows_per_partition == "auto":
             if self.privacy_unit is None and not self.references:
-                raise ValueError(
+                raise ArgumentError(
                     f'table {name!r} has row-level privacy, so max_rows_per_partition is 1, not "auto".'
                 )
             object.__setattr__(
@@ -511,7 +518,7 @@ class TableSpec:
             )
             return "auto"
         if self.max_rows_bound != DEFAULT_BOUND:
-            raise ValueError(
+            raise ArgumentError(
                 f"max_rows_bound of table {name!r} bounds the choice of max_rows_per_partition = "
                 '"auto"; the table sets a fixed limit.'
             )
@@ -522,7 +529,7 @@ class TableSpec:
         if self.max_partitions != "auto":
             return _positive_int(self.name, "max_partitions", self.max_partitions)
         if self.privacy_unit is None and not self.references:
-            raise ValueError(
+            raise ArgumentError(
                 f'table {self.name!r} has row-level privacy, so max_partitions is 1, not "auto".'
             )
         return "auto"
@@ -532,35 +539,35 @@ class TableSpec:
         and column bounds are chosen (:mod:`kakeibo.sql.bounds`, :mod:`kakeibo.sql.truncation`)."""
         name = self.name
         if self.bound_selection not in ("histogram", "race"):
-            raise ValueError(
+            raise ArgumentError(
                 f'bound_selection of table {name!r} is "histogram" or "race", got {self.bound_selection!r}.'
             )
         share = self.bounds_share
         if not _is_number(share) or not 0 < float(share) < 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"bounds_share of table {name!r} must lie strictly between 0 and 1, got {share!r}."
             )
         object.__setattr__(self, "bounds_share", float(share))
         if self.bound_selection == "histogram":
             if self.truncation_base != DEFAULT_BASE:
-                raise ValueError(
+                raise ArgumentError(
                     f'truncation_base of table {name!r} sets the grid of bound_selection = "race"; the table '
                     "chooses its bounds by histogram."
                 )
             return
         if self.max_rows_per_partition != "auto" or self.max_partitions == "auto":
-            raise ValueError(
+            raise ArgumentError(
                 f'bound_selection = "race" on table {name!r} races max_rows_per_partition = "auto" at a '
                 "fixed max_partitions; declare both so, or choose the bounds by histogram."
             )
         if any(column.auto_bounds for column in self.columns.values()):
-            raise ValueError(
+            raise ArgumentError(
                 f'table {name!r} races its limits (bound_selection = "race"), which chooses no column '
                 "bounds; choose them by histogram, or declare them."
             )
         base = self.truncation_base
         if not _is_number(base) or not 1 < float(base) <= 1000:
-            raise ValueError(
+            raise ArgumentError(
                 f"truncation_base of table {name!r} must be a number in (1, 1000], got {base!r}."
             )
         object.__setattr__(self, "truncation_base", float(base))
@@ -584,24 +591,24 @@ class TableSpec:
         """What a table's references may be, seen from the table alone (:class:`Catalog` checks the rest)."""
         name = self.name
         if self.public:
-            raise ValueError(f"table {name!r} is public, so it cannot reference a person's table.")
+            raise ArgumentError(f"table {name!r} is public, so it cannot reference a person's table.")
         if self.privacy_unit is not None:
-            raise ValueError(
+            raise ArgumentError(
                 f"table {name!r} names a privacy_unit and references another table; its person is found one "
                 "way only: drop the privacy_unit, or the references."
             )
         if self.correlation is not None:
-            raise ValueError(
+            raise ArgumentError(
                 f"table {name!r} references another table, so its correlation graph belongs there."
             )
         if len(self.references) > 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"table {name!r} references {len(self.references)} tables; a row that belonged to several "
                 "people is not supported yet, so a table references one table."
             )
         for reference in self.references:
             if reference.column not in columns:
-                raise ValueError(f"the reference {reference} of table {name!r} names no column of it.")
+                raise ArgumentError(f"the reference {reference} of table {name!r} names no column of it.")
 
     @property
     def row_level(self) -> bool:
@@ -677,7 +684,7 @@ def refuse_unknown_keys(keys: Iterable[str], allowed: frozenset[str], where: str
     in a privacy setting must not pass silently)."""
     extra = sorted(set(keys) - allowed)
     if extra:
-        raise ValueError(
+        raise ArgumentError(
             f"unknown key(s) {', '.join(extra)} in {where}; the keys are {', '.join(sorted(allowed))}."
         )
 
@@ -686,10 +693,12 @@ def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
     if isinstance(data, str):
         data = {"type": data}
     if not isinstance(data, Mapping):
-        raise TypeError(f"column {name!r} of table {table!r} must be a type name or a table of settings.")
+        raise ArgumentTypeError(
+            f"column {name!r} of table {table!r} must be a type name or a table of settings."
+        )
     refuse_unknown_keys(data, _COLUMN_KEYS, f"column {table}.{name}")
     if "type" not in data:
-        raise ValueError(f"column {name!r} of table {table!r} has no type.")
+        raise ArgumentError(f"column {name!r} of table {table!r} has no type.")
     public = data.get("public_values")
     return ColumnSpec(
         name,
@@ -705,11 +714,13 @@ def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
 
 def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
     if not isinstance(data, Mapping):
-        raise TypeError(f"table {name!r} must be a table of settings.")
+        raise ArgumentTypeError(f"table {name!r} must be a table of settings.")
     refuse_unknown_keys(data, _TABLE_KEYS, f"table {name}")
     columns = data.get("columns")
     if not isinstance(columns, Mapping) or not columns:
-        raise ValueError(f"table {name!r} needs a [tables.{name}.columns] section with at least one column.")
+        raise ArgumentError(
+            f"table {name!r} needs a [tables.{name}.columns] section with at least one column."
+        )
     return TableSpec(
         name,
         {key: _column_from_dict(name, key, spec) for key, spec in columns.items()},
@@ -731,7 +742,7 @@ def _references_from_dict(table: str, data: object) -> tuple[Reference, ...]:
     if data is None:
         return ()
     if not isinstance(data, Mapping) or not data:
-        raise TypeError(
+        raise ArgumentTypeError(
             f'references of table {table!r} must be a table such as {{ o_custkey = "customer.c_custkey" }}.'
         )
     return tuple(Reference.parse(table, column, target) for column, target in data.items())
@@ -748,11 +759,11 @@ def _correlation_from_dict(table: str, data: object, base: Path | None) -> Corre
     if data is None:
         return None
     if not isinstance(data, Mapping):
-        raise TypeError(f"correlation of table {table!r} must be a table with edges and tau.")
+        raise ArgumentTypeError(f"correlation of table {table!r} must be a table with edges and tau.")
     refuse_unknown_keys(data, _CORRELATION_KEYS, f"table {table}.correlation")
     missing = sorted(_CORRELATION_KEYS - set(data))
     if missing:
-        raise ValueError(f"correlation of table {table!r} needs {' and '.join(missing)}.")
+        raise ArgumentError(f"correlation of table {table!r} needs {' and '.join(missing)}.")
     return CorrelationSpec(_resolve(data["edges"], base), tau=data["tau"])
 
 
@@ -787,7 +798,7 @@ class Catalog:
 
     def __init__(self, tables: Iterable[TableSpec], *, dialect: str | None = None) -> None:
         if dialect is not None and (not isinstance(dialect, str) or dialect.lower() not in DIALECTS):
-            raise ValueError(
+            raise ArgumentError(
                 f"the catalog's dialect {dialect!r} is not one of {', '.join(DIALECTS)}; omit it to read "
                 "queries as DuckDB's SQL."
             )
@@ -795,9 +806,9 @@ class Catalog:
         found: dict[str, TableSpec] = {}
         for table in tables:
             if not isinstance(table, TableSpec):
-                raise TypeError(f"a Catalog holds TableSpec objects, got {table!r}.")
+                raise ArgumentTypeError(f"a Catalog holds TableSpec objects, got {table!r}.")
             if table.name in found:
-                raise ValueError(f"the catalog declares table {table.name!r} twice.")
+                raise ArgumentError(f"the catalog declares table {table.name!r} twice.")
             found[table.name] = table
         self.tables = FrozenMap(found)
         for table in found.values():
@@ -839,11 +850,11 @@ class Catalog:
         True
         """
         if not isinstance(data, Mapping):
-            raise TypeError("a catalog must be a mapping with a 'tables' entry.")
+            raise ArgumentTypeError("a catalog must be a mapping with a 'tables' entry.")
         refuse_unknown_keys(data, frozenset({"tables", "dialect"}), "the catalog")
         tables = data.get("tables")
         if not isinstance(tables, Mapping) or not tables:
-            raise ValueError("the catalog declares no tables; add a [tables.NAME] section.")
+            raise ArgumentError("the catalog declares no tables; add a [tables.NAME] section.")
         base = None if base_dir is None else Path(base_dir)
         return cls(
             (_table_from_dict(name, spec, base) for name, spec in tables.items()), dialect=data.get("dialect")
@@ -892,32 +903,32 @@ class Catalog:
             where = f"the reference {reference} of table {table.name!r}"
             target = self.tables.get(reference.table)
             if target is None:
-                raise ValueError(f"{where} names no table of the catalog.")
+                raise ArgumentError(f"{where} names no table of the catalog.")
             if target.public:
-                raise ValueError(
+                raise ArgumentError(
                     f"{where} leads to the public table {target.name}; references lead to the tables of "
                     "persons (join public tables in queries instead)."
                 )
             if reference.key not in target.columns:
-                raise ValueError(f"{where} names no column of table {target.name}.")
+                raise ArgumentError(f"{where} names no column of table {target.name}.")
             key = target.columns[reference.key]
             if not (key.unique or reference.key == target.privacy_unit):
-                raise ValueError(
+                raise ArgumentError(
                     f"{where} names a column that is neither the privacy unit of {target.name} nor declared "
                     "unique there, so a row could reach several people."
                 )
             if key.type != table.columns[reference.column].type:
-                raise ValueError(
+                raise ArgumentError(
                     f"{where} compares a {table.columns[reference.column].type} column with a {key.type} "
                     "one; a join on it would convert values row by row."
                 )
             if target.name in seen:
-                raise ValueError(f"the references of tables {', '.join(seen)} form a cycle.")
+                raise ArgumentError(f"the references of tables {', '.join(seen)} form a cycle.")
             path.append(reference)
             seen.append(target.name)
             table = target
         if path and table.privacy_unit is None:
-            raise ValueError(
+            raise ArgumentError(
                 f"the references of table {name.lower()!r} lead to table {table.name}, which names no "
                 "privacy_unit; declare it there (the column that identifies a person)."
             )

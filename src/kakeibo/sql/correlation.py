@@ -66,6 +66,7 @@ import numpy as np
 
 from ..correlated import GaussianCorrelationModel
 from ..correlated.gaussian import CertificationError
+from ..errors import ArgumentError, ArgumentTypeError
 
 __all__ = ["CorrelationBound", "CorrelationSpec"]
 
@@ -116,22 +117,26 @@ class CorrelationSpec:
 
     def __post_init__(self) -> None:
         if isinstance(self.tau, bool) or not isinstance(self.tau, (int, float)):
-            raise TypeError(f"correlation tau must be a positive number, got {self.tau!r}.")
+            raise ArgumentTypeError(f"correlation tau must be a positive number, got {self.tau!r}.")
         if not (math.isfinite(self.tau) and self.tau > 0):
-            raise ValueError(f"correlation tau must be a positive finite number, got {self.tau!r}.")
+            raise ArgumentError(f"correlation tau must be a positive finite number, got {self.tau!r}.")
         object.__setattr__(self, "tau", float(self.tau))
         if isinstance(self.edges, os.PathLike):
             object.__setattr__(self, "edges", os.fspath(self.edges))
         if isinstance(self.edges, str):
             if not self.edges:
-                raise ValueError("correlation edges must name a file, got an empty string.")
+                raise ArgumentError("correlation edges must name a file, got an empty string.")
             return
         if isinstance(self.edges, bytes) or not isinstance(self.edges, Iterable):
-            raise TypeError("correlation edges must be a file path or a list of [u, v] or [u, v, weight].")
+            raise ArgumentTypeError(
+                "correlation edges must be a file path or a list of [u, v] or [u, v, weight]."
+            )
         rows = []
         for row in self.edges:
             if isinstance(row, (str, bytes)) or not isinstance(row, Sequence):
-                raise TypeError(f"each correlation edge must be [u, v] or [u, v, weight], got {row!r}.")
+                raise ArgumentTypeError(
+                    f"each correlation edge must be [u, v] or [u, v, weight], got {row!r}."
+                )
             rows.append(tuple(row))
         object.__setattr__(self, "edges", tuple(rows))
 
@@ -164,9 +169,9 @@ def _bound(key: tuple[object, ...], unit_type: str, tau: float) -> CorrelationBo
         )
         leakage = model.max_leakage()
     except CertificationError as error:
-        raise ValueError(_uncertifiable(tau, graph.weights, str(error))) from error
+        raise ArgumentError(_uncertifiable(tau, graph.weights, str(error))) from error
     if not (math.isfinite(leakage) and leakage >= 0):  # the model guarantees this; a release relies on it
-        raise ValueError(_uncertifiable(tau, graph.weights, f"the bound came out {leakage!r}."))
+        raise ArgumentError(_uncertifiable(tau, graph.weights, f"the bound came out {leakage!r}."))
     return CorrelationBound(graph.units, len(graph.pairs), tau, leakage, graph.digest)
 
 
@@ -192,7 +197,7 @@ def _graph(key: tuple[object, ...], unit_type: str) -> _Graph:
     """Node ids by sorted label, checked edges, and a digest of the labelled weighted edge list; ``key`` is
     ``("file", path, size, mtime)`` or ``("inline", edges)``."""
     if unit_type not in ("int", "str"):
-        raise ValueError(
+        raise ArgumentError(
             f"a correlation graph needs an int or str privacy unit, not {unit_type}: its values label "
             "the nodes."
         )
@@ -209,18 +214,20 @@ def _graph(key: tuple[object, ...], unit_type: str) -> _Graph:
     seen: dict[tuple[object, object], int] = {}
     for line, row in rows:
         if len(row) not in (2, 3):
-            raise ValueError(f"{where}, edge {line}: expected u, v and an optional weight, got {list(row)}.")
+            raise ArgumentError(
+                f"{where}, edge {line}: expected u, v and an optional weight, got {list(row)}."
+            )
         u, v = (_label(value, unit_type, where, line) for value in row[:2])
         if u == v:
-            raise ValueError(f"{where}, edge {line}: unit {u!r} cannot be correlated with itself.")
+            raise ArgumentError(f"{where}, edge {line}: unit {u!r} cannot be correlated with itself.")
         pair = (u, v) if u <= v else (v, u)  # type: ignore[operator]  # labels share one type
         if pair in seen:
-            raise ValueError(f"{where}, edge {line}: ({u!r}, {v!r}) repeats edge {seen[pair]}.")
+            raise ArgumentError(f"{where}, edge {line}: ({u!r}, {v!r}) repeats edge {seen[pair]}.")
         seen[pair] = line
         weights.append(_weight(row[2], where, line) if len(row) == 3 else 1.0)
         labels.extend(pair)
     if not seen:
-        raise ValueError(f"{where}: no edges; drop the correlation declaration for independent units.")
+        raise ArgumentError(f"{where}: no edges; drop the correlation declaration for independent units.")
     array = np.array(labels, dtype=np.int64 if unit_type == "int" else object)
     nodes, ids = np.unique(array, return_inverse=True)
     text = "\n".join(f"{u!r}\t{v!r}\t{w!r}" for (u, v), w in zip(seen, weights, strict=True))
@@ -239,7 +246,7 @@ def _file_rows(path: str) -> Iterator[tuple[int, EdgeRow]]:
             try:
                 text = raw.decode("utf-8").strip()
             except UnicodeDecodeError:
-                raise ValueError(
+                raise ArgumentError(
                     f"correlation edge file {path}, edge {line}: the line is not UTF-8 text."
                 ) from None
             if text and not text.startswith("#"):
@@ -250,14 +257,18 @@ def _label(value: object, unit_type: str, where: str, line: int) -> object:
     if unit_type == "str":
         if isinstance(value, str) and value:
             return value
-        raise ValueError(f"{where}, edge {line}: the str privacy unit needs non-empty labels, got {value!r}.")
+        raise ArgumentError(
+            f"{where}, edge {line}: the str privacy unit needs non-empty labels, got {value!r}."
+        )
     if isinstance(value, bool):
-        raise ValueError(f"{where}, edge {line}: the int privacy unit needs integer labels, got {value!r}.")
+        raise ArgumentError(
+            f"{where}, edge {line}: the int privacy unit needs integer labels, got {value!r}."
+        )
     if isinstance(value, str) and _INTEGER.fullmatch(value):  # ASCII digits only: not '١', not '1_0
         value = int(value)
     if isinstance(value, int) and -(2**63) <= value < 2**63:
         return value
-    raise ValueError(f"{where}, edge {line}: the int privacy unit needs integer labels, got {value!r}.")
+    raise ArgumentError(f"{where}, edge {line}: the int privacy unit needs integer labels, got {value!r}.")
 
 
 def _weight(value: object, where: str, line: int) -> float:
@@ -265,5 +276,5 @@ def _weight(value: object, where: str, line: int) -> float:
     if isinstance(value, (int, float)) or (isinstance(value, str) and _DECIMAL.fullmatch(value)):
         weight = float(value)  # a plain decimal only: float() also reads '1_0' and '١'
     if isinstance(value, bool) or not (math.isfinite(weight) and weight >= 0):
-        raise ValueError(f"{where}, edge {line}: the weight must be a finite number >= 0, got {value!r}.")
+        raise ArgumentError(f"{where}, edge {line}: the weight must be a finite number >= 0, got {value!r}.")
     return weight

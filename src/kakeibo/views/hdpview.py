@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ..errors import ArgumentError
 from ..mechanisms import Exponential, Laplace
 from ..noise import exact, resolve_source
 from ..noise.source import RandomSource
@@ -89,13 +90,13 @@ class HDPViewParameters:
         for name in ("ratio", "gamma"):
             value = getattr(self, name)
             if not 0 < value < 1:
-                raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}.")
+                raise ArgumentError(f"{name} must lie strictly between 0 and 1, got {value!r}.")
         if not self.alpha > 1:
-            raise ValueError(f"alpha must exceed 1, got {self.alpha!r}.")
+            raise ArgumentError(f"alpha must exceed 1, got {self.alpha!r}.")
         if not self.beta > 0:
-            raise ValueError(f"beta must be positive, got {self.beta!r}.")
+            raise ArgumentError(f"beta must be positive, got {self.beta!r}.")
         if self.theta is not None and not math.isfinite(self.theta):
-            raise ValueError(f"theta must be a finite number, got {self.theta!r}.")
+            raise ArgumentError(f"theta must be a finite number, got {self.theta!r}.")
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ class View:
             np.atleast_2d(np.asarray(stops, np.float64)),
         )
         if q_start.shape != q_stop.shape or q_start.shape[1] != len(self.sizes):
-            raise ValueError(f"query boxes must have shape (queries, {len(self.sizes)}).")
+            raise ArgumentError(f"query boxes must have shape (queries, {len(self.sizes)}).")
         span = (self.highs - self.lows + 1).astype(np.float64)
         inside = np.minimum(q_stop[:, None, :], self.highs[None] + 1.0) - np.maximum(
             q_start[:, None, :], self.lows[None]
@@ -244,7 +245,7 @@ def noise_bound(noise: Laplace, weights: FloatArray, beta: float) -> float:
 def _queries(lows: Any, highs: Any, sizes: tuple[int, ...]) -> tuple[IntArray, IntArray]:
     q_lo, q_hi = np.atleast_2d(np.asarray(lows, np.int64)), np.atleast_2d(np.asarray(highs, np.int64))
     if q_lo.shape != q_hi.shape or q_lo.shape[1] != len(sizes):
-        raise ValueError(f"lows and highs must both have shape (queries, {len(sizes)}).")
+        raise ArgumentError(f"lows and highs must both have shape (queries, {len(sizes)}).")
     top = np.asarray(sizes, np.int64) - 1
     return np.clip(q_lo, 0, top), np.clip(q_hi, 0, top)
 
@@ -436,17 +437,19 @@ def _validated(
 ) -> tuple[IntArray, FloatArray, tuple[int, ...]]:
     domain = tuple(int(s) for s in sizes)
     if not domain or any(s < 1 for s in domain):
-        raise ValueError("sizes must name at least one attribute, each with at least one value.")
+        raise ArgumentError("sizes must name at least one attribute, each with at least one value.")
     coords = np.asarray(cells, dtype=np.int64).reshape(-1, len(domain))
     weights = np.asarray(counts, dtype=np.float64).ravel()
     if weights.size != coords.shape[0]:
-        raise ValueError("cells and counts must have one row per non-zero cell.")
+        raise ArgumentError("cells and counts must have one row per non-zero cell.")
     if coords.size and ((coords < 0).any() or (coords >= np.asarray(domain)).any()):
-        raise ValueError("every cell must lie inside the domain: 0 <= value < size per attribute.")
+        raise ArgumentError("every cell must lie inside the domain: 0 <= value < size per attribute.")
     if weights.size and (not np.isfinite(weights).all() or (weights < 1).any() or (weights % 1 != 0).any()):
-        raise ValueError("counts must be whole numbers of at least 1 (the non-zero cells of a count tensor).")
+        raise ArgumentError(
+            "counts must be whole numbers of at least 1 (the non-zero cells of a count tensor)."
+        )
     if np.unique(coords, axis=0).shape[0] != coords.shape[0]:
-        raise ValueError("cells must be distinct: give each non-zero cell once, with its count.")
+        raise ArgumentError("cells must be distinct: give each non-zero cell once, with its count.")
     if not (isinstance(epsilon, (int, float)) and 0 < epsilon < math.inf):
-        raise ValueError(f"epsilon must be a positive finite number, got {epsilon!r}.")
+        raise ArgumentError(f"epsilon must be a positive finite number, got {epsilon!r}.")
     return coords, weights, domain
