@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
@@ -255,18 +255,7 @@ def optimal_homogeneous_composition(epsilon: Number, delta: Number, k: int, targ
     >>> r.epsilon < advanced_composition([PureDP(0.1)] * 10, delta_slack=1e-5).epsilon
     True
     """
-    eps = as_fraction(epsilon, "epsilon")
-    dlt = as_fraction(delta, "delta")
-    target = as_fraction(target_delta, "target_delta")
-    if eps < 0:
-        raise ArgumentError(f"epsilon must be non-negative, got {float(eps)}.")
-    if not 0 <= dlt < 1:
-        raise ArgumentError(f"delta must lie in [0, 1), got {float(dlt)}.")
-    if not 0 <= target < 1:
-        raise ArgumentError(f"target_delta must lie in [0, 1), got {float(target)}.")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ArgumentError(f"k must be a positive whole number of measurements, got {k!r}.")
-
+    eps, dlt, target = _homogeneous_arguments(epsilon, delta, k, target_delta)
     eps_f, dlt_f, target_f = _float_up(eps), _float_up(dlt), _float_down(target)
     if eps_f > 700:
         raise ArgumentError(
@@ -283,6 +272,36 @@ def optimal_homogeneous_composition(epsilon: Number, delta: Number, k: int, targ
     if eps == 0:
         return ApproxDP(0, target)
 
+    delta_at = _kov_delta_curve(eps_f, k, log_keep, inflate)
+    hi = 0.0 if delta_at(0.0) <= target_f else _bisect_least(delta_at, target_f, _up(k * eps_f))
+    rounded = Fraction(0) if hi == 0.0 else Fraction(_up(hi, 2))
+    return ApproxDP(min(rounded, k * eps), target)
+
+
+def _homogeneous_arguments(
+    epsilon: Number, delta: Number, k: int, target_delta: Number
+) -> tuple[Fraction, Fraction, Fraction]:
+    """``epsilon``, ``delta`` and ``target_delta`` as exact fractions after checking the arguments of
+    :func:`optimal_homogeneous_composition` (``k`` a positive whole number)."""
+    eps = as_fraction(epsilon, "epsilon")
+    dlt = as_fraction(delta, "delta")
+    target = as_fraction(target_delta, "target_delta")
+    if eps < 0:
+        raise ArgumentError(f"epsilon must be non-negative, got {float(eps)}.")
+    if not 0 <= dlt < 1:
+        raise ArgumentError(f"delta must lie in [0, 1), got {float(dlt)}.")
+    if not 0 <= target < 1:
+        raise ArgumentError(f"target_delta must lie in [0, 1), got {float(target)}.")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ArgumentError(f"k must be a positive whole number of measurements, got {k!r}.")
+    return eps, dlt, target
+
+
+def _kov_delta_curve(eps_f: float, k: int, log_keep: float, inflate: float) -> Callable[[float], float]:
+    """``eps' -> delta(eps')`` of Kairouz, Oh and Viswanath 2015, Thm. 3.3, for ``k`` compositions of
+    ``(eps_f, delta)``-DP, where ``log_keep = k log(1 - delta)``; the randomized-response part is summed
+    in log space and the result multiplied by ``inflate``, a bound on the float error, so it never
+    undershoots."""
     ls = np.arange(0, (k + 1) // 2, dtype=np.float64)  # outcomes with positive privacy loss (k - 2l) eps
     log_norm = k * (eps_f + math.log1p(math.exp(-eps_f)))  # k ln(1 + e^eps)
     lgk = math.lgamma(k + 1)
@@ -302,21 +321,23 @@ def optimal_homogeneous_composition(epsilon: Number, delta: Number, k: int, targ
             return 1.0
         return -math.expm1(log_keep + math.log1p(-rr)) * inflate
 
-    hi = _up(k * eps_f)
-    if delta_at(0.0) <= target_f:
-        hi = 0.0
-    else:
-        lo = 0.0
-        for _ in range(200):
-            mid = (lo + hi) / 2
-            if mid in (lo, hi):
-                break
-            if delta_at(mid) <= target_f:
-                hi = mid
-            else:
-                lo = mid
-    rounded = Fraction(0) if hi == 0.0 else Fraction(_up(hi, 2))
-    return ApproxDP(min(rounded, k * eps), target)
+    return delta_at
+
+
+def _bisect_least(delta_at: Callable[[float], float], target: float, hi: float) -> float:
+    """The least ``eps'`` in ``(0, hi]`` found by bisection with ``delta_at(eps') <= target``, given that it
+    holds at ``hi`` and not at 0 (``delta_at`` falls as ``eps'`` grows); it stops when the interval cannot
+    be halved in floats."""
+    lo = 0.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        if delta_at(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 # -- policies for the ledger -------------------------------------------------------------------------

@@ -398,64 +398,26 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         box = checked_region(region, dataset)
         weights = self._policy.weights(value, self._kind)  # TypeError if the kinds do not convert
         created_at = _now()
-        kind, eps, dlt, rho = loss_columns(value)
         region_text = None if box is None else canonical_json(box.to_json())
+        columns = (*loss_columns(value), label_text, analyst, dataset, request_id, region_text, created_at)
 
         with self._transaction(immediate=True) as conn:
             if request_id is not None:
-                row = conn.execute(f"SELECT {ENTRY_COLUMNS} FROM entries WHERE request_id = ?", (request_id,))
-                found = row.fetchone()
-                if found is not None:
-                    original = entry_from_row(found)
-                    if (
-                        original.loss,
-                        original.label,
-                        original.analyst,
-                        original.dataset,
-                        original.region,
-                    ) != (
-                        value,
-                        label_text,
-                        analyst,
-                        dataset,
-                        box,
-                    ):
-                        raise ArgumentError(
-                            f"request_id {request_id!r} was already used for a different charge "
-                            f"({original.loss!s}, label {original.label!r})."
-                        )
+                original = _earlier_charge(conn, request_id, (value, label_text, analyst, dataset, box))
+                if original is not None:
                     if not replay:
                         raise DuplicateRequest.of(original)
                     return original
             self._check_fits(conn, value, Item(weights, box, analyst, dataset))
             meta = self._meta(conn)
             seq = int(meta["entries_count"]) + 1
-            row_values = (
-                seq,
-                kind,
-                eps,
-                dlt,
-                rho,
-                label_text,
-                analyst,
-                dataset,
-                request_id,
-                region_text,
-                created_at,
-            )
-            digest = chain_hash(meta["entries_head"], entry_record(row_values))
-            conn.execute(
-                f"INSERT INTO entries ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*row_values, digest),
-            )
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_head'", (digest,))
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_count'", (str(seq),))
+            digest = _append_entry(conn, meta["entries_head"], (seq, *columns))
             if release is not None:
                 conn.execute(
                     "INSERT INTO releases (request_id, seq, payload, sha256) VALUES (?, ?, ?, ?)",
                     (request_id, seq, release, hashlib.sha256(release).hexdigest()),
                 )
-        entry = LedgerEntry(
+        return LedgerEntry(
             seq=seq,
             loss=value,
             label=label_text,
@@ -466,7 +428,6 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             hash=digest,
             region=box,
         )
-        return entry
 
     def check(
         self,
@@ -703,6 +664,36 @@ epsilon=1; only epsilon=1 remains.
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _earlier_charge(conn: Connection, request_id: str, charge: tuple[object, ...]) -> LedgerEntry | None:
+    """The entry already charged under ``request_id``, or None; an ArgumentError if it is not the same
+    ``(loss, label, analyst, dataset, region)`` as ``charge`` (one id names one charge, so a retry
+    never pays twice and never stands for a different release)."""
+    query = f"SELECT {ENTRY_COLUMNS} FROM entries WHERE request_id = ?"
+    found = conn.execute(query, (request_id,)).fetchone()
+    if found is None:
+        return None
+    original = entry_from_row(found)
+    if (original.loss, original.label, original.analyst, original.dataset, original.region) != charge:
+        raise ArgumentError(
+            f"request_id {request_id!r} was already used for a different charge "
+            f"({original.loss!s}, label {original.label!r})."
+        )
+    return original
+
+
+def _append_entry(conn: Connection, head: str, row_values: tuple[object, ...]) -> str:
+    """Insert the entry ``row_values`` (``ENTRY_COLUMNS`` but its hash) after the chain's ``head`` and move
+    the head and count to it; returns the entry's hash, which chains it to ``head``."""
+    digest = chain_hash(head, entry_record(row_values))
+    conn.execute(
+        f"INSERT INTO entries ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*row_values, digest),
+    )
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_head'", (digest,))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_count'", (str(row_values[0]),))
+    return digest
 
 
 def _subtract(budget: PrivacyLoss, spent: PrivacyLoss) -> PrivacyLoss:
