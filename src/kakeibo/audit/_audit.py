@@ -123,9 +123,42 @@ def _draw(mechanism: Releasable | Sampler, value: Any, n: int, rng: Any, batch: 
     return np.asarray([o.item() for o in outs])
 
 
-def _declared_delta(mechanism: Any) -> float:
-    loss = getattr(mechanism, "privacy_loss", None)
-    return float(loss.delta) if isinstance(loss, ApproxDP) else 0.0
+def _checked_arguments(
+    mechanism: Any, trials: Any, batch: Any, alpha: Any, delta: Any
+) -> tuple[int, int, float]:
+    """:func:`audit`'s ``trials``, ``batch`` and delta after checking them, ``alpha`` and ``mechanism``.
+    The delta is ``delta`` if given, else that of the mechanism's declared ``ApproxDP`` loss (0 for any
+    other loss)."""
+    n = _check_count(trials, "trials")
+    chunk = _check_count(batch, "batch")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise ArgumentError(f"alpha must be a probability strictly between 0 and 1, got {alpha!r}.")
+    if delta is None:
+        loss = getattr(mechanism, "privacy_loss", None)
+        dlt = float(loss.delta) if isinstance(loss, ApproxDP) else 0.0
+    else:
+        try:
+            dlt = float(delta)
+        except TypeError:
+            raise ArgumentTypeError(f"delta must lie in [0, 1), got {delta!r}.") from None
+        except ValueError:
+            raise ArgumentError(f"delta must lie in [0, 1), got {delta!r}.") from None
+    if not 0.0 <= dlt < 1.0:
+        raise ArgumentError(f"delta must lie in [0, 1), got {delta!r}.")
+    if not (isinstance(mechanism, Releasable) or callable(mechanism)):
+        raise ArgumentTypeError(
+            "mechanism must have a release(value, rng=) method or be a sampler(value, n, rng)."
+        )
+    return n, chunk, dlt
+
+
+def _pilot_events(
+    mechanism: Releasable | Sampler, inputs: tuple[Any, Any], n: int, rng: Any, batch: int
+) -> list[Event]:
+    """The default events, chosen from a pilot sample of ``n`` releases of each of the two ``inputs``
+    (discarded afterwards, so the choice does not bias the audit's bounds)."""
+    pilot = np.concatenate([_draw(mechanism, value, n, rng, batch) for value in inputs])
+    return default_events(pilot)
 
 
 def _bound_events(
@@ -214,23 +247,10 @@ def audit(
     >>> 0.5 < result.epsilon_lower_bound <= 1.0, result.refutes(1.0)
     (True, False)
     """
-    n = _check_count(trials, "trials")
-    chunk = _check_count(batch, "batch")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise ArgumentError(f"alpha must be a probability strictly between 0 and 1, got {alpha!r}.")
-    dlt = _declared_delta(mechanism) if delta is None else float(delta)
-    if not 0.0 <= dlt < 1.0:
-        raise ArgumentError(f"delta must lie in [0, 1), got {delta!r}.")
-    if not (isinstance(mechanism, Releasable) or callable(mechanism)):
-        raise ArgumentTypeError(
-            "mechanism must have a release(value, rng=) method or be a sampler(value, n, rng)."
-        )
+    n, chunk, dlt = _checked_arguments(mechanism, trials, batch, alpha, delta)
     if events is None:
         pilot_n = _check_count(selection_trials or max(10_000, n // 10), "selection_trials")
-        pilot = np.concatenate(
-            [_draw(mechanism, d, pilot_n, rng, chunk), _draw(mechanism, d_prime, pilot_n, rng, chunk)]
-        )
-        chosen = default_events(pilot)
+        chosen = _pilot_events(mechanism, (d, d_prime), pilot_n, rng, chunk)
     else:
         chosen = list(events)
         if not all(isinstance(e, Event) for e in chosen):
