@@ -118,6 +118,30 @@ def _default_like(default: Any, answer: Any, failed: bool) -> Any:
         return default
 
 
+def _draw(
+    query: Callable[..., Any],
+    mechanism: Mechanism,
+    default: Any,
+    source: RandomSource,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """The query and both releases (module docstring, step 2): nothing here can raise on data."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        failed = False
+        answer: Any = default
+        try:  # an exception is an answer that cannot be released
+            answer = query(*args, **kwargs)
+        except Exception:  # data-dependent; propagating it would be the oracle
+            failed = True
+        noisy = _attempt(mechanism, answer, source)
+        fallback = _attempt(mechanism, _default_like(default, answer, failed), source)
+        if fallback is None:  # the broadcast default was refused (size): the declared one
+            fallback = mechanism.release(default, rng=source)
+    return fallback if noisy is None or _structure(noisy) != _structure(fallback) else noisy
+
+
 def private(
     *,
     mechanism: Mechanism,
@@ -168,30 +192,19 @@ def private(
         except (TypeError, ValueError):  # some builtins have none: no arity check then
             signature = None
 
-        def draw(source: RandomSource, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            """The query and both releases (module docstring, step 2): nothing here can raise on data."""
-            with warnings.catch_warnings(), np.errstate(all="ignore"):
-                warnings.simplefilter("ignore")
-                failed = False
-                answer: Any = default
-                try:  # an exception is an answer that cannot be released
-                    answer = query(*args, **kwargs)
-                except Exception:  # data-dependent; propagating it would be the oracle
-                    failed = True
-                noisy = _attempt(mechanism, answer, source)
-                fallback = _attempt(mechanism, _default_like(default, answer, failed), source)
-                if fallback is None:  # the broadcast default was refused (size): the declared one
-                    fallback = mechanism.release(default, rng=source)
-            return fallback if noisy is None or _structure(noisy) != _structure(fallback) else noisy
-
         @functools.wraps(query)
         def private_query(*args: P.args, **kwargs: P.kwargs) -> Release:
             rng: Rng = kwargs.pop("rng", None)  # type: ignore[assignment]
             request_id: str | None = kwargs.pop("request_id", None)  # type: ignore[assignment]
             if signature is not None:
-                signature.bind(*args, **kwargs)
+                try:
+                    signature.bind(*args, **kwargs)
+                except TypeError as error:  # a call the query cannot take: the same words, kakeibo's class
+                    raise ArgumentTypeError(str(error)) from None
             charge = release.Charge(mechanism.privacy_loss, name, analyst, dataset, request_id=request_id)
-            out = release.run(ledger, charge, lambda source: draw(source, args, kwargs), rng=rng)
+            out = release.run(
+                ledger, charge, lambda source: _draw(query, mechanism, default, source, args, kwargs), rng=rng
+            )
             assert out.ledger_entry is not None  # a ledger was given
             return Release(
                 value=out.value,
