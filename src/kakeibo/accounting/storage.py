@@ -133,7 +133,10 @@ class SQLiteStore(Store):
     def __init__(self, path: str, *, timeout: float) -> None:
         super().__init__(path)
         self._timeout = timeout
-        self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        try:
+            self._conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:  # a directory that does not exist, or a path that is one
+            raise StoreError(f"{path} cannot be opened as a SQLite database ({exc})") from exc
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if path != ":memory:":

@@ -28,7 +28,7 @@ from typing import Protocol
 
 from scipy.special import ndtr, ndtri
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import Number, as_fraction
 from .base import check_beta
 from .gaussian import analytic_gaussian_sigma
@@ -271,6 +271,10 @@ def check_accuracy(
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 < tolerance < math.inf:
         raise ArgumentError(f"tolerance must be a positive finite number, got {tolerance!r}.")
     limit = check_beta(max_failure_probability, "max_failure_probability")
+    if not callable(getattr(mechanism, "failure_probability", None)):
+        raise ArgumentTypeError(
+            f"mechanism must have a failure_probability(tolerance) method, got {type(mechanism).__name__}."
+        )
     failure = mechanism.failure_probability(float(tolerance))
     if failure > limit:
         warnings.warn(

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ..noise import RandomSource
 from ..privacy import Number, PrivacyLoss, as_fraction
 
@@ -46,8 +46,14 @@ def check_beta(beta: float, name: str = "beta") -> float:
 
 
 def check_values(value: ArrayLike) -> NDArray[np.float64]:
-    """The query answer as a float array, refusing NaN and infinities (they cannot be noised privately)."""
-    arr = np.asarray(value, dtype=np.float64)
+    """The query answer as a float array, refusing NaN and infinities (they cannot be noised privately) and
+    what is not numbers (with the error numpy gives, as kakeibo's class of the same built-in)."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except TypeError as error:
+        raise ArgumentTypeError(f"the value to release must be numbers ({error}).") from None
+    except ValueError as error:
+        raise ArgumentError(f"the value to release must be numbers ({error}).") from None
     if not np.all(np.isfinite(arr)):
         raise ArgumentError("the value to release must be finite (no NaN or infinity).")
     return arr

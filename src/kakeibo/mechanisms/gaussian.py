@@ -11,13 +11,14 @@ integers.
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 from typing import Any
 
 from numpy.typing import ArrayLike
 from scipy.special import log_ndtr
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ..noise import exact, exact_ratio, granularity_exponent, grid_gaussian, resolve_source
 from ..privacy import ZCDP, ApproxDP, Number, as_fraction
 from .base import (
@@ -63,6 +64,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     >>> analytic_gaussian_delta(sigma, 1.0, 1.0) <= 1e-5 < analytic_gaussian_delta(0.999 * sigma, 1.0, 1.0)
     True
     """
+    for value, name in ((epsilon, "epsilon"), (delta, "delta"), (sensitivity, "sensitivity")):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ArgumentTypeError(f"{name} must be a real number, got {value!r}.")
     target = delta * (1 - 1e-9)
     lo, hi = 0.0, sensitivity
     while analytic_gaussian_delta(hi, sensitivity, epsilon) > target:

@@ -13,6 +13,7 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
 
 from __future__ import annotations
 
+from ._common import NotFittedError
 from .datasets import Dataset, load_dataset, load_ionosphere, load_wdbc
 from .erm import DPHuberSVM, DPLogisticRegression
 from .randomizers import WALDP, PiecewiseTransformer, RandomizedResponseTransformer
@@ -26,6 +27,7 @@ __all__ = [
     "DPLogisticRegression",
     "Dataset",
     "DiscreteToOrdered",
+    "NotFittedError",
     "PiecewiseTransformer",
     "RandomizedResponseTransformer",
     "WeakAnonymizer",

@@ -12,14 +12,38 @@ import numbers
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+from sklearn.utils.validation import check_is_fitted
 
-from ..errors import ArgumentError, ArgumentTypeError
+from ..errors import ArgumentError, ArgumentTypeError, Error
 from ..noise.source import RandomSource, resolve_source
 
-__all__ = ["FloatMatrix", "check_binary_labels", "check_features", "random_source"]
+__all__ = [
+    "FloatMatrix",
+    "NotFittedError",
+    "check_binary_labels",
+    "check_features",
+    "check_fitted",
+    "random_source",
+]
 
 FloatMatrix = NDArray[np.float64]
 RandomState = int | np.random.Generator | RandomSource | None
+
+
+class NotFittedError(Error, SklearnNotFittedError):  # type: ignore[misc]  # sklearn ships no types
+    """An estimator or transformer of :mod:`kakeibo.ml` used before ``fit``. It is scikit-learn's
+    ``NotFittedError`` too (so a ``ValueError`` and an ``AttributeError``): code that catches that one, and
+    scikit-learn's own checks, keep working."""
+
+
+def check_fitted(estimator: object) -> None:
+    """Refuse an ``estimator`` that ``fit`` has not set up (scikit-learn's test: it has no attribute whose
+    name ends in ``_``), with scikit-learn's message under :class:`NotFittedError`."""
+    try:
+        check_is_fitted(estimator)
+    except SklearnNotFittedError as error:
+        raise NotFittedError(str(error)) from None
 
 
 def random_source(random_state: RandomState) -> RandomSource:

@@ -86,7 +86,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize, special
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import ThreadpoolController
 
 from .. import release
@@ -95,7 +94,7 @@ from ..errors import ArgumentError, ArgumentTypeError, UnaccountedRelease
 from ..mechanisms.base import check_positive
 from ..noise.source import RandomSource
 from ..privacy import PureDP
-from ._common import FloatMatrix, RandomState, check_features, random_source
+from ._common import FloatMatrix, RandomState, check_features, check_fitted, random_source
 
 __all__ = [
     "Calibration",
@@ -504,7 +503,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     def decision_function(self, X: ArrayLike) -> FloatVector:
         """``clip(X) @ coef_.T + intercept_`` (rows longer than ``norm_bound`` shrunk onto it, as in fit);
         positive means ``classes_[1]``."""
-        check_is_fitted(self)
+        check_fitted(self)
         features = _clip_rows(check_features(X, self.n_features_in_), float(self.norm_bound))
         return np.asarray(features @ self.coef_[0] + self.intercept_[0], dtype=np.float64)
 

@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..ldp.framework import MAX_EPSILON
@@ -40,7 +39,7 @@ from ..ldp.numeric import PiecewiseMechanism
 from ..mechanisms import RandomizedResponse
 from ..noise.source import RandomSource
 from ..privacy import PureDP, as_fraction
-from ._common import FloatMatrix, check_features, random_source
+from ._common import FloatMatrix, check_features, check_fitted, random_source
 from .weak_anonymization import (
     DiscreteToOrdered,
     WeakAnonymizer,
@@ -117,13 +116,13 @@ class _LocalRandomizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):  
     @property
     def privacy_loss(self) -> PureDP:
         """``PureDP(epsilon)``: the loss of one report of a whole record (all its attributes)."""
-        check_is_fitted(self)
+        check_fitted(self)
         return PureDP(self._epsilon)
 
     @property
     def attribute_epsilon(self) -> float:
         """``epsilon / n_features_in_``: the loss of one attribute's report."""
-        check_is_fitted(self)
+        check_fitted(self)
         return float(self._budget)
 
     def __sklearn_tags__(self) -> Any:
@@ -210,7 +209,7 @@ class PiecewiseTransformer(_LocalRandomizer):
 
     def transform(self, X: ArrayLike) -> FloatMatrix:
         """One fresh report per record: every attribute through the Piecewise mechanism."""
-        check_is_fitted(self)
+        check_fitted(self)
         features = check_features(check_dense(X), self.n_features_in_)
         centre = self.feature_range_.mean(axis=1)
         half = (self.feature_range_[:, 1] - self.feature_range_[:, 0]) / 2
@@ -292,7 +291,7 @@ class RandomizedResponseTransformer(_LocalRandomizer):
 
     def transform(self, X: ArrayLike) -> NDArray[Any]:
         """One fresh report per record: every attribute's category through its randomized response."""
-        check_is_fitted(self)
+        check_fitted(self)
         columns = record_columns(check_records(X, self.n_features_in_), range(self.n_features_in_))
         index = np.column_stack(
             [
@@ -382,12 +381,12 @@ class WALDP(_LocalRandomizer):
     @property
     def representatives_(self) -> list[NDArray[np.float64]]:
         """Per attribute, the values its reports can take (its classes' representatives)."""
-        check_is_fitted(self)
+        check_fitted(self)
         return self.anonymizer_.representatives_
 
     def report_class_index(self, X: ArrayLike) -> IntMatrix:
         """One fresh report per record as 0-based class indices, shape ``(n, d)`` (Algorithm 5, lines 1-5)."""
-        check_is_fitted(self)
+        check_fitted(self)
         classes = self.anonymizer_.class_index(X)
         return _release_indices(classes, self.mechanisms_, self._coins())
 

@@ -62,7 +62,7 @@ from ..ldp.multidim import sample_attributes, sample_size
 from ..ldp.numeric import PiecewiseMechanism
 from ..noise.source import RandomSource
 from ..privacy import PureDP
-from ._common import FloatMatrix, check_binary_labels, check_features, random_source
+from ._common import FloatMatrix, check_binary_labels, check_features, check_fitted, random_source
 from .randomizers import WALDP, PiecewiseTransformer, RandomizedResponseTransformer
 from .weak_anonymization import WeakAnonymizer, check_feature_range
 
@@ -293,6 +293,7 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
     def decision_signs(self, X: ArrayLike) -> NDArray[np.int64]:
         """-1 / +1 predictions for records whose owners send them as ``testing`` data (fresh noise per
         call)."""
+        check_fitted(self)
         features = check_features(X, self.n_features_in_)
         sent = self.testing_encoder_.transform(features[:, self.selected_features_])
         if self.estimator_ is None:
@@ -302,7 +303,8 @@ class SUPML(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
 
     def predict(self, X: ArrayLike) -> NDArray[Any]:
         """Class labels (PPTesting, Algorithm 9)."""
-        return np.asarray(self.classes_[(self.decision_signs(X) + 1) // 2])
+        signs = self.decision_signs(X)  # first: it refuses a model that is not fitted
+        return np.asarray(self.classes_[(signs + 1) // 2])
 
 
 class _Identity:

@@ -39,10 +39,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import sparse
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ._common import FloatMatrix, check_features
+from ._common import FloatMatrix, check_features, check_fitted
 
 __all__ = [
     "AttributeClasses",
@@ -452,14 +451,14 @@ class WeakAnonymizer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):  # 
 
     def class_index(self, X: ArrayLike) -> IntMatrix:
         """The 0-based class of every value, shape ``(n, d)`` (deterministic WAT, Algorithm 4 lines 6, 18)."""
-        check_is_fitted(self)
+        check_fitted(self)
         columns = record_columns(check_records(X, self.n_features_in_), self.discrete_features_)
         pairs = zip(self.attribute_classes_, columns, strict=True)
         return np.column_stack([classes.class_index(column) for classes, column in pairs]).astype(np.int64)
 
     def representative_values(self, class_index: ArrayLike) -> FloatMatrix:
         """The representative of each class index (an ``(n, d)`` array of 0-based classes): the WA data."""
-        check_is_fitted(self)
+        check_fitted(self)
         index = np.asarray(class_index)
         if index.ndim != 2 or index.shape[1] != self.n_features_in_ or index.dtype.kind not in "iu":
             raise ArgumentError(f"class_index must be an integer array of shape (n, {self.n_features_in_}).")

@@ -13,12 +13,13 @@
 from __future__ import annotations
 
 import math
+import numbers
 from fractions import Fraction
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import Number, as_fraction
 from . import exact
 from ._grid import granularity_exponent, grid_gaussian, grid_laplace, round_to_grid
@@ -62,7 +63,14 @@ def exact_ratio(value: Number, name: str) -> tuple[int, int]:
 
 
 def _size(size: int | None) -> int:
-    return 1 if size is None else int(size)
+    """How many draws ``size`` asks for (``None``: one, returned as a scalar); a whole number >= 0."""
+    if size is None:
+        return 1
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral):
+        raise ArgumentTypeError(f"size must be a whole number or None, got {size!r}.")
+    if size < 0:
+        raise ArgumentError(f"size must be >= 0, got {size}.")
+    return int(size)
 
 
 def _shape(draws: NDArray[np.int64], size: int | None) -> NDArray[np.int64] | int:

@@ -682,7 +682,11 @@ _COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_const
 def refuse_unknown_keys(keys: Iterable[str], allowed: frozenset[str], where: str) -> None:
     """Refuse keys of a TOML table outside ``allowed``, with one wording in every file kakeibo reads (a typo
     in a privacy setting must not pass silently)."""
-    extra = sorted(set(keys) - allowed)
+    found = set(keys)
+    for key in found:
+        if not isinstance(key, str):
+            raise ArgumentTypeError(f"the keys of {where} must be names, got {key!r}.")
+    extra = sorted(found - allowed)
     if extra:
         raise ArgumentError(
             f"unknown key(s) {', '.join(extra)} in {where}; the keys are {', '.join(sorted(allowed))}."
@@ -804,6 +808,8 @@ class Catalog:
             )
         self.dialect = None if dialect is None else dialect.lower()
         found: dict[str, TableSpec] = {}
+        if not isinstance(tables, Iterable):
+            raise ArgumentTypeError(f"a Catalog holds TableSpec objects, got {tables!r}.")
         for table in tables:
             if not isinstance(table, TableSpec):
                 raise ArgumentTypeError(f"a Catalog holds TableSpec objects, got {table!r}.")
@@ -868,12 +874,20 @@ class Catalog:
         read as a file (and relative ``source`` paths inside it are taken relative to that file);
         anything else is parsed as TOML text.
         """
-        if isinstance(path_or_text, str) and not _looks_like_path(path_or_text):
-            return cls.from_dict(tomllib.loads(path_or_text))
-        path = Path(path_or_text)
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-        return cls.from_dict(data, base_dir=path.resolve().parent)
+        if not isinstance(path_or_text, (str, os.PathLike)):
+            raise ArgumentTypeError(f"a catalog is a path or TOML text, got {type(path_or_text).__name__}.")
+        base_dir: Path | None = None
+        try:
+            if isinstance(path_or_text, str) and not _looks_like_path(path_or_text):
+                data = tomllib.loads(path_or_text)
+            else:
+                path = Path(path_or_text)
+                with path.open("rb") as handle:
+                    data = tomllib.load(handle)
+                base_dir = path.resolve().parent
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:  # ValueErrors both, kept as a base
+            raise ConfigurationError(f"the catalog is not valid TOML: {error}") from error
+        return cls.from_dict(data, base_dir=base_dir)
 
     def table(self, name: str) -> TableSpec:
         """The table ``name`` (any case); :class:`QueryRefused` when the catalog has no such table."""
