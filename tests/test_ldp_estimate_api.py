@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kakeibo import ldp
-from kakeibo.errors import ArgumentError, ArgumentTypeError
+from kakeibo.errors import ArgumentError, ArgumentTypeError, Error
 from kakeibo.ldp.estimates import Estimate
 
 KEYS = np.repeat([7, 1000, 99, 5], [3000, 1500, 800, 200])
@@ -367,3 +367,38 @@ def test_a_decoding_keeps_alpha_as_a_deprecated_name_of_beta() -> None:
     with pytest.warns(DeprecationWarning, match="alpha is deprecated"):
         assert decoding.alpha == decoding.beta == 0.05  # type: ignore[attr-defined]
     assert decoding.threshold == decoding.beta / len(decoding.candidates)
+
+
+# -- bad input: a kakeibo.Error on both sides ---------------------------------------------------------------
+def _oue_reports() -> Any:
+    return ldp.OUE(epsilon=1, domain_size=4).randomize([1, 2], rng=rng())
+
+
+def _oue_estimate() -> ldp.CountEstimate:
+    return ldp.OUE(epsilon=1, domain_size=4).estimate(_oue_reports())
+
+
+BAD_INPUT: dict[str, Callable[[], object]] = {
+    "oracle epsilon": lambda: ldp.OUE(epsilon=-1, domain_size=8),
+    "client value": lambda: ldp.OUE(epsilon=1, domain_size=4).randomize([9]),
+    "server candidates": lambda: ldp.OUE(epsilon=1, domain_size=4).estimate(_oue_reports(), [11]),
+    "foreign reports": lambda: ldp.GRR(epsilon=1, domain_size=4).estimate(_oue_reports()),
+    "interval beta": lambda: _oue_estimate().confidence_interval(2.0),
+    "rappor": lambda: ldp.RAPPOR(k=0, h=2, m=4),
+    "numeric client": lambda: ldp.PiecewiseMechanism(epsilon=1).randomize([2.0]),
+    "numeric server": lambda: ldp.PiecewiseMechanism(epsilon=1).estimate(np.array(["a"])),
+    "sketch": lambda: ldp.CountMeanSketch(epsilon=1, hashes=0, buckets=8),
+    "hashtogram": lambda: ldp.Hashtogram(epsilon=1, bits=0, buckets=8, repetitions=1),
+    "itemsets": lambda: ldp.SVIM(epsilon=1, domain_size=10, k=0),
+    "padding": lambda: ldp.PaddingSamplingOracle(epsilon=1, domain_size=8, length=0),
+    "multidim": lambda: ldp.MultidimensionalSampling(epsilon=1, dimensions=0),
+    "spatial type": lambda: ldp.PCEP(epsilon=1, hierarchy="grid", region=[0]),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_to_a_client_or_server_is_a_kakeibo_error(case: str) -> None:
+    """Callers catch one base class: kakeibo.Error (an ArgumentError is also the ValueError it replaced)."""
+    with pytest.raises(Error) as info:
+        BAD_INPUT[case]()
+    assert isinstance(info.value, ValueError | TypeError)

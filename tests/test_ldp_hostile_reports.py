@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from scipy.special import ndtr
 
 from kakeibo import ldp
+from kakeibo.errors import Error
 from kakeibo.ldp import histogram
 from kakeibo.ldp.multidim import MultidimensionalSampling
 from kakeibo.ldp.numeric import NumericRandomizer
@@ -44,7 +45,8 @@ FUZZ = settings(
 
 
 def one_sentence(exc: BaseException) -> None:
-    """A refusal is one short sentence."""
+    """A refusal is a kakeibo error (callers catch ``kakeibo.Error``) in one short sentence."""
+    assert isinstance(exc, Error), type(exc)
     text = str(exc)
     assert text.endswith(".") and len(text) < 300 and "\n" not in text, text
 
