@@ -14,7 +14,6 @@ import contextlib
 import io
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from kakeibo.cli import main
 from kakeibo.privacy import ZCDP, ApproxDP, PureDP
 from kakeibo.sql import Catalog, ColumnSpec, CorrelationSpec, TableSpec, analyze
 from kakeibo.views import hdpview
+from test_sql_cli import CATALOG  # visits by user_id, with public categories and bounded amounts
 
 SRC = Path(kakeibo.__file__).parent
 
@@ -62,48 +62,21 @@ CHECKED = (
     "sql/views.py",
 )
 
-CATALOG = """
-[tables.visits]
-privacy_unit = "user_id"
-max_partitions = 2
-max_rows_per_partition = 3
-[tables.visits.columns]
-user_id = { type = "int" }
-category = { type = "str", public_values = ["food", "rent"] }
-amount = { type = "float", lower = 0, upper = 100 }
-"""
 COUNT = "SELECT COUNT(*) FROM visits"
 NAN, INF = math.nan, math.inf
 X = np.array([[0.1, 0.2], [0.3, -0.4], [0.5, 0.6], [-0.7, 0.8]])
 Y = np.array([0, 1, 0, 1])
 
 
-@dataclass
 class Files:
     """What the cases read: a directory of files (a catalog, a DuckDB database, files that are not what
     they should be) and fresh objects built from them."""
 
-    root: Path
-
-    @property
-    def catalog(self) -> Path:
-        return self.root / "catalog.toml"
-
-    @property
-    def database(self) -> Path:
-        return self.root / "visits.duckdb"
-
-    @property
-    def malformed(self) -> Path:
-        return self.root / "malformed.toml"
-
-    @property
-    def binary(self) -> Path:
-        return self.root / "binary.toml"
-
-    @property
-    def text(self) -> Path:
-        return self.root / "notes.txt"
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.catalog, self.database = root / "catalog.toml", root / "visits.duckdb"
+        self.malformed, self.binary = root / "malformed.toml", root / "binary.toml"
+        self.text = root / "notes.txt"
 
     def ledger(self) -> Ledger:
         return Ledger(":memory:", budget=10)
