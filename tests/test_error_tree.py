@@ -498,6 +498,7 @@ SESSION: list[Case] = [
     ),
     ("connect catalog=3", lambda f: kakeibo.connect(":memory:", catalog=3, ledger=":memory:", budget=1), T),
     ("connect ledger=3", lambda f: kakeibo.connect(":memory:", catalog=f.catalog, ledger=3, budget=1), T),
+    ("connect database=3", lambda f: kakeibo.connect(3, catalog=f.catalog, ledger=":memory:", budget=1), T),
     (
         "connect budget=-1",
         lambda f: kakeibo.connect(":memory:", catalog=f.catalog, ledger=":memory:", budget=-1),
@@ -509,6 +510,8 @@ SESSION: list[Case] = [
         V,
     ),
     ("sql without epsilon", lambda f: f.session().sql(COUNT), T),
+    ("sql query=3", lambda f: f.session().sql(3, epsilon=1), T),
+    ("explain query=3", lambda f: f.session().explain(3), T),
     ("sql epsilon and accuracy", lambda f: f.session().sql(COUNT, epsilon=1, accuracy=(1, 0.05)), T),
     ("sql epsilon='a'", lambda f: f.session().sql(COUNT, epsilon="a"), V),
     ("sql epsilon=-1", lambda f: f.session().sql(COUNT, epsilon=-1), V),
@@ -551,6 +554,8 @@ def _grr() -> ldp.GRR:
 
 LDP: list[Case] = [
     ("GRR epsilon=0", lambda f: ldp.GRR(epsilon=0, domain_size=4), V),
+    ("GRR estimate of a list", lambda f: _grr().estimate([1, 2]), None),
+    ("Reports.from_bytes of a str", lambda f: ldp.Reports.from_bytes("garbage"), T),
     ("GRR epsilon='a'", lambda f: ldp.GRR(epsilon="a", domain_size=4), V),
     ("GRR domain_size=1", lambda f: ldp.GRR(epsilon=1, domain_size=1), V),
     ("GRR domain_size=2.5", lambda f: ldp.GRR(epsilon=1, domain_size=2.5), T),

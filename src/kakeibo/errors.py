@@ -19,6 +19,8 @@ broken state), so ``except ValueError`` still works; ``except kakeibo.Error`` ca
     |                                        when it ran inside a release's draw)
     |-- CertificationError (ValueError)      kakeibo.correlated: leakage cannot be certified
     |-- ReportFormatError (ValueError)       kakeibo.ldp: a malformed batch of reports
+    |-- NotFittedError (ValueError,          kakeibo.ml: a model used before fit (scikit-learn's
+    |   AttributeError)                      NotFittedError too)
     |-- ClientBudgetExceeded                 kakeibo.ldp: a device refused to randomize (nothing sent)
     `-- ClientLedgerIntegrityError           kakeibo.ldp: a device's books are not intact (not books,
         (RuntimeError)                       or their hash chains do not verify)

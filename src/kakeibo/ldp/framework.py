@@ -180,6 +180,8 @@ class FrequencyOracle(LocalRandomizer, ABC):
     def check_reports(self, reports: Reports) -> None:
         """Raise ``ValueError`` unless ``reports`` were made by this oracle (protocol and parameters) and
         their arrays have the shapes and ranges it sends."""
+        if not isinstance(reports, Reports):
+            raise ArgumentTypeError(f"an estimate reads a batch of Reports, got {type(reports).__name__}.")
         reports.check(self.protocol, self.params)
         self._check_payload(reports)
 

@@ -261,6 +261,8 @@ class Reports:
     def from_bytes(cls, data: bytes) -> Reports:
         """Decode :meth:`to_bytes` output, refusing anything malformed or of another format version with a
         one-sentence :class:`ReportFormatError` (see the module docstring for what is checked)."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise ArgumentTypeError(f"reports are decoded from bytes, got {type(data).__name__}.")
         view = memoryview(data)
         start = len(_MAGIC) + 4
         if len(view) < start or bytes(view[: len(_MAGIC)]) != _MAGIC:

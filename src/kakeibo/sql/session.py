@@ -45,7 +45,7 @@ from sqlglot import exp
 from .. import release
 from ..accounting import Box, Ledger, LedgerEntry, Scope
 from ..backends import Backend, DuckDBBackend, database_name
-from ..errors import ConfigurationError
+from ..errors import ArgumentTypeError, ConfigurationError
 from ..mechanisms import AccuracyWarning
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
@@ -622,6 +622,10 @@ def connect(
     :data:`kakeibo.sql.catalog.DIALECTS`), whatever the engine: by default the catalog's ``dialect``, else
     DuckDB's; ``sql``, ``plan`` and ``explain`` take ``dialect=`` for one query.
     """
+    if not isinstance(database, (str, os.PathLike, Backend)):
+        raise ArgumentTypeError(
+            f"database is a DuckDB path, ':memory:' or a Backend, got {type(database).__name__}."
+        )
     cat = catalog if isinstance(catalog, Catalog) else Catalog.from_toml(catalog)
     dialect = _session_dialect(dialect, cat)  # refused before the database is opened
     backend = database if isinstance(database, Backend) else _open_duckdb(os.fspath(database), cat)

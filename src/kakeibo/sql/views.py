@@ -59,7 +59,7 @@ import sqlglot
 from sqlglot import exp
 
 from ..accounting import Ledger, LedgerEntry
-from ..errors import StatementTimeout
+from ..errors import ArgumentTypeError, StatementTimeout
 from ..mechanisms import Laplace
 from ..privacy import PrivacyLoss
 from ..views.hdpview import CHERNOFF_POINTS, Calibration, HDPViewParameters, View, build
@@ -486,6 +486,8 @@ def over_table(query: str, view: StoredView) -> str:
 
 def view_name(query: str) -> str | None:
     """The single table a query reads, when it parses (the session checks whether it names a view)."""
+    if not isinstance(query, str):
+        raise ArgumentTypeError(f"a query is SQL text (str), got {type(query).__name__}.")
     try:
         tree = sqlglot.parse_one(query, read="duckdb")
     except (sqlglot.errors.SqlglotError, ValueError, IndexError):  # the analyser says what is wrong with it
