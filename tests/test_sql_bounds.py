@@ -131,7 +131,7 @@ def neighbours() -> tuple[pa.Table, pa.Table]:
         ),
         ({"bounds_share": 1.0}, "bounds_share of table 'visits' must lie strictly between 0 and 1"),
         ({"bounds_share": "a lot"}, "bounds_share of table 'visits' must lie strictly between 0 and 1"),
-        ({"bound_selection": "guess"}, 'bound_selection of table \'visits\' is "histogram" or "race"'),
+        ({"bound_selection": "guess"}, 'bound_selection of table \'visits\' is "histogram", "ladder" or "race"'),
         ({"bound_selection": "race"}, "races max_rows_per_partition"),
         ({"bound_selection": "race", "max_partitions": 3}, "chooses no column bounds"),
         ({"truncation_base": 4.0}, 'sets the grid of bound_selection = "race"'),

@@ -269,7 +269,7 @@ class _ValueSum(StatisticKind):
 
     def truncated(self, sql: Operands, tau: float) -> str:
         """The clamped values are at least 0 (the plan refuses a race otherwise), so is each user's total."""
-        return f"COALESCE(SUM(LEAST(COALESCE({sql.total}, 0), {tau!r})), 0)"
+        return f"COALESCE(SUM(LEAST(COALESCE({sql.total}, 0), {float(tau)!r})), 0)"
 
 
 class _CentredSum(StatisticKind):
@@ -334,6 +334,7 @@ class Statistic:
     mechanism: Mechanism
     race: Race | None = None  # truncated by the R2T race: one mechanism per threshold, ``mechanism`` the last
     released: bool = True  # False: the distinct users read by partition selection only, never noised
+    truncation: float | None = None  # each person's total in a group truncated at this tau (SUM only)
 
     @property
     def integer(self) -> bool:

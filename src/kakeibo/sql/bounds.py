@@ -57,8 +57,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -68,11 +68,12 @@ import pyarrow as pa
 from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms import Laplace
 from ..noise import RandomSource
+from .aggregates import ROWS, SUM
 from .analyze import AnalyzedQuery
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
 from .plan import CONFIDENCE, NoisePlan, check_epsilon, plan_query, refused_when_out_of_range
-from .rewrite import bound_histograms_sql
-from .truncation import DEFAULT_BOUND
+from .rewrite import bound_histograms_sql, ladder_name, ladder_sql
+from .truncation import DEFAULT_BOUND, Drop, Ladder
 
 __all__ = [
     "POWERS",
@@ -96,6 +97,15 @@ ROW_BINS = 41
 GROUP_BINS = 21
 #: the probability that some empty cell of a histogram survives its noise threshold
 FALSE_CELLS = 1e-3
+#: the share of its statistic's epsilon a ladder takes to choose a threshold and measure what it drops
+LADDER_SHARE = Fraction(3, 10)
+#: the part of a ladder's epsilon its choice takes (the rest measures the drop)
+CHOICE_PART = Fraction(2, 3)
+#: how far above the optimum's count of heavier pairs a ladder stops (a threshold too low drops a little more
+#: mass; one too high, which the noise of the scan's shared threshold can cause, multiplies the noise)
+STOP_FACTOR = 3
+#: the layers a drop is measured in below the top one (each about 4 times as wide as the last)
+DROP_LAYERS = 3
 #: the bound a column takes when its histogram saw nothing (the largest candidate)
 WIDEST = 2.0 ** POWERS[-1]
 
@@ -203,6 +213,11 @@ class ChosenBounds:
     # estimated: rows dropped ("rows"), per column the value mass clamped (None: unknown)
     bias_per_group: dict[str, float | None]
     quantile_limits: tuple[int, int] | None = None  # the quantiles' own (kappa, L0), when chosen
+    # per summed column whose persons' group totals are truncated: the threshold tau
+    totals: dict[str, float] = field(default_factory=dict)
+    # per truncated statistic ("rows", or a column): the measured share dropped, (low, high) at 95%, and the
+    # top of the measurement (the upper end holds when no person's group total exceeds it)
+    dropped_intervals: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {**self.__dict__, "histogram_epsilon": str(self.histogram_epsilon)}
@@ -215,6 +230,7 @@ class ChosenBounds:
         data["histogram_epsilon"] = Fraction(data["histogram_epsilon"])
         if data.get("quantile_limits") is not None:
             data["quantile_limits"] = tuple(data["quantile_limits"])
+        data["dropped_intervals"] = {k: tuple(v) for k, v in data.get("dropped_intervals", {}).items()}
         return cls(**data)
 
     def describe(self) -> str:
@@ -226,9 +242,17 @@ class ChosenBounds:
         if self.quantile_limits is not None:
             kappa_q, l0_q = self.quantile_limits
             parts.append(f"for the quantiles {kappa_q} and {l0_q}")
-        parts += [f"{c} in [{lo:g}, {hi:g}]" for c, (lo, hi) in self.columns.items()]
-        dropped = [_share(self.dropped_rows, "the rows")]
-        dropped += [_share(share, f"the mass of {c}") for c, share in self.clipped_values.items()]
+        parts += [
+            f"each person's total of {c} in a group truncated at {self.totals[c]:.4g}"
+            if c in self.totals
+            else f"{c} in [{lo:g}, {hi:g}]"
+            for c, (lo, hi) in self.columns.items()
+        ]
+        dropped = [_share(self.dropped_rows, "the rows", self.dropped_intervals.get("rows"))]
+        dropped += [
+            _share(share, f"the mass of {c}", self.dropped_intervals.get(c))
+            for c, share in self.clipped_values.items()
+        ]
         return (
             f"chosen at epsilon {float(self.histogram_epsilon):g}: {', '.join(parts)}; "
             f"they drop {', '.join(dropped)}"
@@ -245,6 +269,9 @@ class BoundChoice:
     integer: tuple[bool, ...]  # per column: an int column (bounds are whole numbers)
     share: Fraction
     rows_bound: int
+    # the statistics whose persons' group totals are truncated at a threshold chosen by a Ladder: None for
+    # the rows (kappa), else a summed column (empty: the histograms choose everything)
+    ladders: tuple[str | None, ...] = ()
 
     @property
     def histogram_epsilon(self) -> Fraction:
@@ -252,7 +279,16 @@ class BoundChoice:
 
     @property
     def answer_epsilon(self) -> Fraction:
-        return self.plan.epsilon - self.histogram_epsilon
+        return self.plan.epsilon - self.histogram_epsilon - self.ladder_epsilon * len(self.ladders)
+
+    @property
+    def ladder_epsilon(self) -> Fraction:
+        """Each ladder's epsilon, its choice and its drop measurement together: :data:`LADDER_SHARE` of the
+        share its statistic would have in the answer without ladders (the statistics split the rest of
+        epsilon evenly, :func:`~kakeibo.sql.plan.plan_query`)."""
+        if not self.ladders:
+            return Fraction(0)
+        return (self.plan.epsilon - self.histogram_epsilon) / _releases(self.plan) * LADDER_SHARE
 
     @property
     def histograms(self) -> int:
@@ -296,12 +332,113 @@ class BoundChoice:
             )
         return lines
 
-    def choose(self, histograms: pa.Table, source: RandomSource) -> tuple[NoisePlan, ChosenBounds]:
+    def choose(
+        self, execute: Callable[[str], pa.Table], source: RandomSource
+    ) -> tuple[NoisePlan, ChosenBounds]:
         """Noise the engine's histograms (rows of :func:`~kakeibo.sql.rewrite.bound_histograms_sql`),
-        choose the bounds and plan the answer at them (see the module docstring)."""
-        pairs, shares = self.noisy(*self.exact(histograms), source)
+        choose the bounds, truncate the laddered statistics (:meth:`truncate`) and plan the answer at them
+        (see the module docstring). ``execute`` runs one statement in DuckDB's dialect."""
+        pairs, shares = self.noisy(*self.exact(execute(self.histograms_sql())), source)
         chosen = self.decide(pairs, shares)
+        if self.ladders and chosen.dropped_rows is not None:
+            chosen = self.truncate(
+                chosen,
+                self._groups(float((pairs * _representatives(GROUP_BINS)).sum())),
+                shares,
+                execute,
+                source,
+            )
         return self.answer_plan(chosen), chosen
+
+    def truncate(
+        self,
+        chosen: ChosenBounds,
+        groups: float,
+        shares: np.ndarray,
+        execute: Callable[[str], pa.Table],
+        source: RandomSource,
+    ) -> ChosenBounds:
+        """Each laddered statistic's threshold chosen by its :class:`~kakeibo.sql.truncation.Ladder` and
+        what it drops measured by its :class:`~kakeibo.sql.truncation.Drop`, both from one statement of
+        truncated totals (:func:`~kakeibo.sql.rewrite.ladder_sql`) at the limits ``chosen`` from the
+        histograms. A column whose histogram saw negative values keeps its clamping bounds (truncation
+        covers totals that are never negative)."""
+        middle = len(POWERS) + 1
+        keys = [
+            key for key in self.ladders if key is None or not shares[self.columns.index(key), :middle].any()
+        ]
+        if not keys:
+            return chosen
+        top = 2.0 ** (POWERS[-1] + _log2_ceil(self.rows_bound))
+        grid = self._grid_plan(chosen, {key: top for key in keys if key is not None})
+        ladders = [
+            (ROWS, None, self._ladder_taus(None)) if key is None else (SUM, key, self._ladder_taus(key))
+            for key in keys
+        ]
+        table = execute(ladder_sql(grid, ladders)).to_pydict()
+        per_statistic = float(self.answer_epsilon) / _releases(self.plan)
+        choice_epsilon = self.ladder_epsilon * CHOICE_PART
+        totals, intervals, biases = (
+            dict(chosen.totals),
+            dict(chosen.dropped_intervals),
+            dict(chosen.bias_per_group),
+        )
+        kappa, columns, clipped = (
+            chosen.max_rows_per_partition,
+            dict(chosen.columns),
+            dict(chosen.clipped_values),
+        )
+        dropped_rows = chosen.dropped_rows
+        for i, (key, (_, _, taus)) in enumerate(zip(keys, ladders, strict=True)):
+            truncated = np.array([float(table[ladder_name(i, j)][0] or 0.0) for j in range(len(taus))])
+            ladder = Ladder(
+                taus,
+                STOP_FACTOR * groups * grid.max_partitions / per_statistic,
+                choice_epsilon,
+                grid.max_partitions,
+            )
+            at = ladder.choose(truncated, source)
+            step = 4 if key is None else 2  # thresholds about 4 times apart
+            marks = sorted({*range(at, len(taus), step)[:DROP_LAYERS], len(taus) - 1})
+            drop = Drop(
+                (0.0, *(taus[j] for j in marks)), self.ladder_epsilon - choice_epsilon, grid.max_partitions
+            )
+            share, low, high, mass = drop.shares(
+                drop.release(np.array([0.0, *truncated[marks]]), source), 1 - CONFIDENCE
+            )
+            name = "rows" if key is None else key
+            intervals[name] = (low, high, taus[-1])
+            biases[name] = mass / groups
+            if key is None:
+                kappa, dropped_rows = int(taus[at]), share
+            else:
+                totals[key], columns[key], clipped[key] = float(taus[at]), (0.0, float(taus[at])), share
+        return replace(
+            chosen,
+            max_rows_per_partition=kappa,
+            columns=columns,
+            dropped_rows=dropped_rows,
+            clipped_values=clipped,
+            bias_per_group=biases,
+            totals=totals,
+            dropped_intervals=intervals,
+        )
+
+    def _grid_plan(self, chosen: ChosenBounds, tops: dict[str, float]) -> NoisePlan:
+        """The plan the ladders' statement is compiled from: the chosen limits, each laddered column
+        clamped to ``[0, top]``."""
+        bounds = {**chosen.columns, **{c: (0.0, top) for c, top in tops.items()}}
+        resolved = _resolve(self.plan.query, chosen.max_rows_per_partition, chosen.max_partitions, bounds)
+        return plan_query(resolved, epsilon=self.answer_epsilon, delta=self.plan.delta, totals=tops)
+
+    def _ladder_taus(self, key: str | None) -> tuple[float, ...]:
+        """A ladder's thresholds: the candidates of ``max_rows_per_partition`` for the rows, powers of two
+        over :data:`POWERS` and up to ``max_rows_bound`` times the last for a column (from 1 for an int
+        column)."""
+        if key is None:
+            return tuple(float(k) for k in self._kappa_candidates())
+        first = 0 if self.integer[self.columns.index(key)] else POWERS[0]
+        return tuple(2.0**q for q in range(first, POWERS[-1] + _log2_ceil(self.rows_bound) + 1))
 
     def exact(self, histograms: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """The engine's histograms as arrays: weighted pairs by (rows bin, groups bin), and per chosen column
@@ -435,6 +572,10 @@ class BoundChoice:
             self.histogram_epsilon / self.histograms,
             "each bounds histogram's epsilon (bounds_share times epsilon, split over the histograms)",
         )
+        check_epsilon(
+            self.ladder_epsilon * (1 - CHOICE_PART) if self.ladders else self.answer_epsilon,
+            "each threshold's measurement of what it drops",
+        )
         check_epsilon(self.answer_epsilon, "the answer's epsilon (epsilon less its bounds_share)")
         with refused_when_out_of_range():
             self._mechanisms()
@@ -456,6 +597,7 @@ class BoundChoice:
             epsilon=self.answer_epsilon,
             delta=self.plan.delta,
             quantile_limits=chosen.quantile_limits,
+            totals=chosen.totals,
         )
 
     def _kappa_candidates(self) -> list[int]:
@@ -475,6 +617,12 @@ class BoundChoice:
             return float(len(self.plan.public_keys))
         assert self.plan.selection is not None
         return max(1.0, pairs / self.plan.selection.users_for(0.5))
+
+
+def _releases(plan: NoisePlan) -> int:
+    """The releases ``plan_query`` splits a query's epsilon over evenly: the noised statistics, the
+    quantiles and the partition selection."""
+    return sum(s.released for s in plan.statistics) + len(plan.quantiles) + bool(plan.selection)
 
 
 def _log2_ceil(value: int) -> int:
@@ -534,9 +682,18 @@ def _warning(plan: NoisePlan, bias_per_group: dict[str, float | None]) -> str | 
     return " ".join(sentences) or None
 
 
-def _share(share: float | None, of: str) -> str:
-    """``"about 7.4% of the rows"``, or that the share is unknown."""
-    return f"an unknown share of {of}" if share is None else f"about {share:.1%} of {of}"
+def _share(share: float | None, of: str, interval: tuple[float, float, float] | None = None) -> str:
+    """``"about 7.4% of the rows"``, with its measured 95% interval when there is one, or that the share is
+    unknown."""
+    if share is None:
+        return f"an unknown share of {of}"
+    if interval is None:
+        return f"about {share:.1%} of {of}"
+    low, high, top = interval
+    return (
+        f"between {low:.1%} and {high:.1%} of {of} (measured, 95%; the upper end holds if no person's total "
+        f"in a group exceeds {top:.4g})"
+    )
 
 
 def _value_bounds(
@@ -609,7 +766,7 @@ def bound_choice(query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog) -> Bou
     grain = query.grain
     declared: TableSpec | None = None if grain is None else catalog.table(grain.name)
     limits = (False, False)
-    if declared is not None and query.user_level and declared.bound_selection == "histogram":
+    if declared is not None and query.user_level and declared.bound_selection != "race":
         limits = (
             declared.max_rows_per_partition == "auto",
             declared.max_partitions == "auto" and bool(query.group_by),
@@ -632,7 +789,26 @@ def bound_choice(query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog) -> Bou
         integer=tuple(query.value(c).spec.type == "int" for c in columns),
         share=Fraction(str(owner.bounds_share)),
         rows_bound=declared.max_rows_bound if declared is not None else 1,
+        ladders=_ladders(query, plan, limits[0], columns)
+        if declared is not None and declared.bound_selection == "ladder"
+        else (),
     )
+
+
+#: the aggregates whose statistics are sums of per-person group totals, which a ladder can truncate
+TOTALS = frozenset({"count", "count_distinct_unit", "sum", "avg"})
+
+
+def _ladders(
+    query: AnalyzedQuery, plan: NoisePlan, kappa: bool, columns: tuple[str, ...]
+) -> tuple[str | None, ...]:
+    """What a user-level query truncates at thresholds chosen by ladders (:meth:`BoundChoice.truncate`):
+    its rows when kappa is chosen, and each chosen column a SUM or AVG reads, when every aggregate is a
+    count, a sum or an average (a variance or a quantile keeps the histograms' limits and bounds)."""
+    if not query.user_level or plan.quantiles or any(a.function not in TOTALS for a in query.aggregates):
+        return ()
+    summed = {a.column for a in query.aggregates if a.function in ("sum", "avg")}
+    return ((None,) if kappa else ()) + tuple(c for c in columns if c in summed)
 
 
 def attach(table: pa.Table, chosen: ChosenBounds) -> pa.Table:

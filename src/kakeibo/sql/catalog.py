@@ -437,7 +437,7 @@ class TableSpec:
     references: tuple[Reference, ...] = ()
     max_rows_bound: int = DEFAULT_BOUND
     truncation_base: float = DEFAULT_BASE
-    bound_selection: Literal["histogram", "race"] = "histogram"
+    bound_selection: Literal["histogram", "ladder", "race"] = "histogram"
     bounds_share: float = DEFAULT_SHARE
 
     def __post_init__(self) -> None:
@@ -538,9 +538,10 @@ class TableSpec:
         """``bound_selection``, ``bounds_share`` and ``truncation_base``: how the table's ``"auto"`` limits
         and column bounds are chosen (:mod:`kakeibo.sql.bounds`, :mod:`kakeibo.sql.truncation`)."""
         name = self.name
-        if self.bound_selection not in ("histogram", "race"):
+        if self.bound_selection not in ("histogram", "ladder", "race"):
             raise ArgumentError(
-                f'bound_selection of table {name!r} is "histogram" or "race", got {self.bound_selection!r}.'
+                f'bound_selection of table {name!r} is "histogram", "ladder" or "race", got '
+                f"{self.bound_selection!r}."
             )
         share = self.bounds_share
         if not _is_number(share) or not 0 < float(share) < 1:
@@ -548,7 +549,7 @@ class TableSpec:
                 f"bounds_share of table {name!r} must lie strictly between 0 and 1, got {share!r}."
             )
         object.__setattr__(self, "bounds_share", float(share))
-        if self.bound_selection == "histogram":
+        if self.bound_selection != "race":
             if self.truncation_base != DEFAULT_BASE:
                 raise ArgumentError(
                     f'truncation_base of table {name!r} sets the grid of bound_selection = "race"; the table '
@@ -582,7 +583,7 @@ class TableSpec:
     def chooses_bounds(self) -> bool:
         """Whether a query on the table first chooses some of its limits or column bounds privately from
         histograms (:mod:`kakeibo.sql.bounds`)."""
-        return self.bound_selection == "histogram" and (
+        return self.bound_selection in ("histogram", "ladder") and (
             "auto" in (self.max_rows_per_partition, self.max_partitions)
             or any(column.auto_bounds for column in self.columns.values())
         )
@@ -653,6 +654,8 @@ class TableSpec:
         if self.auto_truncation:
             out["bound_selection"] = "race"
             out["truncation_base"] = self.truncation_base
+        elif self.bound_selection == "ladder":
+            out["bound_selection"] = "ladder"
         if self.chooses_bounds:
             out["bounds_share"] = self.bounds_share
         out["columns"] = {name: spec.to_dict() for name, spec in self.columns.items()}

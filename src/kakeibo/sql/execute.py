@@ -41,7 +41,7 @@ def draw(
     table's metadata (:func:`~kakeibo.sql.bounds.attach`)."""
     chosen = None
     if choice is not None:
-        plan, chosen = choice.choose(execute(choice.histograms_sql()), source)
+        plan, chosen = choice.choose(execute, source)
     table = _release(plan, execute(bounded_sql(plan)), source)
     return table if chosen is None else attach(table, chosen)
 
@@ -263,7 +263,7 @@ def _aggregate(
 ) -> tuple[Any, Any, Any]:
     """An aggregate's value and ``1 - beta`` interval per released group, from the noisy statistics or its
     selections as its :class:`~kakeibo.sql.aggregates.AggregateSpec` says."""
-    return aggregate_spec(agg.function, plan.query.auto_truncation).estimate(released, agg, beta)
+    return aggregate_spec(agg.function, plan.raced_form).estimate(released, agg, beta)
 
 
 def never_negative(plan: NoisePlan) -> list[str]:

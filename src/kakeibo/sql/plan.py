@@ -30,7 +30,7 @@ neighbour relation and the proofs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -42,6 +42,7 @@ from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from .aggregates import (
     AGGREGATES,
     CONFIDENCE,
+    SUM,
     USERS,
     Statistic,
     StatisticKind,
@@ -112,6 +113,14 @@ class NoisePlan:
     quantiles: tuple[QuantileEstimate, ...] = ()
     correlation: CorrelationBound | None = None  # set when the table's users are correlated
     quantile_limits: tuple[int, int] | None = None  # the quantiles' own (kappa, L0 <= L0), when chosen
+    # per summed column: each person's total in a group truncated at this tau (bounds chosen privately)
+    totals: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def raced_form(self) -> bool:
+        """Whether each person's totals are truncated (by the R2T race, or at chosen thresholds), so that
+        AVG is released as a ratio of truncated sums (:func:`~kakeibo.sql.aggregates.aggregate_spec`)."""
+        return self.query.auto_truncation or bool(self.totals)
 
     @property
     def quantile_rows(self) -> int:
@@ -150,10 +159,9 @@ class NoisePlan:
         return next(q.buckets for q in self.quantiles if q.column == column)
 
 
-def _needed(query: AnalyzedQuery) -> list[tuple[StatisticKind, str | None]]:
+def _needed(query: AnalyzedQuery, raced: bool) -> list[tuple[StatisticKind, str | None]]:
     """The statistics the aggregates are estimated from (a selected aggregate needs none), each once, in
-    first-use order."""
-    raced = query.auto_truncation
+    first-use order; ``raced``: each person's totals are truncated (:attr:`NoisePlan.raced_form`)."""
     sums = [(aggregate_spec(agg.function, raced), agg.column) for agg in query.aggregates]
     centred = {column for spec, column in sums if spec.centred}
     needed = [need for spec, column in sums for need in spec.needs(column, column in centred)]
@@ -213,10 +221,13 @@ def plan_query(
     epsilon: Number,
     delta: Number = 0,
     quantile_limits: tuple[int, int] | None = None,
+    totals: Mapping[str, float] | None = None,
 ) -> NoisePlan:
     """Decide bounds, statistics, mechanisms and partition selection for ``query`` at (epsilon, delta);
-    ``quantile_limits`` gives the quantiles a kappa and an L0 of their own, at most the query's L0
-    (:mod:`kakeibo.sql.bounds` chooses them)."""
+    ``quantile_limits`` gives the quantiles a kappa and an L0 of their own, at most the query's L0, and
+    ``totals`` truncates each person's total of a summed column in a group at its threshold instead of
+    bounding their rows (sensitivity ``tau`` per group; the column's values must be clamped to ``[0,
+    tau]``; :mod:`kakeibo.sql.bounds` chooses both)."""
     eps = check_epsilon(as_fraction(epsilon, "epsilon"))
     dlt = as_fraction(delta, "delta")
     if not 0 <= dlt < 1:
@@ -227,7 +238,8 @@ def plan_query(
     selection = bool(query.group_by) and public is None
     correlation = _correlation(query, selection)
     _refuse_unplannable(query, selection, dlt)
-    needed = _needed(query)
+    truncated = tuple(sorted((totals or {}).items()))
+    needed = _needed(query, query.auto_truncation or bool(truncated))
     selected = [agg for agg in query.aggregates if AGGREGATES[agg.function].selected]
     share = eps / (len(needed) + len(selected) + selection)
     released = len(needed)
@@ -236,7 +248,7 @@ def plan_query(
     own = None  # the quantiles' own limits, L0 at most the query's
     if quantile_limits is not None and selected:
         own = (quantile_limits[0], min(quantile_limits[1], l0))
-    noise = _Noise(query, share, l0, correlation, len(public or ((),)))
+    noise = _Noise(query, share, l0, correlation, len(public or ((),)), dict(truncated))
     with refused_when_out_of_range():  # every mechanism checks its range when it is built
         statistics = tuple(
             noise.statistic(kind, column, i < released) for i, (kind, column) in enumerate(needed)
@@ -255,6 +267,7 @@ def plan_query(
         quantiles=quantiles,
         correlation=correlation,
         quantile_limits=own,
+        totals=truncated,
     )
 
 
@@ -297,6 +310,7 @@ class _Noise:
     l0: int
     correlation: CorrelationBound | None
     coordinates: int
+    totals: dict[str, float]
 
     def statistic(self, kind: StatisticKind, column: str | None, released: bool) -> Statistic:
         """A statistic and its noise: the correlated calibration, the R2T race, or Laplace (geometric for a
@@ -314,7 +328,10 @@ class _Noise:
             mechanism = Geometric(sensitivity=int(per_group) * l0, epsilon=share)
         else:  # a user moves at most L0 groups: the grid depends on L0, not on how many groups there are
             mechanism = Laplace(sensitivity=per_group * l0, epsilon=share, coordinates=l0)
-        race = None
+        race, tau = None, self.totals.get(column or "") if kind is SUM else None
+        if tau is not None:  # each person's group total truncated at tau: at most tau per group
+            per_group = tau
+            mechanism = Laplace(sensitivity=tau * l0, epsilon=share, coordinates=l0)
         if query.auto_truncation and kind is not USERS:
             assert query.grain is not None
             race = make_race(
@@ -327,7 +344,7 @@ class _Noise:
                 beta=1 - CONFIDENCE,
             )
             mechanism, per_group = race.mechanisms[-1], race.taus[-1]
-        return Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, released)
+        return Statistic(kind.statistic(column), kind, column, per_group, mechanism, race, released, tau)
 
     def selection(self, agg: Aggregate, limits: tuple[int, int]) -> QuantileEstimate:
         """The selections of a selected aggregate (a quantile) under ``limits``: its (kappa, L0)."""

@@ -41,14 +41,25 @@ pass). Row-level tables skip step 2: each row is a person (kappa = L0 = 1).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlglot import exp
 
-from .aggregates import Operands, Weights
+from .aggregates import Operands, StatisticKind, Weights
 from .dialects import double_text
 from .plan import NoisePlan
 from .values import clamped_sql
 
-__all__ = ["bound_histograms_sql", "bounded_sql", "bucket_name", "group_name", "per_person_sql", "race_name"]
+__all__ = [
+    "bound_histograms_sql",
+    "bounded_sql",
+    "bucket_name",
+    "group_name",
+    "ladder_name",
+    "ladder_sql",
+    "per_person_sql",
+    "race_name",
+]
 
 
 def _q(name: str) -> str:
@@ -66,6 +77,30 @@ def _literal(value: object) -> str:
 def race_name(statistic: str, j: int) -> str:
     """Name of the j-th candidate of a statistic's R2T race in the engine's result."""
     return f"{statistic}__r{j}"
+
+
+def ladder_name(i: int, j: int) -> str:
+    """Name of the j-th threshold of the i-th ladder in the result of :func:`ladder_sql`."""
+    return f"__l{i}_{j}"
+
+
+def ladder_sql(plan: NoisePlan, ladders: Sequence[tuple[StatisticKind, str | None, Sequence[float]]]) -> str:
+    """The statement of the truncated totals that choose thresholds privately
+    (:class:`~kakeibo.sql.truncation.Ladder`): one row, with column :func:`ladder_name` ``(i, j)`` the sum
+    over every kept (user, group) pair (a user's first ``L0`` groups, as the answer keeps them) of the
+    pair's total of the i-th statistic (a kind and its column) truncated at its j-th threshold. A summed
+    column is clamped to the plan's bounds first (``[0, top]``, the top threshold), so each truncated total
+    is exact and every sum stays finite."""
+    filtered, gcols, value_columns = _filtered(plan)
+    outputs = [
+        _cast(kind.truncated(_operands(plan, column), tau), False) + f" AS {_q(ladder_name(i, j))}"
+        for i, (kind, column, taus) in enumerate(ladders)
+        for j, tau in enumerate(taus)
+    ]
+    return (
+        f"WITH {_ranked(plan, filtered, gcols, value_columns)} "
+        f"SELECT {', '.join(outputs)} FROM ranked WHERE __rank <= {plan.max_partitions}"
+    )
 
 
 def group_name(i: int) -> str:
@@ -280,6 +315,9 @@ def _user_level(plan: NoisePlan, filtered: str, gcols: list[str], value_columns:
     outputs = []
     for stat in plan.statistics:
         sql = _operands(plan, stat.column)
+        if stat.truncation is not None:  # each user's total truncated at the chosen tau
+            outputs.append(_cast(stat.kind.truncated(sql, stat.truncation), False) + f" AS {_q(stat.name)}")
+            continue
         if stat.race is None:
             outputs.append(_cast(stat.kind.user_level(sql), stat.integer) + f" AS {_q(stat.name)}")
             continue

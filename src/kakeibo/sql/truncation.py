@@ -49,14 +49,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from ..mechanisms import Geometric, Laplace, Mechanism
 from ..noise import RandomSource
+from ..privacy import Number
 
-__all__ = ["DEFAULT_BASE", "DEFAULT_BOUND", "Race", "make_race"]
+__all__ = ["DEFAULT_BASE", "DEFAULT_BOUND", "Drop", "Ladder", "Race", "make_race"]
 
 #: the base of the geometric grid of thresholds, chosen by measurement (see the module docstring)
 DEFAULT_BASE = 10.0
@@ -153,3 +155,122 @@ def make_race(
                 Laplace(sensitivity=tau * max_partitions, epsilon=share, coordinates=max_partitions)
             )
     return Race(taus, tuple(mechanisms), beta)
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """A private choice of one threshold ``tau`` at which each person's total in a group is truncated, near
+    the bias-variance optimum of Amin, Kulesza, Munoz Medina and Vassilvitskii ("Bounding User Contributions:
+    A Bias-Variance Trade-off in Differential Privacy", ICML 2019).
+
+    For a statistic released over ``G`` groups with Laplace noise of scale ``L0 tau / epsilon_a`` each, the
+    expected total error at ``tau`` is ``E(tau) = sum_pairs (t - tau)+ + G L0 tau / epsilon_a`` (the mass
+    truncation drops, plus the noise), over the (person, group) pairs with totals ``t``. Its slope is
+    ``-N(tau) + G L0 / epsilon_a``, where ``N(tau)`` counts the pairs above ``tau``: the optimum lies where
+    ``N`` falls to ``c = G L0 / epsilon_a`` (Amin et al.'s "the contribution of about the (1/epsilon)-th
+    heaviest person", summed over the groups). Between consecutive thresholds ``tau_j < tau_{j+1}`` of the
+    grid ``taus``, the *soft count* ``d_j = (Q(tau_{j+1}) - Q(tau_j)) / (tau_{j+1} - tau_j)`` (``Q(tau)``:
+    the sum of the pairs' totals truncated at ``tau``, computed by the engine) is the average of ``N`` over
+    the step, so the choice scans upward and stops at the first step whose soft count falls below ``c``.
+
+    Privacy: the scan is AboveThreshold (Dwork and Roth, "The Algorithmic Foundations of Differential
+    Privacy", 2014, Algorithm 1) on the queries ``-d_j`` against the threshold ``-c``, and it releases only
+    the index where it stops. Neighbour relation: add or remove one person; they have at most ``L0`` kept
+    pairs, each moving every ``d_j`` by at most 1 in the same direction, so the queries have sensitivity
+    ``L0`` and are monotonic: the threshold's noise has scale ``L0 / epsilon_1`` and each query's
+    ``L0 / epsilon_2`` (Lyu, Su and Li, "Understanding the Sparse Vector Technique for Differential
+    Privacy", VLDB 2017, Section 4: monotonic queries need half the general noise), with ``epsilon_1 =
+    epsilon_2 = epsilon / 2``; the whole scan is ``epsilon``-DP however many steps it reads. The noise is
+    kakeibo's exact Laplace on a grid (:class:`~kakeibo.mechanisms.Laplace`), whose calibration covers the
+    rounding of the shifted values, so the proof's change of variables holds step for step.
+
+    Failure mode: the scan stops early (``tau`` too low: more mass dropped, which :class:`Drop` measures)
+    when a query's noise is low, and late (``tau`` too high: more noise, which the answer's interval shows)
+    when it is high; neither hides anything the release does not report.
+    """
+
+    taus: tuple[float, ...]
+    threshold: float  # c = G L0 / epsilon_a
+    epsilon: Number
+    max_partitions: int
+
+    def _mechanism(self) -> Laplace:
+        return Laplace(sensitivity=self.max_partitions, epsilon=Fraction(self.epsilon) / 2)
+
+    def soft_counts(self, truncated: np.ndarray) -> np.ndarray:
+        """The soft counts ``d_j`` of the steps of the grid from the engine's ``Q(tau_j)``."""
+        return np.diff(truncated) / np.diff(np.asarray(self.taus))
+
+    def choose(self, truncated: np.ndarray, source: RandomSource) -> int:
+        """The index into :attr:`taus` of the chosen threshold (see the class docstring): the lower end of
+        the first step whose noisy soft count falls below the noisy threshold, else the last."""
+        mechanism = self._mechanism()
+        bound = mechanism.max_magnitude
+        noisy_threshold = float(mechanism.release(float(np.clip(-self.threshold, -bound, bound)), rng=source))
+        for j, count in enumerate(self.soft_counts(truncated)):
+            query = float(np.clip(-count, -bound, bound))
+            if float(mechanism.release(query, rng=source)) >= noisy_threshold:
+                return j
+        return len(self.taus) - 1
+
+    def describe(self) -> str:
+        return (
+            f"tau chosen by a sparse-vector scan over {len(self.taus)} thresholds "
+            f"({self.taus[0]:.4g} .. {self.taus[-1]:.4g}) for the first step whose count of heavier "
+            f"(person, group) pairs falls below {self.threshold:.4g}, at epsilon {float(self.epsilon):.4g}"
+        )
+
+
+@dataclass(frozen=True)
+class Drop:
+    """The mass a truncation at ``taus[0]`` drops, measured in layers: layer ``i`` is ``Q(taus[i + 1]) -
+    Q(taus[i])``, the mass of the pairs' totals between the two thresholds (``Q`` as in :class:`Ladder`). A
+    pair adds at most the layer's width ``w_i`` to layer ``i``, and at most its share ``1`` of each of the
+    ``m`` layers, so Laplace noise of scale ``m L0 w_i / epsilon`` on layer ``i`` makes the layers
+    ``epsilon``-DP together (neighbour relation: add or remove one person, at most ``L0`` pairs).
+
+    With every layer's noise within its error bound at ``beta / m`` (probability ``1 - beta``), every prefix
+    of layers is within the sum of their bounds: the dropped mass is at least the best prefix's lower end
+    (always: the layers below the top only undercount it) and at most the sum of all layers' upper ends
+    *when no pair's total exceeds the top threshold*, the largest contribution the catalog declares or the
+    grid's top; past it the upper end is unknown (infinite)."""
+
+    taus: tuple[float, ...]
+    epsilon: Number
+    max_partitions: int
+
+    def mechanisms(self) -> list[Laplace]:
+        m = len(self.taus) - 1
+        return [
+            Laplace(sensitivity=m * self.max_partitions * (high - low), epsilon=self.epsilon)
+            for low, high in zip(self.taus, self.taus[1:], strict=False)
+        ]
+
+    def release(self, truncated: np.ndarray, source: RandomSource) -> np.ndarray:
+        """The noisy layers from the engine's ``Q(taus[j])``."""
+        layers = np.diff(truncated)
+        out = np.empty(len(layers))
+        for i, mechanism in enumerate(self.mechanisms()):
+            bound = mechanism.max_magnitude
+            out[i] = float(mechanism.release(float(np.clip(layers[i], -bound, bound)), rng=source))
+        return out
+
+    def shares(self, noisy: np.ndarray, beta: float) -> tuple[float, float, float, float]:
+        """From the noisy layers of thresholds ``(0, tau, ...)`` (layer 0: the kept mass ``Q(tau)``; the
+        rest: the dropped mass in layers): the estimated share of the mass the truncation at ``tau`` drops,
+        its ``1 - beta`` interval (see the class docstring; the share ``D / (K + D)`` grows with the dropped
+        mass ``D`` and falls with the kept ``K``, so its ends come from theirs), and the estimated dropped
+        mass. The estimate sums the dropped layers while each is above its error bound (the rest taken as
+        0), clipped into the interval."""
+        bounds = np.array([m.error_bound(beta / len(noisy)) for m in self.mechanisms()])
+        kept, kept_bound = float(noisy[0]), float(bounds[0])
+        layers, errors = noisy[1:], bounds[1:]
+        low = max(0.0, float(np.cumsum(layers - errors).max(initial=0.0)))
+        high = max(low, float(np.sum(layers + errors)))
+        significant = np.cumprod(layers > errors).astype(bool)
+        mass = float(np.clip(layers[significant].sum(), low, high))
+        kept_low, kept_high = max(kept - kept_bound, 0.0), max(kept + kept_bound, 0.0)
+        share = mass / (max(kept, 0.0) + mass) if max(kept, 0.0) + mass > 0 else 0.0
+        share_low = low / (kept_high + low) if kept_high + low > 0 else 0.0
+        share_high = high / (kept_low + high) if kept_low + high > 0 else 1.0
+        return share, share_low, share_high, mass
