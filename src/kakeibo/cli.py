@@ -98,7 +98,12 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--catalog", required=True, help="catalog TOML file")
         _ledger_arguments(sub)
     create.add_argument("--epsilon", type=float, required=True, help="privacy loss of the view")
-    create.add_argument("--rows-per-person", type=int, default=1, help="rows of each person the view keeps")
+    create.add_argument(
+        "--rows-per-person",
+        type=_rows_per_person,
+        default=1,
+        help='rows of each person the view keeps, or "auto" to choose them privately (a share of --epsilon)',
+    )
     create.add_argument("name", metavar="NAME")
     create.add_argument("query", metavar="QUERY")
     repro = commands.add_parser("repro", help="reproduce a paper's experiments")
@@ -177,6 +182,16 @@ def _ledger_arguments(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--budget", type=float, default=None, help="epsilon budget of a new ledger")
 
 
+def _rows_per_person(text: str) -> int | str:
+    """``--rows-per-person``: a whole number, or ``auto`` (the session checks the value)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'a whole number or "auto", got {text!r}') from None
+
+
 def _view(args: argparse.Namespace) -> int:
     from .sql import connect
 
@@ -224,6 +239,8 @@ def _sql(args: argparse.Namespace) -> int:
         result = released.to_pandas()
     if released.bounds is not None:  # what was chosen privately, beside the table (stdout stays the answer)
         print(f"bounds {released.bounds.describe()}", file=sys.stderr)
+    if released.note is not None:  # what a view's answer counts, beside it too
+        print(f"note {released.note}", file=sys.stderr)
     if args.format == "json":
         print(result.to_json(orient="records"))
     else:

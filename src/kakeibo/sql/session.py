@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
@@ -62,16 +62,17 @@ from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .region import constant_check_sql, declared_constants
 from .shape import check_dialect
 from .views import (
+    NOTE_KEY,
     VIEW_CONFIDENCE,
     StoredView,
     ViewCodec,
     ViewRelease,
     answer,
     build_view,
-    check_view_epsilon,
     over_table,
     parse_view_definition,
     read_view_query,
+    rows_bound,
     stored_views,
     view_counts_sql,
     view_name,
@@ -101,6 +102,13 @@ class Result:
     seeded: bool = False
     confidence: float = CONFIDENCE
     bounds: ChosenBounds | None = None  # the bounds chosen privately ("auto"), and what they drop
+
+    @property
+    def note(self) -> str | None:
+        """What the answer counts beyond what its query says, when it says (an answer from a view: each
+        person's rows past the view's bound are not counted, :meth:`~kakeibo.sql.views.StoredView.note`)."""
+        text = (self.table.schema.metadata or {}).get(NOTE_KEY)
+        return None if text is None else text.decode()
 
     @property
     def request_id(self) -> str:
@@ -265,7 +273,7 @@ class Session:
         query: str,
         *,
         epsilon: Number,
-        rows_per_person: int = 1,
+        rows_per_person: int | Literal["auto"] = 1,
         bins: Mapping[str, int] | None = None,
         parameters: HDPViewParameters | None = None,
         rng: Rng = None,
@@ -273,20 +281,16 @@ class Session:
         """Release the view ``name`` of ``query`` (``SELECT col, ... FROM table``) as an HDPView at
         ``epsilon``, charged once; afterwards :meth:`sql` answers counts over it at no cost
         (:mod:`.views`). Each person is bounded to ``rows_per_person`` rows and the view built at ``epsilon
-        / rows_per_person``. ``bins`` sets a numeric column's bin count where the catalog does not. The
+        / rows_per_person``; ``"auto"`` chooses the bound privately in the same release, at a share of
+        ``epsilon`` (:mod:`.view_bounds`). Every answer from the view says what it counts
+        (:attr:`Result.note`). ``bins`` sets a numeric column's bin count where the catalog does not. The
         view is stored with its ledger entry: it outlives the session, and creating it again is free."""
         definition = parse_view_definition(name, query, self.catalog, bins)
-        if isinstance(rows_per_person, bool) or not isinstance(rows_per_person, int) or rows_per_person < 1:
-            raise QueryRefused(
-                f"rows_per_person must be a whole number of at least 1, got {rows_per_person!r}."
-            )
-        if definition.table.privacy_unit is None and rows_per_person != 1:
-            raise QueryRefused(f"each row of {definition.table.name} is a person: rows_per_person must be 1.")
         loss = PureDP(epsilon)
         if not loss.epsilon > 0:
             raise QueryRefused("a view needs a positive epsilon.")
-        check_view_epsilon(definition, loss.epsilon, rows_per_person, parameters)
-        settings = (loss.epsilon, rows_per_person, parameters)
+        bound = rows_bound(definition, loss.epsilon, rows_per_person, parameters)
+        settings = (loss.epsilon, bound.setting, parameters)
         request_id = view_request_id(definition, (self.analyst, self.dataset, self.source), settings)
         existing = self.views().get(definition.name)
         if existing is not None and self._view_ids.get(definition.name) != request_id:
@@ -300,16 +304,18 @@ class Session:
         )
 
         def draw(source: RandomSource) -> StoredView:
-            counts = self._execute(view_counts_sql(definition, rows_per_person))
+            rows, choice = bound.choose(definition.table, self._execute, source)
+            counts = self._execute(view_counts_sql(definition, rows))
             return build_view(
                 definition,
                 counts,
                 epsilon=float(loss.epsilon),
-                rows_per_person=rows_per_person,
+                rows_per_person=rows,
                 source=self.source,
                 parameters=parameters,
                 rng=source,
                 timeout=self.backend.statement_timeout,  # the build is bounded like a statement
+                choice=choice,
             )
 
         out = release.run(

@@ -65,10 +65,22 @@ from ..privacy import PrivacyLoss
 from ..views.hdpview import CHERNOFF_POINTS, Calibration, HDPViewParameters, View, build
 from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
 from .plan import check_epsilon, refused_when_out_of_range
+from .view_bounds import (
+    CHOICE_SHARE,
+    RowsChoice,
+    candidates,
+    choose,
+    dropped_interval,
+    histogram_counts,
+    histogram_sql,
+    ordinal,
+)
 
 __all__ = [
     "DEFAULT_BINS",
+    "NOTE_KEY",
     "Axis",
+    "RowsBound",
     "StoredView",
     "ViewCodec",
     "ViewQuery",
@@ -80,6 +92,7 @@ __all__ = [
     "over_table",
     "parse_view_definition",
     "read_view_query",
+    "rows_bound",
     "stored_views",
     "view_counts_sql",
     "view_name",
@@ -98,6 +111,8 @@ MAX_GROUPS = 4096
 WORK_BUDGET = 2**23
 #: the most (interval, block) overlaps held in memory at once
 OVERLAPS_AT_ONCE = 2**22
+#: the schema metadata key of an answer's note: what it counts beyond its table (:meth:`StoredView.note`)
+NOTE_KEY = b"kakeibo.note"
 
 
 @dataclass(frozen=True)
@@ -322,6 +337,89 @@ def _build_epsilon(epsilon: float, rows_per_person: int) -> float:
     return epsilon / rows_per_person
 
 
+@dataclass(frozen=True)
+class RowsBound:
+    """How a view bounds each person's rows: the whole number given (``histogram`` is ``None``), or
+    ``"auto"`` (:mod:`.view_bounds`): the histogram's mechanism, the candidates ``ks`` and the noise cost
+    of each. ``epsilon`` is the view's own: the charge less the choice's."""
+
+    given: int | None
+    epsilon: Fraction
+    top: int = 0
+    histogram: Laplace | None = None
+    ks: tuple[int, ...] = ()
+    costs: tuple[float, ...] = ()
+
+    @property
+    def setting(self) -> object:
+        """What the request id holds of it: the number, or ``"auto"`` with its share and top."""
+        return self.given if self.given is not None else ("auto", str(CHOICE_SHARE), self.top)
+
+    def choose(
+        self, table: TableSpec, execute: Callable[[str], pa.Table], rng: Any
+    ) -> tuple[int, RowsChoice | None]:
+        """The rows per person of the view, and how it was chosen when it was (part of the release's draw:
+        the histogram is read and its noise drawn here)."""
+        if self.histogram is None:
+            assert self.given is not None
+            return self.given, None
+        counts = histogram_counts(execute(histogram_sql(table, self.top)), self.top)
+        noisy = np.asarray(self.histogram.release(counts, rng=rng), np.float64)
+        k = self.ks[int(choose(noisy, self.ks, self.costs, self.top))]
+        low, estimate, high = dropped_interval(noisy, k, self.top, self.histogram)
+        return k, RowsChoice(k, self.histogram.epsilon, self.top, estimate, low, high)
+
+
+def rows_bound(
+    definition: ViewDefinition,
+    epsilon: Fraction,
+    rows_per_person: object,
+    parameters: HDPViewParameters | None,
+) -> RowsBound:
+    """``rows_per_person`` checked against the view's table (a whole number of at least 1, or ``"auto"``
+    where the table has a privacy unit; a person table's is 1) and the charged ``epsilon`` with it, all
+    before any read (:func:`check_view_epsilon`). ``"auto"`` keeps the candidates the view can be built at
+    (a test of public inputs only) and costs each by the noise of the view's total count when every cell
+    is a block (:mod:`.view_bounds`)."""
+    table = definition.table
+    if isinstance(rows_per_person, bool) or not isinstance(rows_per_person, (int, str)):
+        raise ArgumentTypeError(
+            f'rows_per_person is a whole number of at least 1 or "auto", got {rows_per_person!r}.'
+        )
+    if rows_per_person != "auto" and not (isinstance(rows_per_person, int) and rows_per_person >= 1):
+        raise QueryRefused(
+            f'rows_per_person must be a whole number of at least 1 or "auto", got {rows_per_person!r}.'
+        )
+    if table.privacy_unit is None and rows_per_person != 1:
+        raise QueryRefused(f"each row of {table.name} is a person: rows_per_person must be 1.")
+    if isinstance(rows_per_person, int):
+        check_view_epsilon(definition, epsilon, rows_per_person, parameters)
+        return RowsBound(rows_per_person, epsilon)
+    check_epsilon(epsilon, "a view's epsilon")
+    share = check_epsilon(epsilon * CHOICE_SHARE, "the epsilon of the choice of rows_per_person")
+    with refused_when_out_of_range():
+        histogram = Laplace(sensitivity=1, epsilon=share, coordinates=1)
+    own = epsilon - share
+    ks = [k for k in candidates(table.max_rows_bound) if _buildable(definition, own, k, parameters)]
+    if not ks:
+        check_view_epsilon(definition, own, 1, parameters)  # refuses, saying why
+    volume = float(np.prod(np.array([axis.size for axis in definition.axes], np.float64)))
+    scale = Calibration.of(float(own), volume, parameters or HDPViewParameters()).perturb.scale
+    costs = tuple(math.sqrt(2 * volume) * scale * k for k in ks)
+    return RowsBound(None, own, table.max_rows_bound, histogram, tuple(ks), costs)
+
+
+def _buildable(
+    definition: ViewDefinition, epsilon: Fraction, k: int, parameters: HDPViewParameters | None
+) -> bool:
+    """Whether the view can be built at ``epsilon / k`` (:func:`check_view_epsilon` does not refuse it)."""
+    try:
+        check_view_epsilon(definition, epsilon, k, parameters)
+    except QueryRefused:
+        return False
+    return True
+
+
 def build_view(
     definition: ViewDefinition,
     counts: pa.Table,
@@ -332,9 +430,11 @@ def build_view(
     parameters: HDPViewParameters | None,
     rng: Any,
     timeout: float | None = None,
+    choice: RowsChoice | None = None,
 ) -> StoredView:
     """The view of the engine's count tensor (rows of :func:`view_counts_sql`), built at ``epsilon /
-    rows_per_person`` (module docstring).
+    rows_per_person`` (module docstring); with ``choice`` (``rows_per_person`` chosen privately,
+    :mod:`.view_bounds`), at ``(epsilon - choice.epsilon) / rows_per_person``.
 
     ``timeout`` (seconds; ``None``: no limit) bounds the build as a backend's ``statement_timeout`` bounds a
     statement: past it, :class:`~kakeibo.errors.StatementTimeout` stops the build (issue 29, R4: builds ran
@@ -348,7 +448,7 @@ def build_view(
         cells,
         counts.column("__n").to_numpy(zero_copy_only=False),
         tuple(axis.size for axis in definition.axes),
-        epsilon=_build_epsilon(epsilon, rows_per_person),
+        epsilon=_build_epsilon(epsilon - (0.0 if choice is None else choice.epsilon), rows_per_person),
         parameters=parameters,
         rng=rng,
         check=None if timeout is None else _deadline(timeout),
@@ -362,6 +462,8 @@ def build_view(
         rows_per_person,
         source,
         view,
+        bounded=definition.table.privacy_unit is not None,
+        choice=choice,
     )
 
 
@@ -388,13 +490,32 @@ class StoredView:
     rows_per_person: int
     source: str  # the data it was built from (a session answers from views of its own source only)
     view: View
+    # whether the table has a privacy unit, so that rows past a person's rows_per_person are dropped (a view
+    # stored before this was recorded reads True: for a person table, whose persons have one row each, the
+    # sentence it adds is still true)
+    bounded: bool = True
+    choice: RowsChoice | None = None  # how rows_per_person was chosen, when "auto" chose it
 
     def describe(self) -> str:
         columns = ", ".join(f"{a.name} ({a.bins} bins)" for a in self.axes)
-        return (
-            f"view {self.name} over {self.table}: {columns}; {self.view.blocks} blocks, built at epsilon "
-            f"{self.epsilon:g} with at most {self.rows_per_person} row(s) per person"
+        text = f"view {self.name} over {self.table}: {columns}; {self.view.blocks} blocks, built at epsilon "
+        text += f"{self.epsilon:g}"
+        note = self.note()
+        return text if note is None else f"{text}; {note}"
+
+    def note(self) -> str | None:
+        """What every answer from the view counts, when it is not the whole table: the rows of each person
+        up to ``rows_per_person`` (and how that bound was chosen, with what it drops). ``None`` for a table
+        without a privacy unit, each of whose rows is a person."""
+        if not self.bounded:
+            return None
+        k = self.rows_per_person
+        text = (
+            f"counts of the view {self.name}, built from table {self.table} with each person bounded to {k} "
+            f"row{'s' if k != 1 else ''}: rows past a person's {ordinal(k)} are not counted (the intervals "
+            "cover the bounded counts only)"
         )
+        return text if self.choice is None else f"{text}; {self.choice.describe()}"
 
     def axis(self, column: str) -> Axis | None:
         found = [a for a in self.axes if a.name == column.lower()]
@@ -426,6 +547,8 @@ class ViewCodec:
             "epsilon": value.epsilon,
             "rows_per_person": value.rows_per_person,
             "source": value.source,
+            "bounded": value.bounded,
+            "choice": None if value.choice is None else value.choice.to_dict(),
             "view_epsilon": value.view.epsilon,
             "noise": [str(noise.sensitivity), repr(noise.epsilon)],
             "seeded": seeded,
@@ -458,6 +581,8 @@ class ViewCodec:
             header["rows_per_person"],
             header["source"],
             view,
+            bounded=bool(header.get("bounded", True)),  # a view stored before it was recorded: True
+            choice=None if header.get("choice") is None else RowsChoice.from_dict(header["choice"]),
         )
         return stored, bool(header["seeded"])
 
@@ -787,4 +912,5 @@ def answer(query: ViewQuery) -> pa.Table:
     columns[query.alias] = counts
     columns[f"{query.alias}_ci_low"] = counts - bounds
     columns[f"{query.alias}_ci_high"] = counts + bounds
-    return pa.table(columns)
+    note = stored.note()
+    return pa.table(columns, metadata=None if note is None else {NOTE_KEY: note.encode()})
