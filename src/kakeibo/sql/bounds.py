@@ -87,7 +87,7 @@ __all__ = [
 ]
 
 #: the limits of a query's grain table that :func:`with_bounds` overrides
-LIMITS = ("max_rows_per_partition", "max_partitions", "bounds_share")
+LIMITS = ("max_rows_per_partition", "max_partitions", "bounds_share", "bound_selection")
 
 #: the powers of two a value bound may be: 2^-20 .. 2^40 (an integer column's: 2^0 .. 2^40)
 POWERS = range(-20, 41)
@@ -139,7 +139,8 @@ def provisional(catalog: Catalog) -> Catalog:
 
 def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, object]) -> Catalog:
     """``catalog`` with one query's own limits and column bounds: ``max_rows_per_partition``,
-    ``max_partitions`` and ``bounds_share`` of its grain table, and per column (``"amount"``, or
+    ``max_partitions``, ``bounds_share`` and ``bound_selection`` (``"histogram"`` or ``"ladder"``) of its
+    grain table, and per column (``"amount"``, or
     ``"table.amount"`` when two of its tables have one) a pair ``(lower, upper)`` or ``"auto"``; each checked
     as the catalog checks it (``query`` is analysed against :func:`provisional` of ``catalog``).
 
@@ -177,6 +178,11 @@ def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, obj
         if grain.bound_selection == "race":
             raise ArgumentError(
                 f'table {grain.name} races its limits (bound_selection = "race"); they stay as declared.'
+            )
+        if limits.get("bound_selection", "histogram") not in ("histogram", "ladder"):
+            raise ArgumentError(
+                f'a query chooses its bounds by "histogram" or "ladder", got {limits["bound_selection"]!r}; '
+                'the race is declared in the catalog (bound_selection = "race").'
             )
         if limits.get("max_rows_per_partition", grain.max_rows_per_partition) != "auto":
             limits["max_rows_bound"] = DEFAULT_BOUND
