@@ -1,7 +1,10 @@
-"""How kakeibo's bound choices compare on the visits workloads: hand-set bounds, bounds chosen from
-histograms at several shares of epsilon, and the R2T race, per aggregate, in one run.
+"""How kakeibo's bound choices compare: on the visits workloads (``--suite visits``: hand-set bounds,
+bounds chosen from histograms at several shares of epsilon, and the R2T race, per aggregate) and on
+heavy-tailed tables against the oracle truncation (``--suite heavy``, issue 31; see below and
+``heavy_tails.py``), in one run.
 
-Run: ``.venv/bin/python benchmarks/bench_bounds.py [--rows 1000000] [--runs 8] [--shares 0.1 0.2 0.3]``
+Run: ``.venv/bin/python benchmarks/bench_bounds.py [--suite visits heavy] [--rows 1000000] [--runs 8]
+[--shares 0.1 0.2 0.3]``
 
 Data: ``make_visits`` of ``bench_sql.py`` (Zipf users: a few hold up to 500 rows over the 20 categories)
 and ``make_light_visits`` of ``bench_sql_peers.py`` (1-3 rows per user), loaded once into DuckDB.
@@ -14,11 +17,24 @@ Variants (catalog of the ``visits`` table):
 * ``hand-set``: the shape's hand-set bounds (visits: kappa 5, L0 3, amount in [0, 100]; light: kappa 20,
   L0 10, amount in [0, 3000], 100 times too large);
 * ``histogram s=<share>``: kappa, L0 and the amount bounds ``"auto"``, chosen at ``bounds_share = share``;
+* ``ladder``: as ``histogram s=0.1`` with ``bound_selection = "ladder"``, on the query without MEDIAN (a
+  quantile keeps the histogram's choice);
 * ``race``: ``bound_selection = "race"``, kappa ``"auto"`` (grid base 10 up to 10^6 rows), L0 = 20 (every
   category) and the hand-set amount bounds declared.
 
 Each cell is the median over ``--runs`` releases of the median relative error over the 20 categories,
 against the exact, unbounded answer; the chosen bounds of the first run are shown.
+
+``--suite heavy``: the shapes of ``heavy_tails.py`` (``sales`` from ``gen_sales.py``, ``pareto``,
+``whales``), every limit and the amount's bounds ``"auto"``, region and category public. Queries:
+``COUNT(*)`` and ``SUM(amount)`` per region (constant per person), per category (not), and over the whole
+table, at epsilon 0.1, 1 and 10. Variants: ``histogram`` (``bound_selection`` by default) and ``ladder``
+(``bounds={"bound_selection": "ladder"}``). Per statistic: kakeibo's median relative error (median over
+``--runs`` releases of the median over the groups), the oracle's (``heavy_tails.oracle_error``), their
+ratio; the share of the mass the chosen bounds drop as kakeibo states it (its estimate, and its 95%
+interval when it measures one) against the true share (the bounded total at the chosen limits, in
+expectation over which groups of a person are kept, over the exact total); how often the interval covered
+the truth; and how often an ``AccuracyWarning`` fired.
 """
 
 from __future__ import annotations
@@ -41,10 +57,14 @@ from kakeibo.mechanisms import AccuracyWarning
 from kakeibo.sql import Catalog
 
 sys.path.insert(0, str(Path(__file__).parent))
+import heavy_tails
 from bench_sql import CATEGORIES
 from bench_sql_peers import SHAPES, kakeibo_catalog, make_table
 
 SUMS = "SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM visits GROUP BY category"
+WITHOUT_MEDIAN = (
+    "SELECT category, COUNT(*) AS n, SUM(amount) AS total, AVG(amount) AS mean FROM visits GROUP BY category"
+)
 ALL = (
     "SELECT category, COUNT(*) AS n, SUM(amount) AS total, AVG(amount) AS mean, MEDIAN(amount) AS median "
     "FROM visits GROUP BY category"
@@ -58,6 +78,10 @@ def catalog(shape: str, variant: str) -> Catalog:
     if variant.startswith("histogram"):
         data = kakeibo_catalog(SHAPES[shape], "auto")
         data["tables"]["visits"]["bounds_share"] = float(variant[12:])
+        return Catalog.from_dict(data)
+    if variant == "ladder":
+        data = kakeibo_catalog(SHAPES[shape], "auto")
+        data["tables"]["visits"]["bound_selection"] = "ladder"
         return Catalog.from_dict(data)
     data = kakeibo_catalog(SHAPES[shape], "handset")
     data["tables"]["visits"].update(
@@ -77,7 +101,7 @@ def exact(con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, float]]:
 
 def run(shape: str, variant: str, con: duckdb.DuckDBPyConnection, runs: int) -> dict[str, Any]:
     truth = exact(con)
-    query = SUMS if variant == "race" else ALL
+    query = {"race": SUMS, "ladder": WITHOUT_MEDIAN}.get(variant, ALL)
     session = kakeibo.connect(
         DuckDBBackend(con),
         catalog=catalog(shape, variant),
@@ -105,13 +129,155 @@ def run(shape: str, variant: str, con: duckdb.DuckDBPyConnection, runs: int) -> 
     return out
 
 
+HEAVY_QUERIES = {
+    "region": "SELECT region, COUNT(*) AS n, SUM(amount) AS total FROM sales GROUP BY region",
+    "category": "SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM sales GROUP BY category",
+    "whole": "SELECT COUNT(*) AS n, SUM(amount) AS total FROM sales",
+}
+HEAVY_GROUPS = {"region": heavy_tails.REGIONS, "category": heavy_tails.CATEGORIES, "whole": ["all"]}
+
+
+def heavy_catalog() -> Catalog:
+    """Every limit and the amount's bounds chosen privately; region and category public."""
+    return Catalog.from_dict(
+        {
+            "tables": {
+                "sales": {
+                    "privacy_unit": "customer_id",
+                    "max_rows_per_partition": "auto",
+                    "max_partitions": "auto",
+                    "columns": {
+                        "customer_id": {"type": "int"},
+                        "region": {"type": "str", "public_values": heavy_tails.REGIONS},
+                        "category": {"type": "str", "public_values": heavy_tails.CATEGORIES},
+                        "amount": {"type": "float", "lower": "auto", "upper": "auto"},
+                    },
+                }
+            }
+        }
+    )
+
+
+def true_drop(con: duckdb.DuckDBPyConnection, key: str, value: str | None, bounds: Any) -> float:
+    """The share of the statistic's mass the chosen bounds drop, in expectation over which of a person's
+    groups are kept (``min(1, L0 / g)`` each)."""
+    group = "'all'" if key == "whole" else key
+    kappa = bounds.max_rows_per_partition or 10**9
+    l0 = bounds.max_partitions or 10**9
+    if value is None:
+        bounded = f"LEAST(COUNT(*), {kappa})"
+    elif value in bounds.totals:
+        bounded = f"LEAST(SUM(amount), {bounds.totals[value]!r})"
+    else:
+        low, high = bounds.columns.get(value, (-1e308, 1e308))
+        clamped = f"SUM(LEAST(GREATEST(amount, {low!r}), {high!r}))"
+        bounded = f"{clamped} * LEAST(COUNT(*), {kappa}) / COUNT(*)"
+    exact = "COUNT(*)" if value is None else "SUM(amount)"
+    kept, total = con.execute(
+        f"SELECT SUM(b * LEAST(1.0, {l0} / g)), SUM(e) FROM (SELECT {bounded} AS b, {exact} AS e, "
+        f"COUNT(*) OVER (PARTITION BY customer_id) AS g FROM sales GROUP BY customer_id, {group})"
+    ).fetchone()
+    return 1 - float(kept) / float(total)
+
+
+def heavy_cell(
+    con: duckdb.DuckDBPyConnection, query: str, epsilon: float, variant: str, runs: int
+) -> dict[str, Any]:
+    """kakeibo's errors, stated and true drops, coverage and warnings of one (query, epsilon, variant)."""
+    session = kakeibo.connect(
+        DuckDBBackend(con), catalog=heavy_catalog(), ledger=tempfile.mkdtemp() + "/l.sqlite", budget=1e9
+    )
+    groups = HEAVY_GROUPS[query]
+    exact = dict(zip(groups, [0.0] * len(groups), strict=True)), dict.fromkeys(groups, 0.0)
+    group = "'all'" if query == "whole" else query
+    for key, n, total in con.execute(
+        f"SELECT {group}, COUNT(*), SUM(amount) FROM sales GROUP BY 1"
+    ).fetchall():
+        exact[0][key], exact[1][key] = float(n), float(total)
+    options = {"bounds": {"bound_selection": "ladder"}} if variant == "ladder" else {}
+    errors: dict[str, list[float]] = {"n": [], "total": []}
+    drops: dict[str, list[tuple[float, float, float | None, float | None]]] = {"n": [], "total": []}
+    warned, seconds = 0, []
+    for i in range(runs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", AccuracyWarning)
+            start = time.perf_counter()
+            result = session.sql(HEAVY_QUERIES[query], epsilon=epsilon, request_id=str(i), **options)
+            seconds.append(time.perf_counter() - start)
+        warned += any(issubclass(w.category, AccuracyWarning) for w in caught)
+        rows = result.to_arrow().to_pylist()
+        for name, truth in zip(("n", "total"), exact, strict=True):
+            released = {r.get(query, "all"): r[name] for r in rows}
+            errors[name].append(
+                float(np.median([abs(released.get(g, 0.0) - truth[g]) / truth[g] for g in groups]))
+            )
+        bounds = result.bounds
+        assert bounds is not None
+        for name, value, stated, key in (
+            ("n", None, bounds.dropped_rows, "rows"),
+            ("total", "amount", bounds.clipped_values.get("amount"), "amount"),
+        ):
+            interval = bounds.dropped_intervals.get(key)
+            low, high = (None, None) if interval is None else interval[:2]
+            drops[name].append((true_drop(con, query, value, bounds), stated or 0.0, low, high))
+    out: dict[str, Any] = {"seconds": statistics.median(seconds), "warned": warned / runs}
+    for name in ("n", "total"):
+        out[name] = float(np.median(errors[name]))
+        true_share = [d[0] for d in drops[name]]
+        out[f"{name}_drop"] = (float(np.median(true_share)), float(np.median([d[1] for d in drops[name]])))
+        measured = [d for d in drops[name] if d[2] is not None]
+        out[f"{name}_cover"] = (
+            None if not measured else sum(d[2] <= d[0] <= d[3] for d in measured) / len(measured)
+        )
+    return out
+
+
+def heavy(runs: int) -> None:
+    """The heavy-tailed suite (module docstring): one table row per (shape, query, epsilon, variant)."""
+    print(
+        "| shape | query | epsilon | variant | seconds | COUNT err | oracle | ratio | SUM err | oracle "
+        "| ratio | COUNT drop true / stated | SUM drop true / stated | covered | warned |"
+    )
+    print("| --- " * 15 + "|")
+    for shape, make in heavy_tails.SHAPES.items():
+        table = make()
+        con = duckdb.connect()
+        con.register("data", table)
+        con.execute("CREATE TABLE sales AS SELECT * FROM data")
+        for query, groups in HEAVY_GROUPS.items():
+            key = None if query == "whole" else query
+            pairs = [heavy_tails.Pairs.of(table, key, value, groups) for value in (None, "amount")]
+            for epsilon in (0.1, 1.0, 10.0):
+                oracle = [
+                    heavy_tails.oracle_error(p, epsilon / 2, runs, np.random.default_rng(1)) for p in pairs
+                ]
+                for variant in ("histogram", "ladder"):
+                    row = heavy_cell(con, query, epsilon, variant, runs)
+                    cover = [row[f"{n}_cover"] for n in ("n", "total")]
+                    covered = "/".join("-" if c is None else f"{c:.0%}" for c in cover)
+                    print(
+                        f"| {shape} | {query} | {epsilon:g} | {variant} | {row['seconds']:.2f} | "
+                        f"{row['n']:.4f} | {oracle[0]:.4f} | {row['n'] / oracle[0]:.2f} | "
+                        f"{row['total']:.4f} | {oracle[1]:.4f} | {row['total'] / oracle[1]:.2f} | "
+                        f"{row['n_drop'][0]:.1%} / {row['n_drop'][1]:.1%} | "
+                        f"{row['total_drop'][0]:.1%} / {row['total_drop'][1]:.1%} | {covered} | "
+                        f"{row['warned']:.0%} |",
+                        flush=True,
+                    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--shares", type=float, nargs="+", default=[0.1, 0.2, 0.3])
+    parser.add_argument("--suite", nargs="+", choices=("visits", "heavy"), default=["visits", "heavy"])
     args = parser.parse_args()
-    variants = ["hand-set", *(f"histogram s={s:g}" for s in args.shares), "race"]
+    if "heavy" in args.suite:
+        heavy(args.runs)
+    if "visits" not in args.suite:
+        return
+    variants = ["hand-set", *(f"histogram s={s:g}" for s in args.shares), "ladder", "race"]
     print("| shape | variant | seconds | COUNT | SUM | AVG | MEDIAN | bounds of the first run |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for shape in ("visits", "light"):

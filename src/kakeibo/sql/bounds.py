@@ -259,6 +259,9 @@ class ChosenBounds:
             _share(share, f"the mass of {c}", self.dropped_intervals.get(c))
             for c, share in self.clipped_values.items()
         ]
+        if not parts:  # declared limits, measured (check_bounds)
+            epsilon = float(self.histogram_epsilon)
+            return f"measured at epsilon {epsilon:g}: the declared limits drop {', '.join(dropped)}"
         return (
             f"chosen at epsilon {float(self.histogram_epsilon):g}: {', '.join(parts)}; "
             f"they drop {', '.join(dropped)}"
@@ -278,6 +281,8 @@ class BoundChoice:
     # the statistics whose persons' group totals are truncated at a threshold chosen by a Ladder: None for
     # the rows (kappa), else a summed column (empty: the histograms choose everything)
     ladders: tuple[str | None, ...] = ()
+    # the limits and bounds are declared (check_bounds): the ladders measure what they drop, choose nothing
+    measured: bool = False
 
     @property
     def histogram_epsilon(self) -> Fraction:
@@ -285,6 +290,8 @@ class BoundChoice:
 
     @property
     def answer_epsilon(self) -> Fraction:
+        if self.measured:
+            return self.plan.epsilon - self.histogram_epsilon
         return self.plan.epsilon - self.histogram_epsilon - self.ladder_epsilon * len(self.ladders)
 
     @property
@@ -294,12 +301,15 @@ class BoundChoice:
         epsilon evenly, :func:`~kakeibo.sql.plan.plan_query`)."""
         if not self.ladders:
             return Fraction(0)
+        if self.measured:  # the whole share measures, split over the statistics
+            return self.histogram_epsilon / len(self.ladders)
         return (self.plan.epsilon - self.histogram_epsilon) / _releases(self.plan) * LADDER_SHARE
 
     @property
     def histograms(self) -> int:
-        """The rows histogram (on a table of persons) and one per chosen column."""
-        return int(self.plan.query.user_level) + len(self.columns)
+        """The rows histogram (on a table of persons) and one per chosen column; none when the bounds are
+        declared and only measured."""
+        return 0 if self.measured else int(self.plan.query.user_level) + len(self.columns)
 
     def _mechanisms(self) -> tuple[Laplace, Laplace]:
         each = self.histogram_epsilon / self.histograms
@@ -312,7 +322,16 @@ class BoundChoice:
         return bound_histograms_sql(self.plan, ROW_BINS, GROUP_BINS, self.columns, POWERS)
 
     def describe(self) -> list[str]:
-        """For ``explain``: the histograms, their noise and the candidates."""
+        """For ``explain``: the histograms, their noise and the candidates (or, for declared bounds, the
+        measurement of what they drop)."""
+        if self.measured:
+            return [
+                f"what the declared limits drop measured at epsilon {float(self.histogram_epsilon):g} "
+                f"(check_bounds, {float(self.share):.0%} of the query's), the answer at "
+                f"{float(self.answer_epsilon):g}: each person's "
+                + ", ".join("rows" if k is None else f"total of {k}" for k in self.ladders)
+                + " in a group, in layers above the most the limits keep"
+            ]
         rows, values = self._mechanisms()
         chosen = [
             name
@@ -336,6 +355,16 @@ class BoundChoice:
                 f"Laplace noise of scale {values.scale:.4g}; bounds scored by estimated clipped mass plus "
                 "noise"
             )
+        for key in self.ladders:
+            what = "rows" if key is None else f"total of {key}"
+            taus = self._ladder_taus(key)
+            lines.append(
+                f"  then each person's {what} in a group truncated at a threshold (of {len(taus)}, "
+                f"{taus[0]:.4g} .. {taus[-1]:.4g}) chosen by a sparse-vector scan at epsilon "
+                f"{float(self.ladder_epsilon * CHOICE_PART):.4g} for where the count of heavier (person, "
+                "group) pairs meets the answer's noise, and the share it drops measured in layers at "
+                f"epsilon {float(self.ladder_epsilon * (1 - CHOICE_PART)):.4g} (one more engine statement)"
+            )
         return lines
 
     def choose(
@@ -344,6 +373,12 @@ class BoundChoice:
         """Noise the engine's histograms (rows of :func:`~kakeibo.sql.rewrite.bound_histograms_sql`),
         choose the bounds, truncate the laddered statistics (:meth:`truncate`) and plan the answer at them
         (see the module docstring). ``execute`` runs one statement in DuckDB's dialect."""
+        if self.measured:
+            nothing = np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((0, 2 * len(POWERS) + 3))
+            declared = replace(self.decide(*nothing), dropped_rows=0.0)
+            groups = float(len(self.plan.public_keys or ((),)))  # under selection: 1, the most per group
+            chosen = self.truncate(declared, groups, nothing[1], execute, source)
+            return self.answer_plan(chosen), chosen
         pairs, shares = self.noisy(*self.exact(execute(self.histograms_sql())), source)
         chosen = self.decide(pairs, shares)
         if self.ladders and chosen.dropped_rows is not None:
@@ -371,7 +406,9 @@ class BoundChoice:
         covers totals that are never negative)."""
         middle = len(POWERS) + 1
         keys = [
-            key for key in self.ladders if key is None or not shares[self.columns.index(key), :middle].any()
+            key
+            for key in self.ladders
+            if key is None or self.measured or not shares[self.columns.index(key), :middle].any()
         ]
         if not keys:
             return chosen
@@ -397,26 +434,27 @@ class BoundChoice:
         dropped_rows = chosen.dropped_rows
         for i, (key, (_, _, taus)) in enumerate(zip(keys, ladders, strict=True)):
             truncated = np.array([float(table[ladder_name(i, j)][0] or 0.0) for j in range(len(taus))])
-            ladder = Ladder(
-                taus,
-                STOP_FACTOR * groups * grid.max_partitions / per_statistic,
-                choice_epsilon,
-                grid.max_partitions,
-            )
-            at = ladder.choose(truncated, source)
-            step = 4 if key is None else 2  # thresholds about 4 times apart
+            at, step = 0, 1  # measured: the declared threshold, then thresholds 4 times apart
+            if not self.measured:
+                ladder = Ladder(
+                    taus,
+                    STOP_FACTOR * groups * grid.max_partitions / per_statistic,
+                    choice_epsilon,
+                    grid.max_partitions,
+                )
+                at, step = ladder.choose(truncated, source), 4 if key is None else 2
             marks = sorted({*range(at, len(taus), step)[:DROP_LAYERS], len(taus) - 1})
-            drop = Drop(
-                (0.0, *(taus[j] for j in marks)), self.ladder_epsilon - choice_epsilon, grid.max_partitions
-            )
-            share, low, high, mass = drop.shares(
+            drop = Drop((0.0, *(taus[j] for j in marks)), self._drop_epsilon, grid.max_partitions)
+            share, high, mass = drop.shares(
                 drop.release(np.array([0.0, *truncated[marks]]), source), 1 - CONFIDENCE
             )
             name = "rows" if key is None else key
-            intervals[name] = (low, high, taus[-1])
-            biases[name] = mass / groups
+            intervals[name] = (share, high, taus[-1])
+            biases[name] = mass / groups  # at least this much, with 95% confidence
             if key is None:
-                kappa, dropped_rows = int(taus[at]), share
+                kappa, dropped_rows = kappa if self.measured else int(taus[at]), share
+            elif self.measured:
+                clipped[key] = share
             else:
                 totals[key], columns[key], clipped[key] = float(taus[at]), (0.0, float(taus[at])), share
         return replace(
@@ -441,10 +479,27 @@ class BoundChoice:
         """A ladder's thresholds: the candidates of ``max_rows_per_partition`` for the rows, powers of two
         over :data:`POWERS` and up to ``max_rows_bound`` times the last for a column (from 1 for an int
         column)."""
+        if self.measured:
+            return self._measured_taus(key)
         if key is None:
             return tuple(float(k) for k in self._kappa_candidates())
         first = 0 if self.integer[self.columns.index(key)] else POWERS[0]
         return tuple(2.0**q for q in range(first, POWERS[-1] + _log2_ceil(self.rows_bound) + 1))
+
+    def _measured_taus(self, key: str | None) -> tuple[float, ...]:
+        """A measured statistic's thresholds: the most one person adds to a group under the declared limits
+        (``kappa`` rows; ``kappa`` times a column's upper bound, beyond which a total always loses mass),
+        4 and 16 times that, and the top of the grid. A total within the first is kept whole, so what lies
+        above it is at most what the limits drop: the measurement is a lower bound of the drop (it leaves
+        out the groups past ``L0`` and, for a sum, values clamped within a kept total)."""
+        query = self.plan.query
+        kappa = query.max_rows_per_partition
+        if key is None:
+            base, top = float(kappa), float(max(self.rows_bound, 64 * kappa))
+        else:
+            base = kappa * float(query.value(key).spec.upper or 0)
+            top = max(2.0 ** (POWERS[-1] + _log2_ceil(self.rows_bound)), 64 * base)
+        return base, 4 * base, 16 * base, top
 
     def exact(self, histograms: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """The engine's histograms as arrays: weighted pairs by (rows bin, groups bin), and per chosen column
@@ -574,19 +629,31 @@ class BoundChoice:
         histograms' mechanisms, and the answer's plan at the widest candidates, which :meth:`decide` takes
         when the histograms see nothing (every other choice has smaller limits, so smaller noise grids and
         scales, which the samplers cover when they cover the widest)."""
+        if self.histograms:
+            check_epsilon(
+                self.histogram_epsilon / self.histograms,
+                "each bounds histogram's epsilon (bounds_share times epsilon, split over the histograms)",
+            )
+            with refused_when_out_of_range():
+                self._mechanisms()
         check_epsilon(
-            self.histogram_epsilon / self.histograms,
-            "each bounds histogram's epsilon (bounds_share times epsilon, split over the histograms)",
-        )
-        check_epsilon(
-            self.ladder_epsilon * (1 - CHOICE_PART) if self.ladders else self.answer_epsilon,
-            "each threshold's measurement of what it drops",
+            self._drop_epsilon if self.ladders else self.answer_epsilon,
+            "each measurement of what the bounds drop",
         )
         check_epsilon(self.answer_epsilon, "the answer's epsilon (epsilon less its bounds_share)")
-        with refused_when_out_of_range():
-            self._mechanisms()
+        self.widest_answer()
+
+    @property
+    def _drop_epsilon(self) -> Fraction:
+        """The epsilon of each ladder's measurement of what its threshold drops."""
+        return self.ladder_epsilon * (1 if self.measured else 1 - CHOICE_PART)
+
+    def widest_answer(self) -> NoisePlan:
+        """The plan of the answer at the widest candidates, which :meth:`decide` takes when the histograms
+        see nothing: the most noise the choice can lead to (a ladder's thresholds stay below the top of
+        its grid, whose noise it never exceeds on a table whose histograms see anything)."""
         nothing_seen = np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((len(self.columns), 2 * len(POWERS) + 3))
-        self.answer_plan(self.decide(*nothing_seen))
+        return self.answer_plan(self.decide(*nothing_seen))
 
     def provisional_answer(self) -> NoisePlan:
         """The plan of the answer at the provisional bounds (for ``explain``: its noise scales with the
@@ -676,8 +743,9 @@ def _warning(plan: NoisePlan, bias_per_group: dict[str, float | None]) -> str | 
     sentences = []
     if found:
         sentences.append(
-            "the bounds chosen privately bias these statistics toward zero by more than their noise, as the "
-            f"histogram estimates: {', '.join(found)}; the intervals cover the bounded answer only."
+            "the limits and bounds bias these statistics toward zero by more than their noise, as the "
+            f"histogram estimates or the measurement shows: {', '.join(found)}; the intervals cover the "
+            "bounded answer only."
         )
     if unseen:
         sentences.append(
@@ -766,9 +834,12 @@ def _bounded(spec: ColumnSpec, low: float, high: float) -> ColumnSpec:
     return replace(spec, lower=low, upper=high, auto_bounds=False)
 
 
-def bound_choice(query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog) -> BoundChoice | None:
+def bound_choice(
+    query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog, check_bounds: bool = False
+) -> BoundChoice | None:
     """What ``query`` (analysed against :func:`provisional` of ``catalog``, planned as ``plan``) chooses
-    privately, or ``None`` when it reads no ``"auto"`` setting."""
+    privately, or ``None`` when it reads no ``"auto"`` setting; with ``check_bounds``, a query whose limits
+    and bounds are all declared measures what they drop instead (:func:`bound_check`)."""
     grain = query.grain
     declared: TableSpec | None = None if grain is None else catalog.table(grain.name)
     limits = (False, False)
@@ -780,7 +851,7 @@ def bound_choice(query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog) -> Bou
     used = {s.column for s in plan.statistics if s.column is not None} | set(plan.histogram_columns)
     columns = tuple(sorted(c for c in used if query.value(c).spec.auto_bounds))
     if not any(limits) and not columns:
-        return None
+        return bound_check(query, plan) if check_bounds else None
     if plan.correlation is not None:
         raise QueryRefused(
             "the users of this table are correlated, and bounds chosen privately are not calibrated for "
@@ -801,6 +872,52 @@ def bound_choice(query: AnalyzedQuery, plan: NoisePlan, catalog: Catalog) -> Bou
     )
 
 
+#: the share of a query's epsilon ``check_bounds`` spends to measure what its declared bounds drop
+CHECK_SHARE = Fraction(1, 10)
+
+
+def bound_check(query: AnalyzedQuery, plan: NoisePlan) -> BoundChoice:
+    """The measurement ``check_bounds=True`` asks of a query whose limits and bounds are all declared: at
+    :data:`CHECK_SHARE` of its epsilon, the share of its rows (COUNT, SUM and AVG on a table of persons)
+    and of each summed column's mass (a column bounded below by 0) that the declared limits drop, as a
+    95% interval whose lower end holds always (:meth:`BoundChoice._measured_taus`), and the warning when
+    that drop exceeds the answer's noise. The answer is released at the rest of epsilon."""
+    if not query.user_level or query.grain is None:
+        raise QueryRefused(
+            "check_bounds measures what a person's limits drop, but each row of this query is a person."
+        )
+    if (
+        plan.correlation is not None
+        or plan.quantiles
+        or any(a.function not in TOTALS for a in query.aggregates)
+    ):
+        raise QueryRefused(
+            "check_bounds measures sums of per-person totals (COUNT, SUM and AVG of a table whose persons "
+            "are independent); this query has another aggregate or correlated persons."
+        )
+    summed = tuple(
+        sorted(
+            {
+                a.column
+                for a in query.aggregates
+                if a.function in ("sum", "avg")
+                and a.column is not None
+                and (query.value(a.column).spec.lower or 0) >= 0
+            }
+        )
+    )
+    return BoundChoice(
+        plan=plan,
+        limits=(False, False),
+        columns=(),
+        integer=(),
+        share=CHECK_SHARE,
+        rows_bound=query.grain.max_rows_bound,
+        ladders=(None, *summed),
+        measured=True,
+    )
+
+
 #: the aggregates whose statistics are sums of per-person group totals, which a ladder can truncate
 TOTALS = frozenset({"count", "count_distinct_unit", "sum", "avg"})
 
@@ -809,11 +926,14 @@ def _ladders(
     query: AnalyzedQuery, plan: NoisePlan, kappa: bool, columns: tuple[str, ...]
 ) -> tuple[str | None, ...]:
     """What a user-level query truncates at thresholds chosen by ladders (:meth:`BoundChoice.truncate`):
-    its rows when kappa is chosen, and each chosen column a SUM or AVG reads, when every aggregate is a
-    count, a sum or an average (a variance or a quantile keeps the histograms' limits and bounds)."""
+    its rows when kappa is chosen, and each chosen column a SUM reads, when every aggregate is a count, a
+    sum or an average (a variance or a quantile keeps the histograms' limits and bounds)."""
     if not query.user_level or plan.quantiles or any(a.function not in TOTALS for a in query.aggregates):
         return ()
-    summed = {a.column for a in query.aggregates if a.function in ("sum", "avg")}
+    # an AVG keeps its column's clamping bounds (a ratio of a truncated total to a count truncated
+    # differently is biased: on the visits benchmark it doubled AVG's error), and with it the query's sums
+    averaged = any(a.function == "avg" for a in query.aggregates)
+    summed = set() if averaged else {a.column for a in query.aggregates if a.function == "sum"}
     return ((None,) if kappa else ()) + tuple(c for c in columns if c in summed)
 
 

@@ -19,19 +19,24 @@ def explanation(charged: NoisePlan, choice: BoundChoice | None, nonnegative: boo
     its private choice of bounds, if any (then the statistics are shown at the provisional bounds); with
     ``nonnegative``, which outputs the answer clamps at 0."""
     plan = charged if choice is None else choice.provisional_answer()
+    widest = None if choice is None or choice.measured else choice.widest_answer()
     lines = [
         f"privacy loss: {charged.privacy_loss}",
         *(choice.describe() if choice is not None else []),
         *_bounding(plan, (False, False) if choice is None else choice.limits),
         *([f"correlated users: {plan.correlation}"] if plan.correlation is not None else []),
         *_groups(plan),
-        *_statistics(plan),
+        *_statistics(plan, widest),
         *_outputs(plan),
     ]
     if nonnegative:
         clamped = ", ".join(never_negative(plan)) or "none"
         lines.append(f"clamped at 0 with their intervals (nonnegative=True, no cost): {clamped}")
-    if choice is not None:
+    if choice is not None and choice.measured:
+        lines.append(
+            "engine statement of the answer (a statement of truncated totals measures the drop first):"
+        )
+    elif choice is not None:
         lines.append("engine statement of the histograms:")
         lines.append(choice.histograms_sql())
         lines.append(
@@ -44,9 +49,24 @@ def explanation(charged: NoisePlan, choice: BoundChoice | None, nonnegative: boo
     return lines
 
 
-def _statistics(plan: NoisePlan) -> list[str]:
+def _statistics(plan: NoisePlan, widest: NoisePlan | None = None) -> list[str]:
     """Each noisy statistic's mechanism, scale and 95% error (or its R2T race), and each quantile's
-    permute-and-flip draw."""
+    permute-and-flip draw. With bounds still to be chosen, ``plan`` holds the smallest candidates and
+    ``widest`` the widest: each statistic's error is shown as the range between them, never as the
+    provisional plan's alone."""
+    if widest is not None:
+        return [
+            f"  {stat.name:<16} {type(stat.mechanism).__name__}; 95% error between "
+            f"+-{stat.mechanism.error_bound(0.05):.4g} (at the smallest limits and bounds) and "
+            f"+-{wide.mechanism.error_bound(0.05):.4g} (at the widest), set by the bounds chosen privately; "
+            "the answer reports the chosen bounds and what they drop"
+            for stat, wide in zip(plan.statistics, widest.statistics, strict=True)
+            if stat.released
+        ] + [
+            f"  {q.alias:<16} quantile {q.quantile:g} of {q.column}: permute-and-flip; its buckets and "
+            "limits follow the bounds chosen privately"
+            for q in plan.quantiles
+        ]
     lines: list[str] = []
     for stat in plan.statistics:
         m = stat.mechanism

@@ -23,8 +23,10 @@ class QueryOptions:
     ``epsilon``, or ``accuracy=(alpha, beta)`` for the least epsilon that meets it; ``delta`` (``None``:
     the session's default); ``dialect`` the query is written in (``None``: the session's); ``nonnegative``
     to clamp never-negative aggregates at 0; ``bounds`` overriding the catalog's limits and column bounds
-    for this query; ``outside_view``, what a query a view cannot answer does. The fields are in the order
-    of :meth:`~kakeibo.sql.session.Session.explain`'s keywords, which the session passes by position.
+    for this query; ``outside_view``, what a query a view cannot answer does; ``check_bounds`` to measure,
+    at a tenth of epsilon, what declared limits drop (:func:`~kakeibo.sql.bounds.bound_check`). The fields
+    are in the order of :meth:`~kakeibo.sql.session.Session.explain`'s keywords, which the session passes
+    by position.
 
     Construction refuses what the keywords alone show wrong (both ``epsilon`` and ``accuracy``, an
     ``accuracy`` that is not a pair, an unknown ``outside_view``); that a query names its budget at all is
@@ -38,6 +40,7 @@ class QueryOptions:
     nonnegative: bool = False
     bounds: Mapping[str, object] | None = None
     outside_view: str = "refuse"
+    check_bounds: bool = False
 
     def __post_init__(self) -> None:
         if self.epsilon is not None and self.accuracy is not None:
@@ -45,6 +48,8 @@ class QueryOptions:
         accuracy: object = self.accuracy
         if accuracy is not None and (not isinstance(accuracy, tuple) or len(accuracy) != 2):
             raise ArgumentTypeError(f"accuracy must be a pair (alpha, beta), got {accuracy!r}.")
+        if not isinstance(self.check_bounds, bool):
+            raise ArgumentTypeError(f"check_bounds is True or False, got {self.check_bounds!r}.")
         if self.outside_view not in ("refuse", "charge"):
             raise QueryRefused(f'outside_view is "refuse" or "charge", got {self.outside_view!r}.')
 

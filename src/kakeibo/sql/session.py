@@ -188,6 +188,7 @@ class Session:
         delta: Number | None = None,
         dialect: str | None = None,
         bounds: Mapping[str, object] | None = None,
+        check_bounds: bool = False,
     ) -> NoisePlan:
         """Analyse and plan ``query`` without touching data or budget, at ``epsilon`` or at the least
         epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`).
@@ -195,7 +196,14 @@ class Session:
         (:func:`~kakeibo.sql.bounds.provisional`); its plan's privacy loss is the query's whole charge."""
         return self._planned(
             query,
-            QueryOptions(epsilon=epsilon, accuracy=accuracy, delta=delta, dialect=dialect, bounds=bounds),
+            QueryOptions(
+                epsilon=epsilon,
+                accuracy=accuracy,
+                delta=delta,
+                dialect=dialect,
+                bounds=bounds,
+                check_bounds=check_bounds,
+            ),
         )[0]
 
     def _planned(self, query: str, options: QueryOptions) -> tuple[NoisePlan, BoundChoice | None, Catalog]:
@@ -219,7 +227,7 @@ class Session:
             epsilon = epsilon_for_accuracy(analysed, alpha=alpha, beta=beta, delta=delta)
         assert epsilon is not None
         plan = plan_query(analysed, epsilon=epsilon, delta=delta)
-        choice = bound_choice(analysed, plan, catalog)
+        choice = bound_choice(analysed, plan, catalog, options.check_bounds)
         if choice is not None:
             choice.check()  # every share of epsilon by the planner's rules, before any read
         if choice is not None and options.accuracy is not None:
@@ -240,12 +248,15 @@ class Session:
         nonnegative: bool = False,
         bounds: Mapping[str, object] | None = None,
         outside_view: str = "refuse",
+        check_bounds: bool = False,
     ) -> str:
         """The bounded statement, sensitivities, noise scales and expected errors -- before spending
         (at epsilon 1 when neither ``epsilon`` nor ``accuracy`` is given); with ``nonnegative``, which
         outputs :meth:`sql` would clamp at 0. A query over a view says that the view answers it, at no
         charge, or what :meth:`sql` would do with ``outside_view``."""
-        options = QueryOptions(epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view)
+        options = QueryOptions(
+            epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view, check_bounds
+        )
         stored = self.view_of(query)
         prefix: list[str] = []
         if stored is not None:
@@ -375,6 +386,7 @@ class Session:
         nonnegative: bool = False,
         bounds: Mapping[str, object] | None = None,
         outside_view: str = "refuse",
+        check_bounds: bool = False,
     ) -> Result:
         """Answer ``query`` with (epsilon, delta)-DP, charging the ledger first (see the module docstring).
 
@@ -399,7 +411,9 @@ class Session:
         A query that reads a view (:meth:`create_view`) is answered from it at no cost; one the view cannot
         answer (a column it lacks, an aggregate other than COUNT(*)) is refused with the reason, or with
         ``outside_view="charge"`` runs on the view's table like any query, charged at ``epsilon``."""
-        options = QueryOptions(epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view)
+        options = QueryOptions(
+            epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view, check_bounds
+        )
         stored = self.view_of(query)
         if stored is not None:
             answered = self._from_view(query, stored, options.outside_view)

@@ -255,22 +255,20 @@ class Drop:
             out[i] = float(mechanism.release(float(np.clip(layers[i], -bound, bound)), rng=source))
         return out
 
-    def shares(self, noisy: np.ndarray, beta: float) -> tuple[float, float, float, float]:
+    def shares(self, noisy: np.ndarray, beta: float) -> tuple[float, float, float]:
         """From the noisy layers of thresholds ``(0, tau, ...)`` (layer 0: the kept mass ``Q(tau)``; the
-        rest: the dropped mass in layers): the estimated share of the mass the truncation at ``tau`` drops,
-        its ``1 - beta`` interval (see the class docstring; the share ``D / (K + D)`` grows with the dropped
-        mass ``D`` and falls with the kept ``K``, so its ends come from theirs), and the estimated dropped
-        mass. The estimate sums the dropped layers while each is above its error bound (the rest taken as
-        0), clipped into the interval."""
+        rest: the dropped mass in layers): the ``1 - beta`` interval of the share of the mass the truncation
+        at ``tau`` drops (see the class docstring; the share ``D / (K + D)`` grows with the dropped mass
+        ``D`` and falls with the kept ``K``, so its ends come from theirs), and the least dropped mass the
+        interval allows. At the threshold a :class:`Ladder` chooses, the dropped mass is about the answer's
+        noise (the optimum balances them), which a measurement at a small share of epsilon cannot resolve:
+        its interval is then wide, and only a drop well above the noise moves its lower end."""
         bounds = np.array([m.error_bound(beta / len(noisy)) for m in self.mechanisms()])
         kept, kept_bound = float(noisy[0]), float(bounds[0])
         layers, errors = noisy[1:], bounds[1:]
         low = max(0.0, float(np.cumsum(layers - errors).max(initial=0.0)))
         high = max(low, float(np.sum(layers + errors)))
-        significant = np.cumprod(layers > errors).astype(bool)
-        mass = float(np.clip(layers[significant].sum(), low, high))
         kept_low, kept_high = max(kept - kept_bound, 0.0), max(kept + kept_bound, 0.0)
-        share = mass / (max(kept, 0.0) + mass) if max(kept, 0.0) + mass > 0 else 0.0
         share_low = low / (kept_high + low) if kept_high + low > 0 else 0.0
         share_high = high / (kept_low + high) if kept_low + high > 0 else 1.0
-        return share, share_low, share_high, mass
+        return share_low, share_high, low
