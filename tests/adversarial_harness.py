@@ -63,6 +63,7 @@ __all__ = [
     "CATALOG_TOML",
     "ENGINES",
     "TARGET_ID",
+    "TARGET_ROWS",
     "WORLDS",
     "Drawn",
     "Outcome",
@@ -367,6 +368,9 @@ class Outcome:
     #: the error is a refusal the service answers with a 4xx (a ValueError, TypeError or BudgetExceeded),
     #: not an engine's or an internal error
     refusal: bool = field(default=False, compare=False)
+    #: the statistics (``"rows"`` or a column) whose persons' group totals the answer truncated at a
+    #: threshold a ladder chose (``ChosenBounds.dropped_intervals``): released, so not compared
+    truncated: tuple[str, ...] = field(default=(), compare=False)
 
     def observable(self) -> dict[str, object]:
         """The fields that must be equal on neighbouring databases."""
@@ -447,6 +451,7 @@ def outcome(
     error_text: str | None = None
     schema: tuple[tuple[str, str], ...] | None = None
     rows: int | None = None
+    truncated: tuple[str, ...] = ()
     refusal = False
     start = time.perf_counter()
     try:
@@ -461,6 +466,7 @@ def outcome(
         accepted = True
         schema = tuple((f.name, str(f.type)) for f in table.schema)
         rows = table.num_rows
+        truncated = tuple(sorted(result.bounds.dropped_intervals)) if result.bounds is not None else ()
     finally:
         if timer is not None:
             timer.cancel()
@@ -480,6 +486,7 @@ def outcome(
         seconds=seconds,
         timed_out=bool(fired),
         refusal=refusal,
+        truncated=truncated,
     )
 
 
@@ -823,6 +830,10 @@ BOUND_PAIRS = (
     (math.nan, 1),
 )
 BOUND_VALUES = (0, 1, 100, -100, 5e-324, -5e-324, 1e-100, 1e-300, 1e100, 1e160, 1e308, -1e308)
+#: the limits an analyst may pass as ``bounds=`` (``"auto"``: chosen privately for this query)
+LIMIT_VALUES = (1, 2, 1000, "auto")
+#: the aggregates whose persons' group totals a ladder truncates (``bound_selection = "ladder"``)
+TOTAL_FUNCTIONS = ("SUM", "AVG", "COUNT")
 #: constants and scalar functions of no column in the select list; the nondeterministic ones are refused
 CONSTANTS = ("3", "'label'", "PI()", "1e308", "NULL", "RANDOM()", "NOW()")
 #: dialects a query is read in (mostly DuckDB's, whose text the grammar writes; T-SQL adds ``TOP n``)
@@ -860,8 +871,12 @@ def queries() -> Any:
     The select list may hold keys alone (a key release by partition selection), written as a GROUP BY or as
     ``SELECT DISTINCT``; each call is read in a drawn dialect and may ask for ``nonnegative`` clamping.
     Aggregates read columns or expressions (``VALUE_TEMPLATES``: arithmetic and CASE with the literals at
-    the edges of the flush and of the double range); a quarter of the calls pass ``bounds=`` with limits and
-    column bounds drawn from ``BOUND_VALUES`` (zero, subnormal, tiny and overflowing widths, non-finite).
+    the edges of the flush and of the double range); a quarter of the calls pass ``bounds=`` with limits
+    (``LIMIT_VALUES``, ``"auto"`` included) and column bounds drawn from ``BOUND_VALUES`` (zero, subnormal,
+    tiny and overflowing widths, non-finite) or ``"auto"``, and a third of those choose how the ``"auto"``
+    ones are chosen (``bound_selection``, most often ``"ladder"``: each person's group totals truncated at
+    a threshold chosen privately, issue 31; its calls then aggregate with ``TOTAL_FUNCTIONS`` only, so the
+    ladder's statement runs).
     """
     from hypothesis import strategies as st
 
@@ -945,29 +960,6 @@ def queries() -> Any:
             predicate(prefix, 0),
             st.sampled_from(QUOTIENT_CHAINS),
         )
-        aggregate = st.one_of(
-            st.just("COUNT(*)"),
-            st.tuples(st.sampled_from(("SUM", "AVG", "COUNT", "VARIANCE", "MEDIAN")), value).map(
-                lambda t: f"{t[0]}({t[1]})"
-            ),
-            st.just("COUNT(DISTINCT user_id)"),
-            st.sampled_from(TEXT_COLUMNS + BOUNDED_COLUMNS).map(lambda c: f"COUNT({prefix}{c})"),
-            st.tuples(st.sampled_from(("SUM", "AVG", "MEDIAN")), st.sampled_from(BOUNDED_COLUMNS)).map(
-                lambda t: f"{t[0]}({prefix}{t[1]})"
-            ),
-            st.tuples(st.sampled_from(SYNONYM_TEMPLATES), st.sampled_from(BOUNDED_COLUMNS)).map(
-                lambda t: t[0].format(c=prefix + t[1])
-            ),
-        )
-        derived = st.tuples(st.sampled_from(DERIVED_TEMPLATES), aggregate, aggregate).map(
-            lambda t: t[0].format(a=t[1], b=t[2])
-        )
-        keys_alone = bool(groups or keys) and draw(st.integers(0, 4)) == 0
-        aggregates = (
-            []
-            if keys_alone
-            else draw(st.lists(st.one_of(aggregate, aggregate, derived), min_size=1, max_size=3))
-        )
         bounds: dict[str, object] | None = None
         if draw(st.integers(0, 3)) == 0:  # the analyst's own limits and bounds, extreme ones included
             bounds = {}
@@ -982,10 +974,38 @@ def queries() -> Any:
                 bounds[column] = pair if pair == "auto" else tuple(pair)
             for limit in ("max_rows_per_partition", "max_partitions"):
                 if draw(st.booleans()):
-                    bounds[limit] = draw(st.sampled_from((1, 2, 1000)))
+                    bounds[limit] = draw(st.sampled_from(LIMIT_VALUES))
+            if draw(st.integers(0, 2)) == 0:  # how the "auto" ones are chosen (issue 31)
+                bounds["bound_selection"] = draw(st.sampled_from(("ladder", "ladder", "histogram")))
+        # a ladder truncates totals when every aggregate is one (COUNT, SUM, AVG): it draws those most often
+        ladder = bounds is not None and bounds.get("bound_selection") == "ladder"
+        functions = TOTAL_FUNCTIONS if ladder else ("SUM", "AVG", "COUNT", "VARIANCE", "MEDIAN")
+        choices = [
+            st.just("COUNT(*)"),
+            st.tuples(st.sampled_from(functions), value).map(lambda t: f"{t[0]}({t[1]})"),
+            st.just("COUNT(DISTINCT user_id)"),
+            st.sampled_from(TEXT_COLUMNS + BOUNDED_COLUMNS).map(lambda c: f"COUNT({prefix}{c})"),
+            st.tuples(st.sampled_from(functions), st.sampled_from(BOUNDED_COLUMNS)).map(
+                lambda t: f"{t[0]}({prefix}{t[1]})"
+            ),
+        ]
+        if not ladder:
+            synonyms = st.tuples(st.sampled_from(SYNONYM_TEMPLATES), st.sampled_from(BOUNDED_COLUMNS))
+            choices.append(synonyms.map(lambda t: t[0].format(c=prefix + t[1])))
+        aggregate = st.one_of(*choices)
+        derived = st.tuples(st.sampled_from(DERIVED_TEMPLATES), aggregate, aggregate).map(
+            lambda t: t[0].format(a=t[1], b=t[2])
+        )
+        keys_alone = bool(groups or keys) and draw(st.integers(0, 4)) == 0
+        aggregates = (
+            []
+            if keys_alone
+            else draw(st.lists(st.one_of(aggregate, aggregate, derived), min_size=1, max_size=3))
+        )
         for column in [] if keys_alone or bounds is None else [c for c in bounds if c in BOUNDED_COLUMNS]:
             # the bounded column read as the override means it (quantiles read the bucket width)
-            function = draw(st.sampled_from(("SUM", "MEDIAN", "COUNT", "VARIANCE", "AVG", "MAX")))
+            read = TOTAL_FUNCTIONS if ladder else (*TOTAL_FUNCTIONS, "MEDIAN", "VARIANCE", "MAX")
+            function = draw(st.sampled_from(read))
             aggregates.append(f"{function}({prefix}{column})")
         constants = draw(st.lists(st.sampled_from(CONSTANTS), max_size=0 if keys_alone else 1))
         aliases = [f"a{i}" for i in range(len(aggregates))]
@@ -1031,7 +1051,10 @@ def queries() -> Any:
     return query()
 
 
-#: the aggregates of :func:`numeric_queries`, ``{v}`` a column or an expression over columns
+#: the share of :func:`numeric_query` calls whose totals a ladder truncates (``bound_selection = "ladder"``)
+LADDER_DRAWS = 1 / 4
+#: the aggregates of :func:`numeric_query`, ``{v}`` a column or an expression over columns; the first
+#: three are the totals a ladder truncates, in the order of ``TOTAL_FUNCTIONS``
 NUMERIC_AGGREGATES = (
     "SUM({v})",
     "AVG({v})",
@@ -1055,6 +1078,10 @@ def numeric_query(rng: random.Random) -> Drawn:
         [WHERE user_id = 999999 [AND <column> <op> <literal>]] [GROUP BY category]
 
     A quarter of the calls run under :data:`CORRELATED_CATALOG` (the target correlated with ten users).
+    Another ``LADDER_DRAWS`` of them (drawn last, so the others are the calls they were before the ladder)
+    aggregate totals only (SUM, AVG, COUNT) and choose their ``"auto"`` bounds by ``bound_selection =
+    "ladder"`` (:func:`_ladder_bounds`): kakeibo then sends a third statement, each person's group totals
+    truncated at 40-80 thresholds, over the target's 1e308, NaN and infinities clamped to ``[0, top]``.
     Where :func:`queries` covers the analyser's whole grammar through ``hypothesis`` (which explores by
     mutating what it drew before), these calls are independent draws, so a few hundred of them reach the
     statement's arithmetic (bucket widths, flushes, products, divisions, per-person sums) in many
@@ -1076,30 +1103,61 @@ def numeric_query(rng: random.Random) -> Drawn:
         )
 
     columns = [rng.choice(BOUNDED_COLUMNS) for _ in range(rng.randint(1, 3))]
-    aggregates = [rng.choice(NUMERIC_AGGREGATES).format(v=value(c)) for c in columns]
+    aggregates = [(rng.choice(NUMERIC_AGGREGATES), value(c)) for c in columns]
     grouped = rng.random() < 1 / 4
-    select = (["category"] if grouped else []) + [f"{a} AS a{i}" for i, a in enumerate(aggregates)]
-    sql = f"SELECT {', '.join(select)} FROM visits"
     where = rng.randrange(4)
+    also = f" AND {condition()}" if where == 1 else ""
+    bounds = _numeric_bounds(rng, columns) if rng.random() < 4 / 5 else None
+    epsilon, nonnegative = rng.choice(EPSILONS), rng.random() < 1 / 2
+    correlated = rng.random() < 1 / 4
+    if rng.random() < LADDER_DRAWS:  # drawn last, so that the other calls are what they were before it
+        # each aggregate becomes the total it maps to (SUM, AVG, COUNT come first in NUMERIC_AGGREGATES)
+        totals = len(TOTAL_FUNCTIONS)
+        aggregates = [(NUMERIC_AGGREGATES[NUMERIC_AGGREGATES.index(t) % totals], v) for t, v in aggregates]
+        bounds, correlated = _ladder_bounds(rng, columns, bounds), False
+    select = (["category"] if grouped else []) + [
+        f"{t.format(v=v)} AS a{i}" for i, (t, v) in enumerate(aggregates)
+    ]
+    sql = f"SELECT {', '.join(select)} FROM visits"
     if where in (0, 1):
-        sql += f" WHERE user_id = {TARGET_ID}"
-    if where == 1:
-        sql += f" AND {condition()}"
+        sql += f" WHERE user_id = {TARGET_ID}{also}"
     if grouped:
         sql += " GROUP BY category"
-    bounds: dict[str, object] | None = None
-    if rng.random() < 4 / 5:
-        bounds = {}
-        for column in sorted(set(columns)):
-            kind = rng.randrange(5)
-            if kind == 1:
-                bounds[column] = "auto"
-            elif kind == 2:
-                bounds[column] = tuple(sorted(rng.choice(BOUND_VALUES) for _ in range(2)))
-            elif kind > 2:
-                bounds[column] = rng.choice(BOUND_PAIRS)
-        for limit in ("max_rows_per_partition", "max_partitions"):
-            if rng.random() < 1 / 3:
-                bounds[limit] = rng.choice((1, 2, 1000))
-    epsilon, nonnegative = rng.choice(EPSILONS), rng.random() < 1 / 2
-    return Drawn(sql, epsilon, "duckdb", nonnegative, bounds, correlated=rng.random() < 1 / 4)
+    return Drawn(sql, epsilon, "duckdb", nonnegative, bounds, correlated=correlated)
+
+
+def _numeric_bounds(rng: random.Random, columns: list[str]) -> dict[str, object]:
+    """The ``bounds=`` of a :func:`numeric_query` call: per column read, nothing, ``"auto"``, a pair of
+    ``BOUND_VALUES`` or one of ``BOUND_PAIRS``; each limit sometimes."""
+    bounds: dict[str, object] = {}
+    for column in sorted(set(columns)):
+        kind = rng.randrange(5)
+        if kind == 1:
+            bounds[column] = "auto"
+        elif kind == 2:
+            bounds[column] = tuple(sorted(rng.choice(BOUND_VALUES) for _ in range(2)))
+        elif kind > 2:
+            bounds[column] = rng.choice(BOUND_PAIRS)
+    for limit in ("max_rows_per_partition", "max_partitions"):
+        if rng.random() < 1 / 3:
+            bounds[limit] = rng.choice((1, 2, 1000))
+    return bounds
+
+
+def _ladder_bounds(
+    rng: random.Random, columns: list[str], drawn: dict[str, object] | None
+) -> dict[str, object]:
+    """The ``bounds=`` of a :func:`numeric_query` call whose totals a ladder truncates (issue 31): each
+    column read ``"auto"`` three times in four, else as ``drawn`` (extreme pairs next to a ladder);
+    ``max_rows_per_partition`` ``"auto"`` (the rows' ladder) half the time, ``max_partitions`` sometimes
+    ``"auto"`` too (chosen by the histograms; a grouped call's ladders truncate at the L0 chosen)."""
+    bounds: dict[str, object] = {"bound_selection": "ladder"}
+    for column in sorted(set(columns)):
+        if rng.random() < 3 / 4:
+            bounds[column] = "auto"
+        elif drawn is not None and column in drawn:
+            bounds[column] = drawn[column]
+    bounds["max_rows_per_partition"] = rng.choice(("auto", "auto", 1, 1000))
+    if rng.random() < 1 / 2:
+        bounds["max_partitions"] = rng.choice(LIMIT_VALUES)
+    return bounds

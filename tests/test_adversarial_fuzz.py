@@ -19,8 +19,10 @@ error text holds a number the public inputs do not.
 The run is bounded and reproducible (``derandomize=True``, no example database): 120 examples on DuckDB, 40
 on PostgreSQL, 20 on Spark. ``test_fuzz_numbers`` adds independent seeded draws of
 ``adversarial_harness.numeric_query`` (issue 29: aggregates of columns and of expressions with literals at
-the flush and overflow edges, mostly over the target's rows alone, with extreme ``bounds=``): seeds 0 to
-299 on DuckDB, 0 to 199 on PostgreSQL, 0 to 29 on Spark; ``tests/test_sql_totality.py`` shows that these
+the flush and overflow edges, mostly over the target's rows alone, with extreme ``bounds=``; a quarter of
+them choose their ``"auto"`` bounds by ``bound_selection = "ladder"``, issue 31, so the ladder's statement of
+truncated totals runs over the target's extremes): seeds 0 to 299 on DuckDB, 0 to 199 on PostgreSQL, 0 to
+29 on Spark; ``tests/test_sql_totality.py`` shows that these
 draws find the review's R1, R5 and R6 once their guards are taken away. ``benchmarks/fuzz_neighbours.py`` runs
 the same property for many more examples and reports every mismatch instead of stopping at the first.
 """

@@ -14,28 +14,39 @@ Many cases pin whether a query about the target user alone (``WHERE user_id = 99
 both worlds at epsilon = 1000: the attacker chooses epsilon, and at 1000 the noise is far below one, so
 any difference is an exact, free membership oracle unless it is charged and data-independent.
 
+The ladder tests (issue 31) read the statement of truncated totals that ``bound_selection = "ladder"``
+sends: the target's 1e308, inf and NaN clamp to the top of ``[0, top]`` on every engine, its rows are
+counted up to all of them, and grouped ladders return on PostgreSQL and Spark exactly what DuckDB does.
+
 ``test_where_box_covers_the_engine_rows`` checks parallel composition's side of boundary literals (issue
 15, D and G5): the region a query is charged for must hold every row the engine actually selects.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import sqlglot
 
 from adversarial_harness import (
     ABOVE_HALF,
     CATALOG,
+    TARGET_ROWS,
     WORLDS,
     Worlds,
     assert_indistinguishable,
+    duckdb_worlds,
 )
 from kakeibo.sql import QueryRefused, analyze, plan_query
+from kakeibo.sql.rewrite import ladder_name
 
 pytestmark = pytest.mark.xdist_group("spark")
 
@@ -488,3 +499,95 @@ def test_where_box_covers_the_engine_rows(worlds: Worlds, query: str) -> None:
         f"{worlds.engine} selects {len(outside)} of {len(rows)} rows outside the charged box {box} for "
         f"{query!r}, e.g. {outside[:3]}"
     )
+
+
+# --------------------------------------------------------------- the ladder over the target's extremes
+
+LADDER = {"bound_selection": "ladder"}
+
+
+@pytest.fixture(scope="module")
+def duckdb_reference() -> Iterator[Worlds]:
+    """DuckDB's worlds, whose ladder rows the other engines must return too."""
+    built = duckdb_worlds()
+    yield built
+    built.close()
+
+
+def _ladder_rows(
+    worlds: Worlds, query: str, bounds: dict[str, object], ledgers: Path
+) -> list[list[float | None]]:
+    """Run ``query`` at epsilon 1000 on both worlds (which must look alike; a fresh ledger each in
+    ``ledgers``) and return what the target
+    world's engine answered to the ladder's statement (``rewrite.ladder_sql``): per ladder, its truncated
+    totals in the order of its thresholds. Fails when no ladder statement was sent."""
+    backend = worlds.backends["target"]
+    execute = backend.execute
+    tables: list[pa.Table] = []
+
+    def recording(sql: str, **kwargs: Any) -> pa.Table:
+        table = execute(sql, **kwargs)
+        tables.append(table)
+        return table
+
+    timeout = SPARK_TIMEOUT if worlds.engine == "spark" else None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backend, "execute", recording)
+        assert_indistinguishable(worlds, query, 1000, ledger_dir=ledgers, timeout=timeout, bounds=bounds)
+    found = [t.to_pydict() for t in tables if ladder_name(0, 0) in t.column_names]
+    assert len(found) == 1, f"{worlds.engine} got {len(found)} ladder statements for {query!r}"
+    (row,) = found
+    ladders: list[list[float | None]] = []
+    while ladder_name(len(ladders), 0) in row:
+        i, totals = len(ladders), []
+        while ladder_name(i, len(totals)) in row:
+            totals.append(row[ladder_name(i, len(totals))][0])
+        ladders.append(totals)
+    return ladders
+
+
+def _finite_and_rising(totals: list[float | None]) -> bool:
+    """Truncated totals as a ladder must read them: finite numbers, never negative, never falling as the
+    threshold rises."""
+    numbers = [t for t in totals if isinstance(t, float) and math.isfinite(t) and t >= 0]
+    return len(numbers) == len(totals) and numbers == sorted(numbers)
+
+
+def test_the_ladder_sees_the_targets_extreme_values(worlds: Worlds, tmp_path: Path) -> None:
+    """The target's 1e308, inf and NaN each clamp to the top of ``[0, top]`` in the ladder's statement (not to
+    0, NULL or NaN, and with no overflow), and 5e-324 and -0.0 to 0: 1e308 alone reaches every threshold
+    (each truncated total is its threshold: positive, strictly rising), and with every group kept the
+    target's groups by name (each of its rows has its own) give exactly three times that: those of 1e308,
+    inf and NaN."""
+    bounds = {**LADDER, "amount": "auto"}
+    single = f"SELECT SUM(amount) AS s FROM visits WHERE {T} AND amount = 1e308"
+    (alone,) = _ladder_rows(worlds, single, bounds, tmp_path)
+    assert _finite_and_rising(alone) and alone[0] > 0, f"{worlds.engine}: {alone}"
+    assert all(low < high for low, high in itertools.pairwise(alone)), f"{worlds.engine}: {alone}"
+    grouped = f"SELECT name, SUM(amount) AS s FROM visits WHERE {T} AND amount >= 0 GROUP BY name"
+    (every,) = _ladder_rows(worlds, grouped, {**bounds, "max_partitions": 1000}, tmp_path)
+    assert every == [3 * t for t in alone if t is not None], f"{worlds.engine}: {every} against {alone}"
+
+
+def test_the_rows_ladder_counts_every_row_of_the_target(worlds: Worlds, tmp_path: Path) -> None:
+    """COUNT(*) with kappa chosen by a ladder: the target's rows truncated at each candidate kappa, up to all
+    of them (the candidates reach past the target's few rows)."""
+    query = f"SELECT COUNT(*) AS n FROM visits WHERE {T}"
+    (totals,) = _ladder_rows(worlds, query, {**LADDER, "max_rows_per_partition": "auto"}, tmp_path)
+    assert _finite_and_rising(totals), f"{worlds.engine}: {totals}"
+    assert totals[0] > 0 and totals[-1] == len(TARGET_ROWS), f"{worlds.engine}: {totals}"
+
+
+def test_grouped_ladders_agree_with_duckdb(worlds: Worlds, duckdb_reference: Worlds, tmp_path: Path) -> None:
+    """The rows' and a column's ladders over the target's groups (L0 chosen privately too; the public
+    categories only), with 1e308 and inf in two of them: finite, rising, and on every engine what DuckDB
+    answers."""
+    query = (
+        f"SELECT category, COUNT(*) AS n, SUM(amount) AS s FROM visits WHERE {T} AND amount >= 0 "
+        "GROUP BY category"
+    )
+    bounds = {**LADDER, "amount": "auto", "max_rows_per_partition": "auto", "max_partitions": "auto"}
+    ladders = _ladder_rows(worlds, query, bounds, tmp_path)
+    assert len(ladders) == 2 and all(_finite_and_rising(t) for t in ladders), f"{worlds.engine}: {ladders}"
+    if worlds.engine != "duckdb":
+        assert ladders == _ladder_rows(duckdb_reference, query, bounds, tmp_path)
