@@ -8,11 +8,12 @@ difference an analyst could see: acceptance, error class, error text, charge, re
 number in an error text that no public input holds. Unlike the unit test, which stops at the first
 mismatch, this records every one and prints a table::
 
-    engine    tried  accepted  refused  mismatches  seconds
+    engine    tried  accepted  refused  laddered  mismatches  seconds
 
-followed by the first few mismatching queries with both outcomes. ``--timing`` (on by default) adds the
-latency the unit tests may not assert: how long a huge literal takes to refuse, and how long the
-wildcard-heavy LIKE patterns of issue 15 (G2) take on each world, side by side.
+(``laddered``: answered calls whose totals a ladder truncated in either world, ``bound_selection =
+"ladder"``, issue 31) followed by the first few mismatching queries with both outcomes. ``--timing`` (on
+by default) adds the latency the unit tests may not assert: how long a huge literal takes to refuse, and
+how long the wildcard-heavy LIKE patterns of issue 15 (G2) take on each world, side by side.
 
 Usage (from the repository root)::
 
@@ -67,6 +68,7 @@ class Tally:
     tried: int = 0
     accepted: int = 0
     refused: int = 0
+    laddered: int = 0
     seconds: float = 0.0
     mismatches: list[tuple[harness.Drawn, list[str], dict[str, harness.Outcome]]] = field(
         default_factory=list
@@ -130,6 +132,8 @@ def fuzz(
             tally.accepted += 1
         elif not any(o.accepted for o in pair):
             tally.refused += 1
+        if any(o.truncated for o in pair):
+            tally.laddered += 1
         if problems:
             tally.mismatches.append((drawn, problems, outcomes))
 
@@ -213,11 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_timing:
                 timings.extend(timing(worlds, ledgers, args.timeout))
 
-    print(f"{'engine':<10}{'tried':>7}{'accepted':>10}{'refused':>9}{'mismatches':>12}{'seconds':>10}")
+    header = f"{'engine':<10}{'tried':>7}{'accepted':>10}{'refused':>9}{'laddered':>10}{'mismatches':>12}"
+    print(f"{header}{'seconds':>10}")
     for t in tallies:
-        print(
-            f"{t.engine:<10}{t.tried:>7}{t.accepted:>10}{t.refused:>9}{len(t.mismatches):>12}{t.seconds:>10.1f}"
-        )
+        counts = f"{t.tried:>7}{t.accepted:>10}{t.refused:>9}{t.laddered:>10}{len(t.mismatches):>12}"
+        print(f"{t.engine:<10}{counts}{t.seconds:>10.1f}")
     for t in tallies:
         if not t.mismatches:
             continue
