@@ -372,6 +372,8 @@ def test_grouped_release_keeps_the_replace_neighbour_within_epsilon(tmp_path: Pa
             "tables": {
                 "t": {
                     "privacy_unit": "u",
+                    "max_partitions": 1,
+                    "max_rows_per_partition": 1,
                     "columns": {"u": "int", "g": {"type": "str", "public_values": ["a", "b"]}},
                     "correlation": {"edges": [list(e) for e in STAR], "tau": 1.0},
                 }

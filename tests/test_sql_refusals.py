@@ -38,6 +38,8 @@ height = { type = "float" }
 
 [tables.payments]
 privacy_unit = "user_id"
+max_partitions = 1
+max_rows_per_partition = 1
 [tables.payments.columns]
 user_id = "int"
 total = { type = "float", lower = 0, upper = 10 }

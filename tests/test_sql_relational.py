@@ -493,17 +493,27 @@ def test_the_audit_of_the_race_has_power_against_an_unsplit_epsilon() -> None:
 CHAIN = Catalog.from_dict(
     {
         "tables": {
-            "people": {"privacy_unit": "pid", "columns": {"pid": {"type": "int", "unique": True}}},
+            "people": {
+                "privacy_unit": "pid",
+                "max_partitions": 1,
+                "max_rows_per_partition": 1,
+                "columns": {"pid": {"type": "int", "unique": True}},
+            },
             "accounts": {
                 "references": {"owner": "people.pid"},
+                "max_partitions": 1,
+                "max_rows_per_partition": 1,
                 "columns": {"aid": {"type": "int", "unique": True}, "owner": "int"},
             },
             "payments": {
                 "references": {"account": "accounts.aid"},
+                "max_partitions": 1,
+                "max_rows_per_partition": 1,
                 "columns": {"payid": {"type": "int", "unique": True}, "account": "int"},
             },
             "items": {
                 "references": {"payment": "payments.payid"},
+                "max_partitions": 1,
                 "max_rows_per_partition": 3,
                 "columns": {
                     "payment": "int",

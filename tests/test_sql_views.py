@@ -21,6 +21,8 @@ CATALOG = Catalog.from_dict(
         "tables": {
             "adult": {
                 "privacy_unit": "uid",
+                "max_partitions": 1,
+                "max_rows_per_partition": 1,
                 "columns": {
                     "uid": "int",
                     "age": {"type": "int", "lower": 17, "upper": 90, "bins": 74},

@@ -53,13 +53,14 @@ kakeibo.sql.catalog.QueryRefused: SELECT * would return individual rows; select 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import cast
 
 from sqlglot import exp
 
 from ..errors import ArgumentTypeError
 from .aggregate_calls import AggregateReader
-from .catalog import Catalog, QueryRefused
+from .catalog import Catalog, ColumnSpec, QueryRefused
 from .condition_types import having_condition, where_condition
 from .outputs import Outputs, limit
 from .region import where_box
@@ -70,14 +71,21 @@ __all__ = ["Aggregate", "AggregateFunction", "AnalyzedQuery", "JoinSpec", "Query
 
 
 def analyze(
-    sql: str, catalog: Catalog, *, dialect: str = "duckdb", database: str | None = None
+    sql: str,
+    catalog: Catalog,
+    *,
+    dialect: str = "duckdb",
+    database: str | None = None,
+    require_limits: bool = True,
 ) -> AnalyzedQuery:
     """Check ``sql`` against ``catalog`` and return its structure; :class:`QueryRefused` if kakeibo cannot
     answer it privately (see the module docstring for what is accepted). No data is read.
 
     ``dialect`` is the SQL dialect ``sql`` is written in (one of :data:`~kakeibo.sql.shape.DIALECTS`);
     ``database`` the name of the engine's database, when known, which a three-part table name may then
-    start with.
+    start with. A query that needs a contribution limit its grain table leaves undeclared is refused
+    (:func:`declared_limits`) unless ``require_limits`` is false: for an analysis that only finds the
+    tables and columns a query's own ``bounds=`` name, which may declare the limit.
 
     >>> from kakeibo.sql import Catalog
     >>> catalog = Catalog.from_dict({"tables": {"people": {"columns": {
@@ -106,7 +114,7 @@ def analyze(
         where = cast(exp.Expression, exp.and_(*([where] if where is not None else []), *on))
     having = having_condition(select, outputs)
     order_by = outputs.order_by(select)
-    return AnalyzedQuery(
+    query = AnalyzedQuery(
         sql=sql,
         table=tables.private.spec,
         group_by=tuple(
@@ -135,6 +143,73 @@ def analyze(
         grain=tables.grain,
         values=tuple(reader.values.values()),
     )
+    return declared_limits(query) if require_limits else query
+
+
+#: what each contribution limit bounds, said in the refusal of a query that needs one its table leaves out
+_LIMITS = {
+    "max_rows_per_partition": "the most rows of one person a group keeps",
+    "max_partitions": "the most groups of one person a query keeps",
+}
+
+
+def declared_limits(query: AnalyzedQuery) -> AnalyzedQuery:
+    """``query`` when its grain table declares every contribution limit it needs, else
+    :class:`QueryRefused` naming the table, the missing limit and the ways to declare it.
+
+    A table with persons that omits a limit leaves it undeclared (:attr:`TableSpec.declared_limits`): 1,
+    the old default, silently drops every row past a person's first (or every group past their first),
+    and ``"auto"`` spends part of every query's epsilon choosing it; neither can be assumed for the data
+    owner. ``max_rows_per_partition`` (kappa) bounds every query on persons' rows; ``max_partitions`` (L0)
+    only a query whose groups one person's rows can span (:func:`spans_groups`). An ungrouped query, or one
+    grouped by keys constant per person, keeps one group of each person whatever L0 is declared, so it is
+    answered with L0 = 1 in place of the undeclared limit.
+
+    >>> from kakeibo.sql import Catalog
+    >>> catalog = Catalog.from_dict({"tables": {"visits": {
+    ...     "privacy_unit": "user_id", "max_rows_per_partition": 5,
+    ...     "columns": {"user_id": "int", "category": "str"}}}})
+    >>> analyze("SELECT COUNT(*) FROM visits", catalog).max_partitions
+    1
+    >>> analyze("SELECT category, COUNT(*) FROM visits GROUP BY category", catalog)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    kakeibo.sql.catalog.QueryRefused: table visits declares no max_partitions (the most groups of one ...
+    """
+    grain = query.grain
+    if grain is None or not query.user_level:
+        return query
+    needed = (
+        ("max_rows_per_partition", "max_partitions") if spans_groups(query) else ("max_rows_per_partition",)
+    )
+    for name in needed:
+        if name not in grain.declared_limits:
+            raise QueryRefused(
+                f"table {grain.name} declares no {name} ({_LIMITS[name]}), which this query needs; "
+                f'declare it in the catalog as a whole number ({name} = 3) or as "auto" (chosen privately '
+                f'at a share of each query\'s epsilon), or give it with the query (bounds={{"{name}": 3}}).'
+            )
+    if grain.max_partitions is None:
+        return replace(query, grain=replace(grain, max_partitions=1))
+    return query
+
+
+def spans_groups(query: AnalyzedQuery) -> bool:
+    """Whether one person's rows can fall in several of ``query``'s groups, so that its answer depends on L0
+    (``max_partitions``): it groups persons' rows by a key that is an expression, a public table's column
+    or a column not declared ``user_constant``, or its persons are correlated (whose calibration keeps the
+    declared L0, :mod:`kakeibo.sql.correlation`). Otherwise each person's rows fall in one group and the
+    planner keeps L0 = 1 (a wrong ``user_constant`` declaration costs accuracy, never privacy: the bounded
+    statement keeps each person's first L0 groups whatever the data)."""
+    if not query.group_by or not query.user_level:
+        return False
+    if query.person is not None and query.person.correlation is not None:
+        return True
+    for i, table in enumerate(query.group_tables):
+        spec = query.group_spec(i)
+        if query.table_spec(table).public or not isinstance(spec, ColumnSpec) or not spec.user_constant:
+            return True
+    return False
 
 
 def plain_strings(select: exp.Select) -> exp.Select:

@@ -59,6 +59,13 @@ The limits of a query that joins tables along references are those of its *grain
 rows the join results are (the query's table that no other of its tables references): at most
 ``max_partitions`` groups per person, and in each group at most ``max_rows_per_partition`` join results.
 
+A table with a privacy unit or a reference that leaves a limit out leaves it *undeclared*; kakeibo does
+not guess it (a silent 1 once dropped most of a query's rows, and ``"auto"`` spends part of every query's
+epsilon). A query that needs the missing limit is refused before any read, with a message that names it:
+every query on persons' rows needs ``max_rows_per_partition``; ``max_partitions`` is needed only when one
+person's rows can fall in several of the query's groups (an ungrouped query, or one grouped by
+``user_constant`` columns, keeps one group per person). A row-level table needs neither (both are 1).
+
 Nobody has to guess a limit or a clamping bound: ``max_rows_per_partition``, ``max_partitions`` (on a table
 with a privacy unit or a reference) and a numeric column's ``lower = upper = "auto"`` are chosen privately
 when a query runs, from noisy histograms of the rows it reads, at ``bounds_share`` (default
@@ -402,8 +409,10 @@ class TableSpec:
 
     With ``privacy_unit`` set, neighbouring databases differ by one user (all rows with one value of that
     column), and the engine keeps at most ``max_rows_per_partition`` rows of a user per group and at most
-    ``max_partitions`` groups per user. Without it the table has row-level privacy: each row is a
-    different person, so both limits are 1. A ``public`` table holds no personal data; it may only be
+    ``max_partitions`` groups per user. A limit left out (``None``) is *undeclared*: a query that needs it
+    is refused, naming it (:func:`kakeibo.sql.analyze.declared_limits`), since no default serves every
+    table. Without a privacy unit the table has row-level privacy: each row is a different person, so both
+    limits are 1. A ``public`` table holds no personal data; it may only be
     JOINed to a sensitive table. ``source`` is a Parquet or CSV file the DuckDB backend reads as the table.
     ``correlation`` declares a graph over the privacy units (:mod:`kakeibo.sql.correlation`); it is read
     and checked here, so a bad edge file fails when the catalog loads. ``references`` (at most one
@@ -418,8 +427,8 @@ class TableSpec:
     ...     privacy_unit="user_id",
     ...     max_partitions=3,
     ... )
-    >>> visits.column("AMOUNT").upper, visits.max_rows_per_partition
-    (100.0, 1)
+    >>> visits.column("AMOUNT").upper, visits.max_rows_per_partition, visits.declared_limits
+    (100.0, None, {'max_partitions': 3})
     >>> visits.column("height")
     Traceback (most recent call last):
     ...
@@ -429,8 +438,8 @@ class TableSpec:
     name: str
     columns: Mapping[str, ColumnSpec]
     privacy_unit: str | None = None
-    max_partitions: int | Literal["auto"] = 1
-    max_rows_per_partition: int | Literal["auto"] = 1
+    max_partitions: int | Literal["auto"] | None = None
+    max_rows_per_partition: int | Literal["auto"] | None = None
     public: bool = False
     source: str | None = None
     correlation: CorrelationSpec | None = None
@@ -505,9 +514,11 @@ class TableSpec:
             except (OSError, ValueError) as error:
                 raise ArgumentError(f"table {name!r}: {error}") from error
 
-    def _kappa(self) -> int | Literal["auto"]:
+    def _kappa(self) -> int | Literal["auto"] | None:
         """``max_rows_per_partition`` checked, with ``max_rows_bound`` when it is ``"auto"``."""
         name = self.name
+        if self.max_rows_per_partition is None and self.max_rows_bound == DEFAULT_BOUND:
+            return 1 if self.row_level else None
         if self.max_rows_per_partition == "auto":
             if self.privacy_unit is None and not self.references:
                 raise ArgumentError(
@@ -524,8 +535,10 @@ class TableSpec:
             )
         return _positive_int(name, "max_rows_per_partition", self.max_rows_per_partition)
 
-    def _l0(self) -> int | Literal["auto"]:
+    def _l0(self) -> int | Literal["auto"] | None:
         """``max_partitions`` checked."""
+        if self.max_partitions is None:
+            return 1 if self.row_level else None
         if self.max_partitions != "auto":
             return _positive_int(self.name, "max_partitions", self.max_partitions)
         if self.privacy_unit is None and not self.references:
@@ -617,6 +630,17 @@ class TableSpec:
         return self.privacy_unit is None and not self.references
 
     @property
+    def declared_limits(self) -> dict[str, int | Literal["auto"]]:
+        """The contribution limits the table declares, by name. A table with a privacy unit or a reference
+        that omits one leaves it *undeclared* (``None``): no value serves every query, so kakeibo does not
+        guess one, and refuses a query that needs it (:func:`kakeibo.sql.analyze.analyze`)."""
+        limits = (
+            ("max_partitions", self.max_partitions),
+            ("max_rows_per_partition", self.max_rows_per_partition),
+        )
+        return {name: value for name, value in limits if value is not None}
+
+    @property
     def reference(self) -> Reference | None:
         """The table's one reference, if it has one."""
         return self.references[0] if self.references else None
@@ -637,8 +661,8 @@ class TableSpec:
         out: dict[str, Any] = {}
         if self.privacy_unit is not None:
             out["privacy_unit"] = self.privacy_unit
-            out["max_partitions"] = self.max_partitions
-            out["max_rows_per_partition"] = self.max_rows_per_partition
+        if not self.row_level:
+            out.update(self.declared_limits)
         if self.public:
             out["public"] = True
         if self.source is not None:
@@ -647,8 +671,6 @@ class TableSpec:
             out["correlation"] = self.correlation.to_dict()
         if self.references:
             out["references"] = {r.column: f"{r.table}.{r.key}" for r in self.references}
-            out["max_partitions"] = self.max_partitions
-            out["max_rows_per_partition"] = self.max_rows_per_partition
         if self.max_rows_per_partition == "auto":
             out["max_rows_bound"] = self.max_rows_bound
         if self.auto_truncation:
@@ -732,8 +754,8 @@ def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
         name,
         {key: _column_from_dict(name, key, spec) for key, spec in columns.items()},
         privacy_unit=data.get("privacy_unit"),
-        max_partitions=data.get("max_partitions", 1),
-        max_rows_per_partition=data.get("max_rows_per_partition", 1),
+        max_partitions=data.get("max_partitions"),
+        max_rows_per_partition=data.get("max_rows_per_partition"),
         public=data.get("public", False),
         source=_resolve(data.get("source"), base),
         correlation=_correlation_from_dict(name, data.get("correlation"), base),

@@ -214,9 +214,8 @@ class Session:
         database = database_name(self.backend)  # the backend's, which a three-part table name may name
         catalog, against = self.catalog, self._analysed_against
         if options.bounds is not None:
-            catalog = with_bounds(
-                self.catalog, analyze(query, against, dialect=dialect, database=database), options.bounds
-            )
+            named = analyze(query, against, dialect=dialect, database=database, require_limits=False)
+            catalog = with_bounds(self.catalog, named, options.bounds)  # which may declare a missing limit
             against = provisional(catalog)
         analysed = analyze(query, against, dialect=dialect, database=database)
         options.require_budget()

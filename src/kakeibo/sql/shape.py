@@ -215,7 +215,7 @@ class AnalyzedQuery:
         """L0: the most groups of one person the query keeps (the grain table's limit; 1 per row)."""
         assert self.grain is not None
         l0 = self.grain.max_partitions
-        assert l0 != "auto", "a query's limits are chosen before it is planned (kakeibo.sql.bounds)"
+        assert isinstance(l0, int), "limits are declared or chosen before planning (analyze, bounds)"
         return l0 if self.user_level else 1
 
     @property
@@ -233,7 +233,7 @@ class AnalyzedQuery:
         kappa = self.grain.max_rows_per_partition
         if not self.user_level or self.auto_truncation:
             return 1
-        assert kappa != "auto", "a query's limits are chosen before it is planned (kakeibo.sql.bounds)"
+        assert isinstance(kappa, int), "limits are declared or chosen before planning (analyze, bounds)"
         return kappa
 
     @property
