@@ -25,16 +25,17 @@ Variants (catalog of the ``visits`` table):
 Each cell is the median over ``--runs`` releases of the median relative error over the 20 categories,
 against the exact, unbounded answer; the chosen bounds of the first run are shown.
 
-``--suite heavy``: the shapes of ``heavy_tails.py`` (``sales`` from ``gen_sales.py``, ``pareto``,
-``whales``), every limit and the amount's bounds ``"auto"``, region and category public. Queries:
-``COUNT(*)`` and ``SUM(amount)`` per region (constant per person), per category (not), and over the whole
-table, at epsilon 0.1, 1 and 10. Variants: ``histogram`` (``bound_selection`` by default) and ``ladder``
-(``bounds={"bound_selection": "ladder"}``). Per statistic: kakeibo's median relative error (median over
-``--runs`` releases of the median over the groups), the oracle's (``heavy_tails.oracle_error``), their
-ratio; the share of the mass the chosen bounds drop as kakeibo states it (its estimate, and its 95%
-interval when it measures one) against the true share (the bounded total at the chosen limits, in
-expectation over which groups of a person are kept, over the exact total); how often the interval covered
-the truth; and how often an ``AccuracyWarning`` fired.
+``--suite heavy``: the shapes of ``heavy_tails.py`` (``sales`` from ``gen_sales.py``, ``pareto``, ``whales``),
+every limit and the amount's bounds ``"auto"``, region and category public. Queries: ``COUNT(*)`` and
+``SUM(amount)`` per region (constant per person), per category (not), and over the whole table, at epsilon
+0.1, 1 and 10. Variants: ``bounds={"bound_selection": "histogram"}`` and ``{"bound_selection": "ladder"}``,
+and R2T's race over per-person totals (``heavy_tails.race_error``: kakeibo's race mechanisms on the exact
+totals, thresholds 10^j, at the oracle's L0). Per statistic: kakeibo's median relative error (median over
+``--runs`` releases of the median over the groups), the oracle's (``heavy_tails.oracle_error``), their ratio;
+the share of the mass the chosen bounds drop as kakeibo states it (its estimate, and its 95% interval when it
+measures one) against the true share (the bounded total at the chosen limits, in expectation over which groups
+of a person are kept, over the exact total); how often the interval covered the truth; and how often an
+``AccuracyWarning`` fired.
 """
 
 from __future__ import annotations
@@ -75,13 +76,11 @@ def catalog(shape: str, variant: str) -> Catalog:
     """The shape's catalog of ``bench_sql_peers`` (hand-set, or all ``"auto"``), at a share or raced."""
     if variant == "hand-set":
         return Catalog.from_dict(kakeibo_catalog(SHAPES[shape], "handset"))
-    if variant.startswith("histogram"):
+    if variant.startswith("histogram") or variant == "ladder":
         data = kakeibo_catalog(SHAPES[shape], "auto")
-        data["tables"]["visits"]["bounds_share"] = float(variant[12:])
-        return Catalog.from_dict(data)
-    if variant == "ladder":
-        data = kakeibo_catalog(SHAPES[shape], "auto")
-        data["tables"]["visits"]["bound_selection"] = "ladder"
+        data["tables"]["visits"]["bound_selection"] = variant.split(" ")[0]
+        if variant != "ladder":
+            data["tables"]["visits"]["bounds_share"] = float(variant[12:])
         return Catalog.from_dict(data)
     data = kakeibo_catalog(SHAPES[shape], "handset")
     data["tables"]["visits"].update(
@@ -194,7 +193,7 @@ def heavy_cell(
         f"SELECT {group}, COUNT(*), SUM(amount) FROM sales GROUP BY 1"
     ).fetchall():
         exact[0][key], exact[1][key] = float(n), float(total)
-    options = {"bounds": {"bound_selection": "ladder"}} if variant == "ladder" else {}
+    options = {"bounds": {"bound_selection": variant}}
     errors: dict[str, list[float]] = {"n": [], "total": []}
     drops: dict[str, list[tuple[float, float, float | None, float | None]]] = {"n": [], "total": []}
     warned, seconds = 0, []
@@ -251,6 +250,16 @@ def heavy(runs: int) -> None:
                 oracle = [
                     heavy_tails.oracle_error(p, epsilon / 2, runs, np.random.default_rng(1)) for p in pairs
                 ]
+                race = [
+                    heavy_tails.race_error(p, epsilon / 2, runs, np.random.default_rng(2), integer)
+                    for p, integer in zip(pairs, (True, False), strict=True)
+                ]
+                print(
+                    f"| {shape} | {query} | {epsilon:g} | R2T race over totals | | {race[0]:.4f} | "
+                    f"{oracle[0]:.4f} | {race[0] / oracle[0]:.2f} | {race[1]:.4f} | {oracle[1]:.4f} | "
+                    f"{race[1] / oracle[1]:.2f} | | | | |",
+                    flush=True,
+                )
                 for variant in ("histogram", "ladder"):
                     row = heavy_cell(con, query, epsilon, variant, runs)
                     cover = [row[f"{n}_cover"] for n in ("n", "total")]

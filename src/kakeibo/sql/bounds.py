@@ -636,11 +636,11 @@ class BoundChoice:
             )
             with refused_when_out_of_range():
                 self._mechanisms()
-        check_epsilon(
-            self._drop_epsilon if self.ladders else self.answer_epsilon,
-            "each measurement of what the bounds drop",
-        )
         check_epsilon(self.answer_epsilon, "the answer's epsilon (epsilon less its bounds_share)")
+        if self.ladders:
+            check_epsilon(self._drop_epsilon, "each measurement of what the bounds drop")
+        if self.ladders and not self.measured:
+            check_epsilon(self.ladder_epsilon * CHOICE_PART / 2, "each threshold's choice (half its noise)")
         self.widest_answer()
 
     @property
