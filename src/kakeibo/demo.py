@@ -4,7 +4,9 @@ A synthetic household-expense table (``kakeibo/data/household_expenses.csv``: us
 age) is released under user-level DP: each person's contribution is bounded first (seed 002, slides
 67-75), every release goes through ``@private`` and is charged to a persisted ledger, every number is
 printed with its 95% interval, and the ledger is verified and audited at the end. The same table then
-goes through DP SQL on DuckDB (``kakeibo.connect``), bounded inside the engine.
+goes through DP SQL on DuckDB (``kakeibo.connect``), bounded inside the engine: counts and sums of the
+amounts, which cannot be negative, are clamped at 0 (``nonnegative=True``), and one query chooses its limits
+and the bounds of ``amount`` privately (``"auto"``) and prints what it chose and what that drops.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from .audit import audit
 from .mechanisms import Gaussian, Geometric, Laplace
 from .mechanisms.accuracy import AccuracyWarning, check_accuracy
 from .privacy import ApproxDP
-from .sql import Catalog
+from .sql import Catalog, Result
+from .sql.catalog import DEFAULT_SHARE
 
 MAX_ROWS_PER_USER = 5
 AMOUNT_BOUNDS = (0.0, 100.0)
@@ -62,7 +65,8 @@ def show(name: str, release: object) -> None:
 
 
 def sql_demo(folder: Path) -> None:
-    """Load the bundled CSV into a DuckDB file, then answer three DP SQL queries bounded inside the engine."""
+    """Load the bundled CSV into a DuckDB file, then answer DP SQL queries bounded inside the engine: three
+    at the catalog's limits, and one that chooses its limits and the bounds of ``amount`` privately."""
     source = resources.files("kakeibo.data").joinpath("household_expenses.csv")
     database, ledger_path = folder / "expenses.duckdb", folder / "sql-ledger.sqlite"
     with duckdb.connect(str(database)) as con:
@@ -84,24 +88,33 @@ def sql_demo(folder: Path) -> None:
             }
         }
     )
-    session = connect(database, catalog=catalog, ledger=ledger_path, budget=ApproxDP(3, 1e-5))
-    print(f"\nDP SQL on DuckDB file {database}, ledger budget (epsilon=3, delta=1e-5):")
+    session = connect(database, catalog=catalog, ledger=ledger_path, budget=ApproxDP(4, 1e-5))
+    print(f"\nDP SQL on DuckDB file {database}, ledger budget (epsilon=4, delta=1e-5):")
+    by_category = "SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM expenses GROUP BY category"
     for query, epsilon in [
         ("SELECT AVG(amount) AS mean_amount, MEDIAN(amount) AS median_amount FROM expenses", 0.5),
-        ("SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM expenses GROUP BY category", 1.0),
+        (by_category, 1.0),
         ("SELECT COUNT(*) AS n FROM expenses WHERE age BETWEEN 18 AND 39", 0.5),
     ]:
-        print(f"  {query}   [epsilon={epsilon}]")
-        print(
-            "    "
-            + session.sql(query, epsilon=epsilon)
-            .to_pandas()
-            .round(1)
-            .to_string(index=False)
-            .replace("\n", "\n    ")
-        )
+        # counts and the amounts (bounded below by 0) cannot be negative: clamp the noise there, for free
+        show_sql(query, session.sql(query, epsilon=epsilon, nonnegative=True), epsilon)
+    print(
+        "  the same by category, with the limits and the bounds of amount chosen privately from the data\n"
+        f'  ("auto": {DEFAULT_SHARE:.0%} of epsilon goes to noisy histograms, the rest to the answer):'
+    )
+    auto = {"max_rows_per_partition": "auto", "max_partitions": "auto", "amount": "auto"}
+    result = session.sql(by_category, epsilon=1.0, nonnegative=True, bounds=auto)
+    show_sql(by_category, result, 1.0)
+    if result.bounds is not None:
+        print(f"    bounds {result.bounds.describe()}")
     print(f"  remaining: {session.ledger.remaining()}")
     session.close()
+
+
+def show_sql(query: str, result: Result, epsilon: float) -> None:
+    """One DP SQL answer under its query, rounded, with its 95% intervals."""
+    print(f"  {query}   [epsilon={epsilon}]")
+    print("    " + result.to_pandas().round(1).to_string(index=False).replace("\n", "\n    "))
 
 
 def main(argv: list[str] | None = None) -> None:
