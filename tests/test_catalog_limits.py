@@ -52,20 +52,24 @@ def _data() -> pa.Table:
     )
 
 
+class RecordingBackend(DuckDBBackend):
+    """DuckDB that records every statement kakeibo sends it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.statements: list[str] = []
+
+    def execute(self, sql: str, *, timeout: float | None = None) -> pa.Table:
+        self.statements.append(sql)
+        return super().execute(sql, timeout=timeout)
+
+
 def _session(catalog: Catalog, tmp_path: Path) -> tuple[Session, list[str]]:
-    """A session on the data whose every statement sent to the engine is recorded."""
-    backend = DuckDBBackend()
+    """A session on the data, and the statements it sends to the engine."""
+    backend = RecordingBackend()
     backend.load_table("visits", _data())
-    statements: list[str] = []
-    execute = backend.execute
-
-    def recording(sql: str) -> pa.Table:
-        statements.append(sql)
-        return execute(sql)
-
-    backend.execute = recording  # type: ignore[method-assign]
     session = kakeibo.connect(backend, catalog=catalog, ledger=tmp_path / "l.sqlite", budget=(10, 1e-5))
-    return session, statements
+    return session, backend.statements
 
 
 @pytest.mark.parametrize(
@@ -102,13 +106,14 @@ def test_a_query_whose_persons_keep_one_group_needs_no_max_partitions(query: str
     declaring max_partitions = 1 gives, and the query is answered."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    undeclared, _ = _session(_catalog(max_rows_per_partition=5), tmp_path / "a")
+    undeclared, statements = _session(_catalog(max_rows_per_partition=5), tmp_path / "a")
     declared, _ = _session(_catalog(max_rows_per_partition=5, max_partitions=1), tmp_path / "b")
     plan = undeclared.plan(query, epsilon=1)
     assert plan.max_partitions == 1
     assert bounded_sql(plan) == bounded_sql(declared.plan(query, epsilon=1))
     result = undeclared.sql(query, epsilon=1, rng=np.random.default_rng(0))
     assert result.to_arrow().num_rows >= 1 and len(undeclared.ledger.entries()) == 1
+    assert statements  # the recording sees what reaches the engine
 
 
 def test_a_grouped_query_may_give_the_missing_limit_itself(tmp_path: Path) -> None:
