@@ -172,3 +172,11 @@ def test_python_construction_leaves_an_omitted_limit_undeclared() -> None:
     assert table.max_rows_per_partition is None and table.declared_limits == {"max_partitions": 2}
     with pytest.raises(QueryRefused, match="declares no max_rows_per_partition"):
         analyze("SELECT COUNT(*) FROM visits", Catalog([table]))
+
+
+def test_a_race_needs_a_whole_number_max_partitions_when_the_catalog_loads() -> None:
+    """The R2T race runs at a fixed L0, which "auto" cannot give: its table declares one up front."""
+    race = {"max_rows_per_partition": "auto", "bound_selection": "race"}
+    with pytest.raises(kakeibo.errors.ArgumentError, match="at a fixed max_partitions"):
+        _catalog(**race)
+    assert _catalog(max_partitions=2, **race).table("visits").auto_truncation

@@ -569,7 +569,7 @@ class TableSpec:
                     "chooses its bounds by histogram."
                 )
             return
-        if self.max_rows_per_partition != "auto" or self.max_partitions == "auto":
+        if self.max_rows_per_partition != "auto" or self.max_partitions in ("auto", None):
             raise ArgumentError(
                 f'bound_selection = "race" on table {name!r} races max_rows_per_partition = "auto" at a '
                 "fixed max_partitions; declare both so, or choose the bounds by histogram."
