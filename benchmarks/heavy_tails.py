@@ -146,7 +146,7 @@ def race_error(pairs: Pairs, epsilon: float, runs: int, rng: np.random.Generator
     _, l0 = oracle_limits(pairs, epsilon, rng)
     race = make_race(
         row_bound=1.0,
-        integer=integer,
+        integer=False,  # Laplace for counts too: geometric noise of scale above 2^24 has no exact sampler
         max_rows=10**6 if integer else 10**12,
         base=10.0,
         epsilon=epsilon,

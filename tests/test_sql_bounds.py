@@ -44,7 +44,12 @@ QUERY = "SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM visits GROUP 
 
 def _catalog(**table: Any) -> Catalog:
     amount = table.pop("amount", {"type": "float", "lower": "auto", "upper": "auto"})
-    settings = {"privacy_unit": "user_id", "max_partitions": "auto", "max_rows_per_partition": "auto"} | table
+    settings = {
+        "privacy_unit": "user_id",
+        "max_partitions": "auto",
+        "max_rows_per_partition": "auto",
+        "bound_selection": "histogram",  # these tests are of the histograms; the ladders have their own
+    } | table
     return Catalog.from_dict(
         {
             "tables": {
@@ -131,7 +136,10 @@ def neighbours() -> tuple[pa.Table, pa.Table]:
         ),
         ({"bounds_share": 1.0}, "bounds_share of table 'visits' must lie strictly between 0 and 1"),
         ({"bounds_share": "a lot"}, "bounds_share of table 'visits' must lie strictly between 0 and 1"),
-        ({"bound_selection": "guess"}, 'bound_selection of table \'visits\' is "histogram", "ladder" or "race"'),
+        (
+            {"bound_selection": "guess"},
+            'bound_selection of table \'visits\' is "histogram", "ladder" or "race"',
+        ),
         ({"bound_selection": "race"}, "races max_rows_per_partition"),
         ({"bound_selection": "race", "max_partitions": 3}, "chooses no column bounds"),
         ({"truncation_base": 4.0}, 'sets the grid of bound_selection = "race"'),

@@ -2,9 +2,9 @@
 and 71-77: the bounds decide the answer's quality, and looking at the data to set them is a leak).
 
 A table with ``max_rows_per_partition = "auto"`` (kappa), ``max_partitions = "auto"`` (L0) or a column with
-``lower = upper = "auto"`` (and ``bound_selection = "histogram"``, the default) answers a query in two
-steps, both inside the one release the ledger charges ``epsilon`` for (sequential composition of the two
-steps; the second is chosen from the first's output, which adaptive composition allows):
+``lower = upper = "auto"`` (``bound_selection = "histogram"``, or the default ``"ladder"``: step 3) answers a
+query in two steps (three), all inside the one release the ledger charges ``epsilon`` for (sequential
+composition of the steps; each is chosen from the output before it, which adaptive composition allows):
 
 1. **Histograms**, at ``epsilon_h = bounds_share * epsilon`` split evenly over the histograms the query
    needs (:func:`~kakeibo.sql.rewrite.bound_histograms_sql` computes them in the engine, over the rows the
@@ -45,6 +45,21 @@ steps; the second is chosen from the first's output, which adaptive composition 
    spread over many cells can hide below it (``benchmarks/RESULTS.md`` measures how far). A histogram with
    no cell above the floor (too few persons for its epsilon) estimates nothing: its choices take the widest
    candidates, whose intervals cover the unbounded answer, and what they drop is reported as unknown.
+
+3. **Ladders** (``bound_selection = "ladder"``, the default; issue 31). The floor of step 1 hides the heavy
+   persons of a heavy-tailed table (2% of the customers holding half the orders sit in cells of 1 to 88
+   persons, under a floor of about 170 at epsilon 0.08), so its kappa sits at the edge of the visible
+   cells and its estimated drop reads 0. For a query of COUNTs and SUMs (:func:`_ladders`), the rows
+   (kappa) and each summed ``"auto"`` column whose histogram saw no negative value are instead truncated
+   per person: each person's *total* in a group at a threshold chosen by a
+   :class:`~kakeibo.sql.truncation.Ladder` (a sparse-vector scan for where the count of heavier (person,
+   group) pairs meets the answer's noise, the bias-variance optimum of Amin et al. 2019), from one more
+   statement of truncated totals (:func:`~kakeibo.sql.rewrite.ladder_sql`) at the L0 of step 2; what the
+   threshold drops is measured by a :class:`~kakeibo.sql.truncation.Drop` as a 95% interval of the share
+   dropped, whose lower end always holds. Each laddered statistic gives :data:`LADDER_SHARE` of its share
+   of epsilon to its ladder (:data:`CHOICE_PART` to the choice, the rest to the measurement). An AVG keeps
+   its column's clamping bounds (a ratio of a truncated total to a count truncated otherwise is biased).
+   ``check_bounds=True`` runs the measurement alone on declared limits (:func:`bound_check`).
 
 The answer's intervals are those of its plan at the chosen bounds: they cover the *bounded* answer.
 Bounding can only drop rows and pull values toward the bounds, so for counts and for sums of values that
@@ -179,7 +194,7 @@ def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, obj
             raise ArgumentError(
                 f'table {grain.name} races its limits (bound_selection = "race"); they stay as declared.'
             )
-        if limits.get("bound_selection", "histogram") not in ("histogram", "ladder"):
+        if limits.get("bound_selection", "ladder") not in ("histogram", "ladder"):
             raise ArgumentError(
                 f'a query chooses its bounds by "histogram" or "ladder", got {limits["bound_selection"]!r}; '
                 'the race is declared in the catalog (bound_selection = "race").'
@@ -764,6 +779,8 @@ def _share(share: float | None, of: str, interval: tuple[float, float, float] | 
     if interval is None:
         return f"about {share:.1%} of {of}"
     low, high, top = interval
+    if high >= 0.9995:  # the top layer's noise: the measurement cannot bound the drop above
+        return f"at least {low:.1%} of {of} (measured, 95%)"
     return (
         f"between {low:.1%} and {high:.1%} of {of} (measured, 95%; the upper end holds if no person's total "
         f"in a group exceeds {top:.4g})"
@@ -934,7 +951,8 @@ def _ladders(
     # differently is biased: on the visits benchmark it doubled AVG's error), and with it the query's sums
     averaged = any(a.function == "avg" for a in query.aggregates)
     summed = set() if averaged else {a.column for a in query.aggregates if a.function == "sum"}
-    return ((None,) if kappa else ()) + tuple(c for c in columns if c in summed)
+    counted = kappa and any(a.function in ("count", "avg") for a in query.aggregates)  # what kappa bounds
+    return ((None,) if counted else ()) + tuple(c for c in columns if c in summed)
 
 
 def attach(table: pa.Table, chosen: ChosenBounds) -> pa.Table:

@@ -71,6 +71,10 @@ with a privacy unit or a reference) and a numeric column's ``lower = upper = "au
 when a query runs, from noisy histograms of the rows it reads, at ``bounds_share`` (default
 :data:`DEFAULT_SHARE`, 10%, the best of 10%, 20% and 30% in ``benchmarks/bench_bounds.py``) of the query's
 epsilon; the rest goes to the answer, and the ledger is charged once for both (:mod:`kakeibo.sql.bounds`).
+By default (``bound_selection = "ladder"``) a query of COUNTs and SUMs then truncates each person's *total*
+in a group at thresholds chosen by a private scan near the bias-variance optimum, and measures what they
+drop (:class:`~kakeibo.sql.truncation.Ladder`, :class:`~kakeibo.sql.truncation.Drop`);
+``bound_selection = "histogram"`` keeps the histograms' row limits and clamping bounds for every query.
 ``max_rows_bound`` (default :data:`~kakeibo.sql.truncation.DEFAULT_BOUND`) is the largest
 ``max_rows_per_partition`` considered::
 
@@ -446,7 +450,7 @@ class TableSpec:
     references: tuple[Reference, ...] = ()
     max_rows_bound: int = DEFAULT_BOUND
     truncation_base: float = DEFAULT_BASE
-    bound_selection: Literal["histogram", "ladder", "race"] = "histogram"
+    bound_selection: Literal["histogram", "ladder", "race"] = "ladder"
     bounds_share: float = DEFAULT_SHARE
 
     def __post_init__(self) -> None:
@@ -676,8 +680,8 @@ class TableSpec:
         if self.auto_truncation:
             out["bound_selection"] = "race"
             out["truncation_base"] = self.truncation_base
-        elif self.bound_selection == "ladder":
-            out["bound_selection"] = "ladder"
+        elif self.bound_selection == "histogram":
+            out["bound_selection"] = "histogram"
         if self.chooses_bounds:
             out["bounds_share"] = self.bounds_share
         out["columns"] = {name: spec.to_dict() for name, spec in self.columns.items()}
@@ -762,7 +766,7 @@ def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
         references=_references_from_dict(name, data.get("references")),
         max_rows_bound=data.get("max_rows_bound", DEFAULT_BOUND),
         truncation_base=data.get("truncation_base", DEFAULT_BASE),
-        bound_selection=data.get("bound_selection", "histogram"),
+        bound_selection=data.get("bound_selection", "ladder"),
         bounds_share=data.get("bounds_share", DEFAULT_SHARE),
     )
 

@@ -64,8 +64,8 @@ __all__ = ["DEFAULT_BASE", "DEFAULT_BOUND", "Drop", "Ladder", "Race", "make_race
 DEFAULT_BASE = 10.0
 #: the largest number of rows of one person in one group the race considers, unless the catalog says
 DEFAULT_BOUND = 1_000_000
-#: how many noise scales a :class:`Ladder`'s stop lies above its threshold (see :attr:`Ladder.stop`)
-GUARD = 2
+#: the least a :class:`Ladder`'s stop may be, in noise scales (see :attr:`Ladder.stop`)
+GUARD = 3
 
 
 @dataclass(frozen=True)
@@ -205,14 +205,14 @@ class Ladder:
 
     @property
     def stop(self) -> float:
-        """The soft count the scan stops below: :attr:`threshold` plus :data:`GUARD` noise scales. The
-        threshold's noise is drawn once and shared by every step, so a high draw lets the scan run past the
-        heaviest person, through steps whose true soft count is 0, to thresholds whose noise is many times
-        the answer (the failure measured on a table of five whales: 2 of 8 releases at epsilon 10 ran
-        2^11 times past them). With the guard, passing one such step needs the two noises to differ by
-        ``GUARD`` scales (probability about ``(1 + GUARD / 2) e^-GUARD / 2``), and running on needs it again
-        at every step; the price is a threshold a little lower, whose drop the :class:`Drop` reports."""
-        return self.threshold + GUARD * float(self._mechanism().scale)
+        """The soft count the scan stops below: :attr:`threshold`, but at least :data:`GUARD` noise scales.
+        A junk step above the heaviest person (true soft count 0) is passed when the query's noise falls
+        below the threshold's noise less the stop, about ``e^-(stop / scale) / 2`` for a typical threshold
+        draw; with a stop under one scale (a query over few groups: the threshold is ``G L0 / epsilon_s``,
+        the scale ``2 L0 / epsilon_choice``) the scan ran on past five whales, 2 of 8 releases at epsilon 10
+        by 2^11 steps, to thresholds whose noise is many times the answer. The guard costs a threshold a
+        little lower where it binds, whose drop the :class:`Drop` reports."""
+        return max(self.threshold, GUARD * float(self._mechanism().scale))
 
     def choose(self, truncated: np.ndarray, source: RandomSource) -> int:
         """The index into :attr:`taus` of the chosen threshold (see the class docstring): the lower end of
