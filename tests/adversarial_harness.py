@@ -1053,6 +1053,8 @@ def queries() -> Any:
 
 #: the share of :func:`numeric_query` calls whose totals a ladder truncates (``bound_selection = "ladder"``)
 LADDER_DRAWS = 1 / 4
+#: their epsilons (at 1e-3 the histograms see no one, and no ladder runs)
+LADDER_EPSILONS = (1, 2, 1000, 1000)
 #: the aggregates of :func:`numeric_query`, ``{v}`` a column or an expression over columns; the first
 #: three are the totals a ladder truncates, in the order of ``TOTAL_FUNCTIONS``
 NUMERIC_AGGREGATES = (
@@ -1112,9 +1114,15 @@ def numeric_query(rng: random.Random) -> Drawn:
     correlated = rng.random() < 1 / 4
     if rng.random() < LADDER_DRAWS:  # drawn last, so that the other calls are what they were before it
         # each aggregate becomes the total it maps to (SUM, AVG, COUNT come first in NUMERIC_AGGREGATES)
+        # of the column itself most often (an expression of an "auto" column is refused), at an epsilon
+        # whose histograms see the target
         totals = len(TOTAL_FUNCTIONS)
-        aggregates = [(NUMERIC_AGGREGATES[NUMERIC_AGGREGATES.index(t) % totals], v) for t, v in aggregates]
+        aggregates = [
+            (NUMERIC_AGGREGATES[NUMERIC_AGGREGATES.index(t) % totals], c if rng.random() < 3 / 4 else v)
+            for (t, v), c in zip(aggregates, columns, strict=True)
+        ]
         bounds, correlated = _ladder_bounds(rng, columns, bounds), False
+        epsilon = rng.choice(LADDER_EPSILONS)
     select = (["category"] if grouped else []) + [
         f"{t.format(v=v)} AS a{i}" for i, (t, v) in enumerate(aggregates)
     ]
