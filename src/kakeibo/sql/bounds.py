@@ -85,7 +85,7 @@ from ..mechanisms import Laplace
 from ..noise import RandomSource
 from .aggregates import ROWS, SUM
 from .analyze import AnalyzedQuery
-from .catalog import Catalog, ColumnSpec, QueryRefused, TableSpec
+from .catalog import HUGE, Catalog, ColumnSpec, QueryRefused, TableSpec
 from .plan import CONFIDENCE, NoisePlan, check_epsilon, plan_query, refused_when_out_of_range
 from .rewrite import bound_histograms_sql, ladder_name, ladder_sql
 from .truncation import DEFAULT_BOUND, Drop, Ladder
@@ -511,9 +511,9 @@ class BoundChoice:
         kappa = query.max_rows_per_partition
         if key is None:
             base, top = float(kappa), float(max(self.rows_bound, 64 * kappa))
-        else:
+        else:  # a column is clamped to [0, top] in the engine, so top stays within the magnitudes it may take
             base = kappa * float(query.value(key).spec.upper or 0)
-            top = max(2.0 ** (POWERS[-1] + _log2_ceil(self.rows_bound)), 64 * base)
+            top = min(max(2.0 ** (POWERS[-1] + _log2_ceil(self.rows_bound)), 64 * base), HUGE)
         return base, 4 * base, 16 * base, top
 
     def exact(self, histograms: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -654,9 +654,32 @@ class BoundChoice:
         check_epsilon(self.answer_epsilon, "the answer's epsilon (epsilon less its bounds_share)")
         if self.ladders:
             check_epsilon(self._drop_epsilon, "each measurement of what the bounds drop")
+            self._check_ladders()
         if self.ladders and not self.measured:
             check_epsilon(self.ladder_epsilon * CHOICE_PART / 2, "each threshold's choice (half its noise)")
         self.widest_answer()
+
+    def _check_ladders(self) -> None:
+        """Build, before the draw, what :meth:`truncate` builds inside it at the widest: the plan of the
+        ladders' statement (every laddered column clamped to the top of its grid), the choices' and the
+        drop measurements' mechanisms at the top layers, and the answer with every total truncated at the
+        top of its grid."""
+        nothing_seen = np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((len(self.columns), 2 * len(POWERS) + 3))
+        chosen = self.decide(*nothing_seen)
+        tops = {key: self._ladder_taus(key)[-1] for key in self.ladders if key is not None}
+        l0 = self._grid_plan(chosen, tops).max_partitions
+        with refused_when_out_of_range():
+            for key in self.ladders:
+                taus = self._ladder_taus(key)
+                Drop((0.0, *taus[-2:]), self._drop_epsilon, l0).mechanisms()
+            if not self.measured:
+                self.answer_plan(
+                    replace(
+                        chosen,
+                        totals=tops,
+                        columns={**chosen.columns, **{key: (0.0, top) for key, top in tops.items()}},
+                    )
+                )
 
     @property
     def _drop_epsilon(self) -> Fraction:
@@ -779,6 +802,8 @@ def _share(share: float | None, of: str, interval: tuple[float, float, float] | 
     if interval is None:
         return f"about {share:.1%} of {of}"
     low, high, top = interval
+    if high >= 0.9995 and low <= 0:
+        return f"an unknown share of {of} (measured, 95%: between 0% and 100%, the noise at its epsilon)"
     if high >= 0.9995:  # the top layer's noise: the measurement cannot bound the drop above
         return f"at least {low:.1%} of {of} (measured, 95%)"
     return (
@@ -912,6 +937,7 @@ def bound_check(query: AnalyzedQuery, plan: NoisePlan) -> BoundChoice:
             "check_bounds measures sums of per-person totals (COUNT, SUM and AVG of a table whose persons "
             "are independent); this query has another aggregate or correlated persons."
         )
+    kappa = query.max_rows_per_partition
     summed = tuple(
         sorted(
             {
@@ -920,6 +946,7 @@ def bound_check(query: AnalyzedQuery, plan: NoisePlan) -> BoundChoice:
                 if a.function in ("sum", "avg")
                 and a.column is not None
                 and (query.value(a.column).spec.lower or 0) >= 0
+                and 16 * kappa * float(query.value(a.column).spec.upper or 0) < HUGE  # layers above it fit
             }
         )
     )
