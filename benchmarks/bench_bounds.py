@@ -26,16 +26,16 @@ Each cell is the median over ``--runs`` releases of the median relative error ov
 against the exact, unbounded answer; the chosen bounds of the first run are shown.
 
 ``--suite heavy``: the shapes of ``heavy_tails.py`` (``sales`` from ``gen_sales.py``, ``pareto``, ``whales``),
-every limit and the amount's bounds ``"auto"``, region and category public. Queries: ``COUNT(*)`` and
-``SUM(amount)`` per region (constant per person), per category (not), and over the whole table, at epsilon
-0.1, 1 and 10. Variants: ``bounds={"bound_selection": "histogram"}`` and ``{"bound_selection": "ladder"}``,
-and R2T's race over per-person totals (``heavy_tails.race_error``: kakeibo's race mechanisms on the exact
-totals, thresholds 10^j, at the oracle's L0). Per statistic: kakeibo's median relative error (median over
-``--runs`` releases of the median over the groups), the oracle's (``heavy_tails.oracle_error``), their ratio;
-the share of the mass the chosen bounds drop as kakeibo states it (its estimate, and its 95% interval when it
-measures one) against the true share (the bounded total at the chosen limits, in expectation over which groups
-of a person are kept, over the exact total); how often the interval covered the truth; and how often an
-``AccuracyWarning`` fired.
+every limit and the amount's upper bound ``"auto"`` (``lower = 0``: amounts are never negative), region and
+category public. Queries: ``COUNT(*)`` and ``SUM(amount)`` per region (constant per person), per category
+(not), and over the whole table, at epsilon 0.1, 1 and 10. Variants: ``bounds={"bound_selection":
+"histogram"}`` and ``{"bound_selection": "ladder"}``, and R2T's race over per-person totals
+(``heavy_tails.race_error``: kakeibo's race mechanisms on the exact totals, thresholds 10^j, at the oracle's
+L0). Per statistic: kakeibo's median relative error (median over ``--runs`` releases of the median over the
+groups), the oracle's (``heavy_tails.oracle_error``), their ratio; the share of the mass the chosen bounds
+drop as kakeibo states it (its estimate, and its 95% interval when it measures one) against the true share
+(the bounded total at the chosen limits, in expectation over which groups of a person are kept, over the exact
+total); how often the interval covered the truth; and how often an ``AccuracyWarning`` fired.
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ HEAVY_GROUPS = {"region": heavy_tails.REGIONS, "category": heavy_tails.CATEGORIE
 
 
 def heavy_catalog() -> Catalog:
-    """Every limit and the amount's bounds chosen privately; region and category public."""
+    """Every limit and the amount's upper bound chosen privately (amounts are never negative: ``lower =
+    0``); region and category public."""
     return Catalog.from_dict(
         {
             "tables": {
@@ -149,7 +150,7 @@ def heavy_catalog() -> Catalog:
                         "customer_id": {"type": "int"},
                         "region": {"type": "str", "public_values": heavy_tails.REGIONS},
                         "category": {"type": "str", "public_values": heavy_tails.CATEGORIES},
-                        "amount": {"type": "float", "lower": "auto", "upper": "auto"},
+                        "amount": {"type": "float", "lower": 0, "upper": "auto"},  # never negative
                     },
                 }
             }

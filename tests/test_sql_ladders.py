@@ -327,3 +327,56 @@ def test_the_ladder_statement_on_spark_equals_duckdbs(spark_backend: Any) -> Non
         assert np.allclose(_ladder_values(backend), _ladder_values(duck), rtol=1e-12)
     finally:
         backend.close()
+
+
+def test_a_column_with_negative_values_truncates_its_parts_apart(tmp_path: Path) -> None:
+    """Refunds: a fifth of the amounts negative. The ladder truncates each person's positive and negative
+    totals apart at one tau (bounds [-tau, tau]), and the released SUMs' 95% intervals cover the exact
+    answer truncated the same way (at least 6 of the 8 regions: below that has probability under 0.6%)."""
+    table = _sales_like(3_000, 30_000, seed=11)
+    rng = np.random.default_rng(12)
+    amount = table.column("amount").to_numpy() * np.where(rng.random(table.num_rows) < 0.2, -1, 1)
+    table = table.set_column(2, "amount", pa.array(amount))
+    session = _sales_session(table, tmp_path, max_rows_per_partition=10)
+    query = "SELECT region, SUM(amount) AS total FROM sales GROUP BY region"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        result = session.sql(query, epsilon=1, rng=np.random.default_rng(13))
+    bounds = result.bounds
+    assert bounds is not None and "amount" in bounds.totals
+    tau = bounds.totals["amount"]
+    assert bounds.columns["amount"] == (-tau, tau)
+    assert "positive and negative totals of amount" in bounds.describe()
+    con = duckdb.connect()
+    con.register("t", table)
+    exact = dict(
+        con.execute(
+            f"SELECT region, SUM(LEAST(p, {tau!r}) - LEAST(m, {tau!r})) FROM (SELECT customer_id, region, "
+            "SUM(GREATEST(amount, 0)) AS p, SUM(GREATEST(-amount, 0)) AS m FROM t GROUP BY 1, 2) GROUP BY 1"
+        ).fetchall()
+    )
+    rows = result.to_arrow().to_pylist()
+    covered = sum(row["total_ci_low"] <= exact[row["region"]] <= row["total_ci_high"] for row in rows)
+    assert len(rows) == 8 and covered >= 6, (rows, tau)
+
+
+def test_a_column_declared_never_negative_is_truncated_as_one_total(tmp_path: Path) -> None:
+    """``lower = 0, upper = "auto"``: the column's totals are truncated whole (bounds [0, tau]), the catalog
+    writes the declaration back as it read it, and half-automatic bounds of another shape are refused."""
+    table = _sales_like(3_000, 30_000, seed=14)
+    amount = {"type": "float", "lower": 0, "upper": "auto"}
+    columns = {"customer_id": {"type": "int"}, "region": {"type": "str", "public_values": REGIONS}}
+    session = _sales_session(table, tmp_path, columns={**columns, "amount": amount})
+    spec = session.catalog.table("sales").columns["amount"]
+    assert spec.auto_bounds and not spec.auto_lower and spec.to_dict()["lower"] == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AccuracyWarning)
+        result = session.sql("SELECT region, SUM(amount) AS total FROM sales GROUP BY region", epsilon=1)
+    bounds = result.bounds
+    assert bounds is not None and bounds.columns["amount"] == (0.0, bounds.totals["amount"])
+    assert "each person's total of amount" in bounds.describe()
+    for low, high in ((5, "auto"), ("auto", 5), (-1, "auto")):
+        with pytest.raises(kakeibo.Error, match="lower = 0 with upper"):
+            Catalog.from_dict(
+                {"tables": {"t": {"columns": {"a": {"type": "float", "lower": low, "upper": high}}}}}
+            )

@@ -87,6 +87,14 @@ class Operands:
     count: str  # the user's non-null values in the group
     total: str  # their sum
     squares: str  # the sum of their centred squares
+    positive: str  # the sum of their positive values (a truncated total of a column that can be negative)
+    negative: str  # the sum of their negative values' magnitudes (likewise)
+
+    @property
+    def signed(self) -> bool:
+        """Whether the column's values can be negative, so that a truncated total truncates its positive
+        and negative parts apart."""
+        return self.column is not None and (self.column.lower or 0) < 0
 
     @property
     def mid(self) -> float:
@@ -170,6 +178,15 @@ class StatisticKind(ABC):
         the R2T race (:mod:`kakeibo.sql.truncation`), for the statistics whose contributions are never
         negative."""
         raise QueryRefused(f"the statistic {self.name} has no truncated form for the R2T race.")
+
+    def truncated_mass(self, sql: Operands, tau: float) -> str:
+        """The mass :meth:`truncated` keeps, what a ladder's soft counts are differences of
+        (:class:`~kakeibo.sql.truncation.Ladder`): the truncated statistic itself, unless it is signed."""
+        return self.truncated(sql, tau)
+
+    def truncation_partials(self, sql: Operands) -> tuple[str, ...]:
+        """What ``per_key`` computes beyond each column's count and sum when the statistic is truncated."""
+        return ()
 
 
 def _bounds(column: ColumnSpec | None) -> tuple[float, float]:
@@ -268,8 +285,33 @@ class _ValueSum(StatisticKind):
         return f"SUM({sql.value} * {weights.value})"
 
     def truncated(self, sql: Operands, tau: float) -> str:
-        """The clamped values are at least 0 (the plan refuses a race otherwise), so is each user's total."""
+        """Each user's total truncated at ``tau``. The race's clamped values are at least 0 (the plan refuses
+        it otherwise), so is each user's total; a column that can be negative (a ladder's) has its positive
+        and negative parts truncated at ``tau`` apart: a user adds between ``-tau`` and ``tau``."""
+        if sql.signed:
+            return (
+                f"COALESCE(SUM(LEAST(COALESCE({sql.positive}, 0), {float(tau)!r}) - "
+                f"LEAST(COALESCE({sql.negative}, 0), {float(tau)!r})), 0)"
+            )
         return f"COALESCE(SUM(LEAST(COALESCE({sql.total}, 0), {float(tau)!r})), 0)"
+
+    def truncated_mass(self, sql: Operands, tau: float) -> str:
+        """Of a signed column, both parts' truncated magnitudes added: a user adds at most ``tau`` of each."""
+        if sql.signed:
+            return (
+                f"COALESCE(SUM(LEAST(COALESCE({sql.positive}, 0), {float(tau)!r}) + "
+                f"LEAST(COALESCE({sql.negative}, 0), {float(tau)!r})), 0)"
+            )
+        return self.truncated(sql, tau)
+
+    def truncation_partials(self, sql: Operands) -> tuple[str, ...]:
+        """A signed column's positive and negative parts, summed per user and group."""
+        if not sql.signed:
+            return ()
+        return (
+            f"SUM(GREATEST({sql.value}, 0)) AS {sql.positive}",
+            f"SUM(GREATEST(-{sql.value}, 0)) AS {sql.negative}",
+        )
 
 
 class _CentredSum(StatisticKind):

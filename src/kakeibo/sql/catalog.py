@@ -246,7 +246,9 @@ class ColumnSpec:
 
     ``lower``/``upper`` are the clamping bounds (numeric columns only; both or neither): every value is
     clamped into ``[lower, upper]`` before it is summed, which bounds one row's contribution. Both
-    ``"auto"`` (``auto_bounds``) lets each query choose them privately (:mod:`kakeibo.sql.bounds`). Without
+    ``"auto"`` (``auto_bounds``) lets each query choose them privately (:mod:`kakeibo.sql.bounds`); ``lower
+    = 0, upper = "auto"`` declares the column never negative and lets the queries choose the rest (the
+    spec keeps ``lower = 0``, ``upper = None``: :attr:`auto_lower`). Without
     them a column may be counted and grouped by, but not summed, averaged or used in a quantile.
     ``public_values`` lists GROUP BY keys that are public knowledge (no private partition selection is
     needed for them). ``user_constant`` declares that every row of one user has the same value. ``unique``
@@ -284,16 +286,20 @@ class ColumnSpec:
                 f"column {name!r} has type {self.type!r}; the types are {', '.join(_COLUMN_TYPES)}."
             )
         auto = cast(object, self.lower) == "auto", cast(object, self.upper) == "auto"
-        if auto[0] != auto[1]:
-            raise ArgumentError(f'column {name!r} needs both bounds "auto", or neither.')
-        if auto[0]:
+        never_negative = auto == (False, True) and _is_number(self.lower) and self.lower == 0
+        if auto[0] != auto[1] and not never_negative:
+            raise ArgumentError(
+                f'column {name!r} needs both bounds "auto", lower = 0 with upper = "auto" (a column never '
+                "negative, whose upper bound is chosen), or neither."
+            )
+        if auto[1]:  # lower stays 0 for a column declared never negative (auto_lower)
             object.__setattr__(self, "auto_bounds", True)
-            object.__setattr__(self, "lower", None)
+            object.__setattr__(self, "lower", 0.0 if never_negative else None)
             object.__setattr__(self, "upper", None)
         for flag in ("user_constant", "unique", "auto_bounds"):
             if not isinstance(getattr(self, flag), bool):
                 raise ArgumentTypeError(f"{flag} of column {name!r} must be true or false.")
-        if (self.lower is None) != (self.upper is None):
+        if (self.lower is None) != (self.upper is None) and not self.auto_bounds:
             raise ArgumentError(f"column {name!r} needs both lower and upper bounds, or neither.")
         if self.auto_bounds and self.type not in _NUMERIC:
             raise ArgumentError(
@@ -346,6 +352,11 @@ class ColumnSpec:
             object.__setattr__(self, "public_values", values)
 
     @property
+    def auto_lower(self) -> bool:
+        """Whether the lower bound is chosen too (``"auto"``), not declared 0: the column may be negative."""
+        return self.auto_bounds and self.lower is None
+
+    @property
     def bounded(self) -> bool:
         """Whether the column has clamping bounds."""
         return self.lower is not None and self.upper is not None
@@ -354,7 +365,7 @@ class ColumnSpec:
         """The catalog entry (inverse of the per-column part of :meth:`Catalog.from_dict`)."""
         out: dict[str, Any] = {"type": self.type}
         if self.auto_bounds:
-            out["lower"] = out["upper"] = "auto"
+            out["lower"], out["upper"] = "auto" if self.lower is None else 0, "auto"
         elif self.lower is not None:
             out["lower"], out["upper"] = self.lower, self.upper
         if self.public_values is not None:

@@ -227,7 +227,8 @@ def plan_query(
     ``quantile_limits`` gives the quantiles a kappa and an L0 of their own, at most the query's L0, and
     ``totals`` truncates each person's total of a summed column in a group at its threshold instead of
     bounding their rows (sensitivity ``tau`` per group; the column's values must be clamped to ``[0,
-    tau]``; :mod:`kakeibo.sql.bounds` chooses both)."""
+    tau]``, or ``[-tau, tau]`` when its positive and negative parts are truncated apart;
+    :mod:`kakeibo.sql.bounds` chooses both)."""
     eps = check_epsilon(as_fraction(epsilon, "epsilon"))
     dlt = as_fraction(delta, "delta")
     if not 0 <= dlt < 1:

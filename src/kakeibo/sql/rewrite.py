@@ -88,12 +88,13 @@ def ladder_sql(plan: NoisePlan, ladders: Sequence[tuple[StatisticKind, str | Non
     """The statement of the truncated totals that choose thresholds privately
     (:class:`~kakeibo.sql.truncation.Ladder`): one row, with column :func:`ladder_name` ``(i, j)`` the sum
     over every kept (user, group) pair (a user's first ``L0`` groups, as the answer keeps them) of the
-    pair's total of the i-th statistic (a kind and its column) truncated at its j-th threshold. A summed
-    column is clamped to the plan's bounds first (``[0, top]``, the top threshold), so each truncated total
-    is exact and every sum stays finite."""
+    pair's total of the i-th statistic (a kind and its column) truncated at its j-th threshold (of a column
+    that can be negative, both parts' truncated magnitudes). A summed column is clamped to the plan's bounds
+    first (``[0, top]`` or ``[-top, top]``, the top threshold), so each truncated total is exact and every
+    sum stays finite."""
     filtered, gcols, value_columns = _filtered(plan)
     outputs = [
-        _cast(kind.truncated(_operands(plan, column), tau), False) + f" AS {_q(ladder_name(i, j))}"
+        _cast(kind.truncated_mass(_operands(plan, column), tau), False) + f" AS {_q(ladder_name(i, j))}"
         for i, (kind, column, taus) in enumerate(ladders)
         for j, tau in enumerate(taus)
     ]
@@ -285,6 +286,8 @@ def _operands(plan: NoisePlan, column: str | None) -> Operands:
         count=_q(f"__n_{column}"),
         total=_q(f"__s_{column}"),
         squares=_q(f"__q_{column}"),
+        positive=_q(f"__p_{column}"),
+        negative=_q(f"__m_{column}"),
     )
 
 
@@ -305,6 +308,12 @@ def _ranked(plan: NoisePlan, filtered: str, gcols: list[str], value_columns: lis
         sql = _operands(plan, col)
         partials += [f"COUNT({sql.value}) AS {sql.count}", f"SUM({sql.value}) AS {sql.total}"]
         partials += [p for s in plan.statistics if s.column == col for p in s.kind.partials(sql)]
+        partials += [
+            p
+            for s in plan.statistics
+            if s.column == col and s.truncation is not None
+            for p in s.kind.truncation_partials(sql)
+        ]
     keys = ", ".join(["__unit", *gcols])
     per_key = f"SELECT {keys}, {', '.join(partials)}, random() AS __r FROM filtered GROUP BY {keys}"
     ranked = "SELECT *, ROW_NUMBER() OVER (PARTITION BY __unit ORDER BY __r) AS __rank FROM per_key"
