@@ -136,11 +136,9 @@ def _sales_like(customers: int, orders: int, seed: int) -> pa.Table:
     )
 
 
-def _sales_session(table: pa.Table, tmp_path: Path, **limits: object) -> kakeibo.Session:
-    con = duckdb.connect()
-    con.register("data", table)
-    con.execute("CREATE TABLE sales AS SELECT * FROM data")
-    spec = {
+def _sales_catalog(**settings: object) -> Catalog:
+    """The catalog of ``sales``: kappa "auto", L0 1, the amount's bounds "auto", with ``settings`` over it."""
+    spec: dict[str, object] = {
         "privacy_unit": "customer_id",
         "max_rows_per_partition": "auto",
         "max_partitions": 1,
@@ -150,8 +148,14 @@ def _sales_session(table: pa.Table, tmp_path: Path, **limits: object) -> kakeibo
             "amount": {"type": "float", "lower": "auto", "upper": "auto"},
         },
     }
-    spec.update(limits)
-    catalog = Catalog.from_dict({"tables": {"sales": spec}})
+    return Catalog.from_dict({"tables": {"sales": spec | settings}})
+
+
+def _sales_session(table: pa.Table, tmp_path: Path, **settings: object) -> kakeibo.Session:
+    con = duckdb.connect()
+    con.register("data", table)
+    con.execute("CREATE TABLE sales AS SELECT * FROM data")
+    catalog = _sales_catalog(**settings)
     return kakeibo.connect(DuckDBBackend(con), catalog=catalog, ledger=str(tmp_path / "l.sqlite"), budget=1e9)
 
 
@@ -257,22 +261,12 @@ def _extreme_table() -> pa.Table:
 def _ladder_statement() -> tuple[str, int]:
     """The statement of truncated totals a checked query sends (rows and the amount's totals at every
     threshold up to the grid's top), and its number of columns."""
-    catalog = Catalog.from_dict(
-        {
-            "tables": {
-                "sales": {
-                    "privacy_unit": "customer_id",
-                    "max_rows_per_partition": 2,
-                    "max_partitions": 1,
-                    "columns": {
-                        "customer_id": {"type": "int"},
-                        "region": {"type": "str", "public_values": ["north", "south"]},
-                        "amount": {"type": "float", "lower": 0, "upper": 1e100},
-                    },
-                }
-            }
-        }
-    )
+    columns = {
+        "customer_id": {"type": "int"},
+        "region": {"type": "str", "public_values": REGIONS},
+        "amount": {"type": "float", "lower": 0, "upper": 1e100},
+    }
+    catalog = _sales_catalog(max_rows_per_partition=2, columns=columns)
     query = analyze("SELECT region, COUNT(*) AS n, SUM(amount) AS s FROM sales GROUP BY region", catalog)
     choice = bound_check(query, plan_query(query, epsilon=1))
     declared = choice.decide(np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((0, 2 * len(POWERS) + 3)))
