@@ -520,7 +520,8 @@ def _ladder_rows(
     """Run ``query`` at epsilon 1000 on both worlds (which must look alike; a fresh ledger each in
     ``ledgers``) and return what the target
     world's engine answered to the ladder's statement (``rewrite.ladder_sql``): per ladder, its truncated
-    totals in the order of its thresholds. Fails when no ladder statement was sent."""
+    totals in the order of its thresholds (the running sums of the masses between thresholds the statement
+    returns; None where the engine returned no number). Fails when no ladder statement was sent."""
     backend = worlds.backends["target"]
     execute = backend.execute
     tables: list[pa.Table] = []
@@ -539,10 +540,11 @@ def _ladder_rows(
     (row,) = found
     ladders: list[list[float | None]] = []
     while ladder_name(len(ladders), 0) in row:
-        i, totals = len(ladders), []
-        while ladder_name(i, len(totals)) in row:
-            totals.append(row[ladder_name(i, len(totals))][0])
-        ladders.append(totals)
+        i, masses = len(ladders), list[float | None]()
+        while ladder_name(i, len(masses)) in row:
+            masses.append(row[ladder_name(i, len(masses))][0])
+        numbers = all(isinstance(m, float) for m in masses)
+        ladders.append(list(itertools.accumulate(masses)) if numbers else masses)
     return ladders
 
 

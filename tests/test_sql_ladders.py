@@ -42,8 +42,15 @@ def _heavy_totals(seed: int) -> np.ndarray:
     return np.bincount(rng.choice(2_000, 20_000, p=weights / weights.sum()), minlength=2_000).astype(float)
 
 
-def _truncated(totals: np.ndarray, taus: tuple[float, ...]) -> np.ndarray:
-    return np.array([np.minimum(totals, tau).sum() for tau in taus])
+def _masses(totals: np.ndarray, taus: tuple[float, ...]) -> np.ndarray:
+    """The masses of the totals between consecutive thresholds (from 0), as the ladder statement sums them."""
+    lows = (0.0, *taus[:-1])
+    return np.array(
+        [
+            (np.minimum(totals, high) - np.minimum(totals, low)).sum()
+            for low, high in zip(lows, taus, strict=True)
+        ]
+    )
 
 
 def test_the_ladders_choice_is_epsilon_dp_when_the_heaviest_person_leaves() -> None:
@@ -53,7 +60,7 @@ def test_the_ladders_choice_is_epsilon_dp_when_the_heaviest_person_leaves() -> N
     rng = np.random.default_rng(2)
     trials = 3_000
     picks = [
-        np.array([ladder.choose(_truncated(data, TAUS), rng) for _ in range(trials)])
+        np.array([ladder.choose(_masses(data, TAUS), rng) for _ in range(trials)])
         for data in (totals, lighter)
     ]
     for first, second in (picks, picks[::-1]):
@@ -73,20 +80,21 @@ def test_the_ladder_stops_near_the_optimum_and_the_drop_interval_covers() -> Non
     totals = _heavy_totals(3)
     ladder = Ladder(TAUS, threshold=30.0, epsilon=2.0, max_partitions=1)
     rng = np.random.default_rng(4)
-    truncated = _truncated(totals, TAUS)
+    masses = _masses(totals, TAUS)
     covered, chosen = 0, []
     for _ in range(200):
-        at = ladder.choose(truncated, rng)
+        at = ladder.choose(masses, rng)
         chosen.append(at)
         marks = sorted({*range(at, len(TAUS), 2)[:3], len(TAUS) - 1})
-        drop = Drop((0.0, *(TAUS[j] for j in marks)), epsilon=2.0, max_partitions=1)
-        noisy = drop.release(np.array([0.0, *truncated[marks]]), rng)
+        thresholds = (0.0, *(TAUS[j] for j in marks))
+        drop = Drop(thresholds, epsilon=2.0, max_partitions=1)
+        noisy = drop.release(_masses(totals, thresholds[1:]), rng)
         low, high, _ = drop.shares(noisy, 0.05)
         kept = np.minimum(totals, TAUS[at]).sum()
         truth = 1 - kept / totals.sum()
         covered += low <= truth <= high
     assert covered >= 180, covered
-    best = int(np.argmin(np.abs((np.diff(truncated) / np.diff(TAUS)) - 30.0)))
+    best = int(np.argmin(np.abs(masses[1:] / np.diff(TAUS) - 30.0)))
     assert abs(int(np.median(chosen)) - best) <= 2, (np.median(chosen), best)
 
 
@@ -111,7 +119,7 @@ def test_an_audit_of_the_drop_measurement_does_not_refute_its_epsilon() -> None:
     totals = _heavy_totals(5)
     lighter = np.delete(totals, int(np.argmax(totals)))
     thresholds = (0.0, 8.0, 32.0, 128.0, 4096.0)
-    worlds = [_truncated(data, thresholds) for data in (totals, lighter)]
+    worlds = [_masses(data, thresholds[1:]) for data in (totals, lighter)]
     honest = Drop(thresholds, epsilon=0.5, max_partitions=1)
     options = {"trials": 2_000, "batch": 500, "selection_trials": 400}
     result = audit(_Layers(honest, worlds), 0, 1, rng=np.random.default_rng(6), **options)
@@ -286,13 +294,15 @@ def _ladder_values(backend: Any) -> list[float]:
 
 
 def test_the_ladder_statement_is_total_on_duckdb_with_extreme_values() -> None:
-    """1e308 twice, NaN, the infinities, 5e-324: every truncated total is finite (clamped to [0, top]
-    before summing, then truncated), and the counts are the persons' rows truncated at each threshold."""
+    """1e308 twice, NaN, the infinities, 5e-324: every mass is finite (values clamped to [0, top] before
+    summing, totals truncated), and the rows' masses add up to the persons' rows truncated at each
+    threshold."""
     backend = DuckDBBackend()
     backend.load_table("sales", _extreme_table())
     values = _ladder_values(backend)
     rows_per_person = np.array([2, 1, 1, 1, 1, 1, 1, 3, 1])
-    assert values[:3] == [float(np.minimum(rows_per_person, k).sum()) for k in (1, 2, 3)]
+    # the rows' masses up to 1 row, from 1 to 2, from 2 to 3: their running sums are the truncated counts
+    assert np.cumsum(values[:3]).tolist() == [float(np.minimum(rows_per_person, k).sum()) for k in (1, 2, 3)]
 
 
 @pytest.mark.xdist_group("postgres")

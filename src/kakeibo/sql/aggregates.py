@@ -179,10 +179,18 @@ class StatisticKind(ABC):
         negative."""
         raise QueryRefused(f"the statistic {self.name} has no truncated form for the R2T race.")
 
-    def truncated_mass(self, sql: Operands, tau: float) -> str:
-        """The mass :meth:`truncated` keeps, what a ladder's soft counts are differences of
-        (:class:`~kakeibo.sql.truncation.Ladder`): the truncated statistic itself, unless it is signed."""
-        return self.truncated(sql, tau)
+    def parts(self, sql: Operands) -> tuple[str, ...]:
+        """Each user's never-negative totals in a group that truncation truncates (a signed column: its
+        positive and negative parts)."""
+        raise QueryRefused(f"the statistic {self.name} has no per-person total to truncate.")
+
+    def step_mass(self, sql: Operands, low: float, high: float) -> str:
+        """The mass of a group's kept users' totals between two thresholds, ``sum min(t, high) - min(t,
+        low)``, each user's term computed before the sum (in ``[0, high - low]`` per part): what a ladder's
+        soft counts and a drop's layers are made of (:mod:`kakeibo.sql.truncation`), exact to the sum's own
+        rounding however large the totals below ``low``."""
+        terms = [f"LEAST({p}, {float(high)!r}) - LEAST({p}, {float(low)!r})" for p in self.parts(sql)]
+        return f"COALESCE(SUM({' + '.join(terms)}), 0)"
 
     def truncation_partials(self, sql: Operands) -> tuple[str, ...]:
         """What ``per_key`` computes beyond each column's count and sum when the statistic is truncated."""
@@ -220,6 +228,9 @@ class _RowCount(StatisticKind):
     def truncated(self, sql: Operands, tau: float) -> str:
         return f"COALESCE(SUM(LEAST({sql.rows}, {int(tau)})), 0)"
 
+    def parts(self, sql: Operands) -> tuple[str, ...]:
+        return (sql.rows,)
+
 
 class _ValueCount(StatisticKind):
     """COUNT(c): a user adds ``min(non-null rows, kappa)``."""
@@ -241,6 +252,9 @@ class _ValueCount(StatisticKind):
 
     def truncated(self, sql: Operands, tau: float) -> str:
         return f"COALESCE(SUM(LEAST({sql.count}, {int(tau)})), 0)"
+
+    def parts(self, sql: Operands) -> tuple[str, ...]:
+        return (sql.count,)
 
 
 class _UserCount(StatisticKind):
@@ -295,14 +309,10 @@ class _ValueSum(StatisticKind):
             )
         return f"COALESCE(SUM(LEAST(COALESCE({sql.total}, 0), {float(tau)!r})), 0)"
 
-    def truncated_mass(self, sql: Operands, tau: float) -> str:
-        """Of a signed column, both parts' truncated magnitudes added: a user adds at most ``tau`` of each."""
+    def parts(self, sql: Operands) -> tuple[str, ...]:
         if sql.signed:
-            return (
-                f"COALESCE(SUM(LEAST(COALESCE({sql.positive}, 0), {float(tau)!r}) + "
-                f"LEAST(COALESCE({sql.negative}, 0), {float(tau)!r})), 0)"
-            )
-        return self.truncated(sql, tau)
+            return f"COALESCE({sql.positive}, 0)", f"COALESCE({sql.negative}, 0)"
+        return (f"COALESCE({sql.total}, 0)",)
 
     def truncation_partials(self, sql: Operands) -> tuple[str, ...]:
         """A signed column's positive and negative parts, summed per user and group."""

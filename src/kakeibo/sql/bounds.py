@@ -456,19 +456,18 @@ class BoundChoice:
         )
         dropped_rows = chosen.dropped_rows
         for i, (key, (_, _, taus)) in enumerate(zip(keys, ladders, strict=True)):
-            truncated = np.array([float(table[ladder_name(i, j)][0] or 0.0) for j in range(len(taus))])
+            masses = np.array([float(table[ladder_name(i, j)][0] or 0.0) for j in range(len(taus))])
             weight = grid.max_partitions * (2 if key in signed else 1)  # the most one person moves a count
             at, step = 0, 1  # measured: the declared threshold, then thresholds 4 times apart
             if not self.measured:
                 ladder = Ladder(
                     taus, STOP_FACTOR * groups * grid.max_partitions / per_statistic, choice_epsilon, weight
                 )
-                at, step = ladder.choose(truncated, source), 4 if key is None else 2
+                at, step = ladder.choose(masses, source), 4 if key is None else 2
             marks = sorted({*range(at, len(taus), step)[:DROP_LAYERS], len(taus) - 1})
             drop = Drop((0.0, *(taus[j] for j in marks)), self._drop_epsilon, weight)
-            share, high, mass = drop.shares(
-                drop.release(np.array([0.0, *truncated[marks]]), source), 1 - CONFIDENCE
-            )
+            layers = np.array([mass.sum() for mass in np.split(masses, np.add(marks, 1))[:-1]])
+            share, high, mass = drop.shares(drop.release(layers, source), 1 - CONFIDENCE)
             name = "rows" if key is None else key
             intervals[name] = (share, high, taus[-1])
             biases[name] = mass / groups  # at least this much, with 95% confidence

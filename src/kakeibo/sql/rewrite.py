@@ -86,17 +86,17 @@ def ladder_name(i: int, j: int) -> str:
 
 def ladder_sql(plan: NoisePlan, ladders: Sequence[tuple[StatisticKind, str | None, Sequence[float]]]) -> str:
     """The statement of the truncated totals that choose thresholds privately
-    (:class:`~kakeibo.sql.truncation.Ladder`): one row, with column :func:`ladder_name` ``(i, j)`` the sum
-    over every kept (user, group) pair (a user's first ``L0`` groups, as the answer keeps them) of the
-    pair's total of the i-th statistic (a kind and its column) truncated at its j-th threshold (of a column
-    that can be negative, both parts' truncated magnitudes). A summed column is clamped to the plan's bounds
-    first (``[0, top]`` or ``[-top, top]``, the top threshold), so each truncated total is exact and every
-    sum stays finite."""
+    (:class:`~kakeibo.sql.truncation.Ladder`): one row, with column :func:`ladder_name` ``(i, j)`` the mass,
+    over every kept (user, group) pair (a user's first ``L0`` groups, as the answer keeps them), of the i-th
+    statistic's (a kind and its column) per-pair totals between its thresholds ``j - 1`` and ``j`` (from 0
+    for ``j = 0``; :meth:`~kakeibo.sql.aggregates.StatisticKind.step_mass`). A summed column is clamped to
+    the plan's bounds first (``[0, top]`` or ``[-top, top]``, the top threshold), so each truncated total
+    is exact and every sum stays finite."""
     filtered, gcols, value_columns = _filtered(plan)
     outputs = [
-        _cast(kind.truncated_mass(_operands(plan, column), tau), False) + f" AS {_q(ladder_name(i, j))}"
+        _cast(kind.step_mass(_operands(plan, column), low, high), False) + f" AS {_q(ladder_name(i, j))}"
         for i, (kind, column, taus) in enumerate(ladders)
-        for j, tau in enumerate(taus)
+        for j, (low, high) in enumerate(zip((0.0, *taus[:-1]), taus, strict=True))
     ]
     return (
         f"WITH {_ranked(plan, filtered, gcols, value_columns)} "

@@ -199,9 +199,12 @@ class Ladder:
     def _mechanism(self) -> Laplace:
         return Laplace(sensitivity=self.max_partitions, epsilon=Fraction(self.epsilon) / 2)
 
-    def soft_counts(self, truncated: np.ndarray) -> np.ndarray:
-        """The soft counts ``d_j`` of the steps of the grid from the engine's ``Q(tau_j)``."""
-        return np.diff(truncated) / np.diff(np.asarray(self.taus))
+    def soft_counts(self, masses: np.ndarray) -> np.ndarray:
+        """The soft counts ``d_j`` of the steps of the grid from the engine's masses between consecutive
+        thresholds (``masses[0]`` below the first; :func:`~kakeibo.sql.rewrite.ladder_sql`). Each pair's
+        share of a step's mass is summed in the engine before the division, so rounding cannot move a count
+        by more than the sum's own rounding: no large total below the step enters it."""
+        return masses[1:] / np.diff(np.asarray(self.taus))
 
     @property
     def stop(self) -> float:
@@ -214,13 +217,13 @@ class Ladder:
         little lower where it binds, whose drop the :class:`Drop` reports."""
         return max(self.threshold, GUARD * float(self._mechanism().scale))
 
-    def choose(self, truncated: np.ndarray, source: RandomSource) -> int:
+    def choose(self, masses: np.ndarray, source: RandomSource) -> int:
         """The index into :attr:`taus` of the chosen threshold (see the class docstring): the lower end of
         the first step whose noisy soft count falls below the noisy :attr:`stop`, else the last."""
         mechanism = self._mechanism()
         bound = mechanism.max_magnitude
         noisy_threshold = float(mechanism.release(float(np.clip(-self.stop, -bound, bound)), rng=source))
-        for j, count in enumerate(self.soft_counts(truncated)):
+        for j, count in enumerate(self.soft_counts(masses)):
             query = float(np.clip(-count, -bound, bound))
             if float(mechanism.release(query, rng=source)) >= noisy_threshold:
                 return j
@@ -259,9 +262,8 @@ class Drop:
             for low, high in zip(self.taus, self.taus[1:], strict=False)
         ]
 
-    def release(self, truncated: np.ndarray, source: RandomSource) -> np.ndarray:
-        """The noisy layers from the engine's ``Q(taus[j])``."""
-        layers = np.diff(truncated)
+    def release(self, layers: np.ndarray, source: RandomSource) -> np.ndarray:
+        """The noisy layers from their masses (layer 0: the kept mass, ``Q(taus[1])``)."""
         out = np.empty(len(layers))
         for i, mechanism in enumerate(self.mechanisms()):
             bound = mechanism.max_magnitude
