@@ -99,10 +99,11 @@ def sql_demo(folder: Path) -> None:
         # counts and the amounts (bounded below by 0) cannot be negative: clamp the noise there, for free
         show_sql(query, session.sql(query, epsilon=epsilon, nonnegative=True), epsilon)
     print(
-        "  the same by category, with the limits and the bounds of amount chosen privately from the data\n"
-        f'  ("auto": {DEFAULT_SHARE:.0%} of epsilon goes to noisy histograms, the rest to the answer):'
+        "  the same by category, with the limits and the upper bound of amount chosen privately from the\n"
+        f'  data ("auto": {DEFAULT_SHARE:.0%} of epsilon goes to noisy histograms, part of the rest to a\n'
+        "  private scan for each person's truncation, the rest to the answer; amount is never negative):"
     )
-    auto = {"max_rows_per_partition": "auto", "max_partitions": "auto", "amount": "auto"}
+    auto = {"max_rows_per_partition": "auto", "max_partitions": "auto", "amount": (0, "auto")}
     result = session.sql(by_category, epsilon=1.0, nonnegative=True, bounds=auto)
     show_sql(by_category, result, 1.0)
     if result.bounds is not None:

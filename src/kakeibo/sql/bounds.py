@@ -246,6 +246,10 @@ class ChosenBounds:
     # per truncated statistic ("rows", or a column): the measured share dropped, (low, high) at 95%, and the
     # top of the measurement (the upper end holds when no person's group total exceeds it)
     dropped_intervals: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    # the share of the rows in a person's groups past max_partitions, the histograms' estimate (a lower
+    # one: their floor hides heavy persons); a ladder's interval measures only the kept groups
+    partitions_dropped: float | None = None
+    partition_bias: float | None = None  # those rows per released group
 
     def to_json(self) -> str:
         data = {**self.__dict__, "histogram_epsilon": str(self.histogram_epsilon)}
@@ -278,6 +282,11 @@ class ChosenBounds:
             for c, (lo, hi) in self.columns.items()
         ]
         dropped = [_share(self.dropped_rows, "the rows", self.dropped_intervals.get("rows"))]
+        if "rows" in self.dropped_intervals and self.partitions_dropped:  # the ladder's: in kept groups only
+            dropped[0] += (
+                " in the groups kept, and the groups past max_partitions about "
+                f"{self.partitions_dropped:.1%} of the rows (the histograms' estimate, a lower one)"
+            )
         dropped += [
             _share(share, f"the mass of {c}", self.dropped_intervals.get(c))
             for c, share in self.clipped_values.items()
@@ -470,7 +479,9 @@ class BoundChoice:
             share, high, mass = drop.shares(drop.release(layers, source), 1 - CONFIDENCE)
             name = "rows" if key is None else key
             intervals[name] = (share, high, taus[-1])
-            biases[name] = mass / groups  # at least this much, with 95% confidence
+            # at least this much, with 95% confidence, and for the rows the histograms' estimate past L0
+            past = (chosen.partition_bias or 0.0) if key is None else 0.0
+            biases[name] = mass / groups + past
             if key is None:
                 kappa, dropped_rows = kappa if self.measured else int(taus[at]), share
             elif self.measured:
@@ -613,6 +624,9 @@ class BoundChoice:
             if not self.signed[i]:  # declared never negative (lower = 0, upper = "auto")
                 bounds = (0.0, bounds[1])
             columns[column], clipped[column], biases[column] = bounds, share, mass / groups
+        past = None  # the rows in groups past L0 alone (kappa unbounded)
+        if query.user_level and seen:
+            past = float(self._lost(pairs, np.array([2.0**ROW_BINS]), np.array([float(l0)]))[0, 0])
         return ChosenBounds(
             max_rows_per_partition=kappa if self.limits[0] else None,
             max_partitions=l0 if self.limits[1] else None,
@@ -622,6 +636,8 @@ class BoundChoice:
             histogram_epsilon=self.histogram_epsilon,
             bias_per_group={"rows": dropped / groups if seen else None, **biases},
             quantile_limits=quantile_limits,
+            partitions_dropped=None if past is None else (past / total if total > 0 else 0.0),
+            partition_bias=None if past is None else past / groups,
         )
 
     @staticmethod
