@@ -408,8 +408,7 @@ class BoundChoice:
         choose the bounds, truncate the laddered statistics (:meth:`truncate`) and plan the answer at them
         (see the module docstring). ``execute`` runs one statement in DuckDB's dialect."""
         if self.measured:
-            nothing = np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((0, 2 * len(POWERS) + 3))
-            declared = replace(self.decide(*nothing), dropped_rows=0.0)
+            declared = replace(self.decide(*self._nothing_seen()), dropped_rows=0.0)
             groups = float(len(self.plan.public_keys or ((),)))  # under selection: 1, the most per group
             chosen = self.truncate(declared, groups, execute, source)
             return self.answer_plan(chosen), chosen
@@ -693,8 +692,7 @@ class BoundChoice:
         ladders' statement (every laddered column clamped to the top of its grid), the choices' and the
         drop measurements' mechanisms at the top layers, and the answer with every total truncated at the
         top of its grid."""
-        nothing_seen = np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((len(self.columns), 2 * len(POWERS) + 3))
-        chosen = self.decide(*nothing_seen)
+        chosen = self.decide(*self._nothing_seen())
         tops = {key: self._ladder_taus(key)[-1] for key in self.ladders if key is not None}
         l0 = self._grid_plan(chosen, tops).max_partitions
         with refused_when_out_of_range():
@@ -719,8 +717,12 @@ class BoundChoice:
         """The plan of the answer at the widest candidates, which :meth:`decide` takes when the histograms
         see nothing: the most noise the choice can lead to (a ladder's thresholds stay below the top of
         its grid, whose noise it never exceeds on a table whose histograms see anything)."""
-        nothing_seen = np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((len(self.columns), 2 * len(POWERS) + 3))
-        return self.answer_plan(self.decide(*nothing_seen))
+        return self.answer_plan(self.decide(*self._nothing_seen()))
+
+    def _nothing_seen(self) -> tuple[np.ndarray, np.ndarray]:
+        """Histograms in which no cell rose above the noise: what :meth:`decide` turns into the widest
+        candidates, or, for bounds only measured, into the declared ones."""
+        return np.zeros((ROW_BINS, GROUP_BINS)), np.zeros((len(self.columns), 2 * len(POWERS) + 3))
 
     def provisional_answer(self) -> NoisePlan:
         """The plan of the answer at the provisional bounds (for ``explain``: its noise scales with the
