@@ -11,7 +11,8 @@ Rows per size:
 * the floor: the non-private aggregate grouped by (user, category), which any user-level engine computes;
 * kakeibo's bounded engine statement alone (pre-aggregation per user and category), the alternative
   bounding by row sampling (``ROW_SAMPLING``), and the whole ``session.sql`` (analysis, plan, engine,
-  noise, ledger charge);
+  noise, ledger charge), also with every limit ``"auto"`` (``AUTO_CATALOG``: the histograms' statement,
+  and under ``bound_selection = "ladder"`` the ladders' one, before the answer's);
 * optionally kakeibo's bounded statement on Spark ``local[2]`` (driver memory 6g; loading the table from
   Arrow is not timed).
 
@@ -25,6 +26,7 @@ import argparse
 import resource
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ import pyarrow as pa
 
 import kakeibo
 from kakeibo.backends import Backend, DuckDBBackend
+from kakeibo.mechanisms import AccuracyWarning
 from kakeibo.sql import Catalog
 from kakeibo.sql.rewrite import bounded_sql
 
@@ -50,6 +53,23 @@ CATALOG = Catalog.from_dict(
                     "user_id": {"type": "int"},
                     "category": {"type": "str", "public_values": CATEGORIES},
                     "amount": {"type": "float", "lower": 0, "upper": 100},
+                },
+            }
+        }
+    }
+)
+#: the same table with every limit and the amount's upper bound "auto" (bounds chosen privately, issue 31)
+AUTO_CATALOG = Catalog.from_dict(
+    {
+        "tables": {
+            "visits": {
+                "privacy_unit": "user_id",
+                "max_partitions": "auto",
+                "max_rows_per_partition": "auto",
+                "columns": {
+                    "user_id": {"type": "int"},
+                    "category": {"type": "str", "public_values": CATEGORIES},
+                    "amount": {"type": "float", "lower": 0, "upper": "auto"},
                 },
             }
         }
@@ -138,6 +158,17 @@ def run_size(rows: int, spark: Backend | None) -> list[tuple[str, float, str]]:
             lambda: session.sql(f"{QUERY} LIMIT {1000 + next(counter)}", epsilon=1).to_arrow().to_pylist()
         )
     out.append(("kakeibo session.sql on DuckDB (end to end)", t_session, f"{t_session / t_floor:.1f}x floor"))
+    for selection in ("ladder", "histogram"):  # every limit and the amount's upper bound chosen privately
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore", AccuracyWarning)
+            auto = kakeibo.connect(db, catalog=AUTO_CATALOG, ledger=Path(tmp) / "l.sqlite", budget=1000)
+            t_auto, _ = timed(
+                lambda auto=auto, selection=selection: auto.sql(
+                    f"{QUERY} LIMIT {1000 + next(counter)}", epsilon=1, bounds={"bound_selection": selection}
+                )
+            )
+        note = f"{t_auto / t_floor:.1f}x floor"
+        out.append((f'  the same, every limit "auto" ({selection})', t_auto, note))
     true_n = {c: float(n) for c, n, _ in exact}
     true_s = {c: float(s) for c, _, s in exact}
     b_n = by_category(bounded, "__g0", "rows")

@@ -21,7 +21,7 @@ import sqlglot
 import kakeibo
 from kakeibo.audit import audit, clopper_pearson_lower, clopper_pearson_upper
 from kakeibo.backends import DuckDBBackend
-from kakeibo.mechanisms import AccuracyWarning
+from kakeibo.mechanisms import AccuracyWarning, UnresolvedBiasWarning
 from kakeibo.sql import Catalog
 from kakeibo.sql.aggregates import ROWS, SUM
 from kakeibo.sql.analyze import analyze
@@ -75,13 +75,14 @@ def test_the_ladders_choice_is_epsilon_dp_when_the_heaviest_person_leaves() -> N
 
 def test_the_ladder_stops_near_the_optimum_and_the_drop_interval_covers() -> None:
     """Calibration: the chosen threshold sits where the count of heavier persons meets the threshold (not
-    at an end of the grid), and the 95% interval of the dropped share covers the true share in at least
-    90% of 200 seeded runs."""
+    at an end of the grid), and the 95% intervals of the dropped share and of the dropped mass (whose upper
+    end bounds the bias the warning compares with the noise) cover the truth in at least 90% of 200 seeded
+    runs."""
     totals = _heavy_totals(3)
     ladder = Ladder(TAUS, threshold=30.0, epsilon=2.0, max_partitions=1)
     rng = np.random.default_rng(4)
     masses = _masses(totals, TAUS)
-    covered, chosen = 0, []
+    covered, covered_mass, chosen = 0, 0, []
     for _ in range(200):
         at = ladder.choose(masses, rng)
         chosen.append(at)
@@ -89,11 +90,12 @@ def test_the_ladder_stops_near_the_optimum_and_the_drop_interval_covers() -> Non
         thresholds = (0.0, *(TAUS[j] for j in marks))
         drop = Drop(thresholds, epsilon=2.0, max_partitions=1)
         noisy = drop.release(_masses(totals, thresholds[1:]), rng)
-        low, high, _ = drop.shares(noisy, 0.05)
+        low, high, low_mass, high_mass = drop.shares(noisy, 0.05)
         kept = np.minimum(totals, TAUS[at]).sum()
         truth = 1 - kept / totals.sum()
         covered += low <= truth <= high
-    assert covered >= 180, covered
+        covered_mass += low_mass <= totals.sum() - kept <= high_mass
+    assert covered >= 180 and covered_mass >= 180, (covered, covered_mass)
     best = int(np.argmin(np.abs(masses[1:] / np.diff(TAUS) - 30.0)))
     assert abs(int(np.median(chosen)) - best) <= 2, (np.median(chosen), best)
 
@@ -167,7 +169,7 @@ def _sales_session(table: pa.Table, tmp_path: Path, **settings: object) -> kakei
     return kakeibo.connect(DuckDBBackend(con), catalog=catalog, ledger=str(tmp_path / "l.sqlite"), budget=1e9)
 
 
-REGION_QUERY = "SELECT region, COUNT(*) AS n, SUM(amount) AS total FROM sales GROUP BY region"
+REGION_QUERY = "SELECT region, COUNT(*) AS n, SUM(amount) AS t FROM sales GROUP BY region"
 
 
 def _true_drops(table: pa.Table, kappa: int, tau: float | None, upper: float | None) -> tuple[float, float]:
@@ -190,13 +192,16 @@ def _true_drops(table: pa.Table, kappa: int, tau: float | None, upper: float | N
 def test_on_a_sales_table_the_ladder_states_a_drop_interval_that_covers(tmp_path: Path) -> None:
     """gen_sales.py's shape (2% of the customers hold half the orders): 20 seeded releases at epsilon 1
     with bound_selection = "ladder"; the stated 95% intervals of the dropped shares of rows and of the
-    amount's mass cover the true shares in at least 90% of them, and no description states a bare share."""
+    amount's mass cover the true shares in at least 90% of them, no description states a bare share, and
+    an AccuracyWarning fires in every release whose true bias per group (rows or mass dropped over the 8
+    regions) exceeds its statistic's 95% noise half-width."""
     table = _sales_like(5_000, 50_000, seed=8)
+    exact_rows, exact_mass = table.num_rows, float(np.sum(table["amount"].to_numpy()))
     session = _sales_session(table, tmp_path, bound_selection="ladder")
-    covered, runs = 0, 20
+    covered, biased, runs = 0, 0, 20
     for i in range(runs):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", AccuracyWarning)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             result = session.sql(REGION_QUERY, epsilon=1, rng=np.random.default_rng(100 + i))
         bounds = result.bounds
         assert bounds is not None and "amount" in bounds.totals
@@ -209,7 +214,13 @@ def test_on_a_sales_table_the_ladder_states_a_drop_interval_that_covers(tmp_path
         )
         covered += rows_low <= true_rows <= rows_high and mass_low <= true_mass <= mass_high
         assert "(measured, 95%" in bounds.describe() and "about 0.0%" not in bounds.describe()
+        released = result.table.to_pydict()
+        half = {c: np.mean(np.subtract(released[f"{c}_ci_high"], released[f"{c}_ci_low"])) / 2 for c in "nt"}
+        if true_rows * exact_rows / 8 > half["n"] or true_mass * exact_mass / 8 > half["t"]:
+            biased += 1
+            assert any(issubclass(w.category, AccuracyWarning) for w in caught), (i, half)
     assert covered >= 0.9 * runs, covered
+    assert biased >= runs / 2, biased  # the shape is heavy enough that the warning is needed
 
 
 def test_hand_set_limits_that_drop_half_the_rows_warn_with_check_bounds(tmp_path: Path) -> None:
@@ -244,6 +255,39 @@ def test_hand_set_limits_that_drop_half_the_rows_warn_with_check_bounds(tmp_path
     assert entry.loss == result.privacy_loss and float(result.privacy_loss.epsilon) == 1
     plain = session.sql(REGION_QUERY, epsilon=1, request_id="plain")
     assert plain.bounds is None
+
+
+def test_a_declared_largest_contribution_at_the_chosen_limit_silences_the_unresolved_warning(
+    tmp_path: Path,
+) -> None:
+    """One order per customer, declared (max_rows_bound = 1), in one region each (declared user_constant,
+    so no group past max_partitions goes unmeasured): the ladder of rows has nothing above its threshold
+    to measure, so the most bias it allows is 0 and no warning fires. The same table without the
+    declaration gets UnresolvedBiasWarning, since nothing rules out a customer with many orders."""
+    rng = np.random.default_rng(12)
+    table = pa.table(
+        {
+            "customer_id": np.arange(4_000, dtype=np.int64),
+            "region": np.array(REGIONS)[rng.integers(0, len(REGIONS), 4_000)],
+            "amount": rng.uniform(0, 100, 4_000),
+        }
+    )
+    columns = {
+        "customer_id": {"type": "int"},
+        "region": {"type": "str", "public_values": REGIONS, "user_constant": True},
+        "amount": {"type": "float", "lower": 0, "upper": 100},
+    }
+    query = "SELECT region, COUNT(*) AS n FROM sales GROUP BY region"
+    for name in ("declared", "undeclared"):
+        (tmp_path / name).mkdir()
+    declared = _sales_session(table, tmp_path / "declared", columns=columns, max_rows_bound=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = declared.sql(query, epsilon=1, rng=np.random.default_rng(13))
+    assert result.bounds is not None and result.bounds.bias_ceiling == {"rows": 0.0}
+    undeclared = _sales_session(table, tmp_path / "undeclared", columns=columns)
+    with pytest.warns(UnresolvedBiasWarning, match="may exceed their noise"):
+        undeclared.sql(query, epsilon=1, rng=np.random.default_rng(13))
 
 
 # --- the ladder's statement on every engine ---------------------------------------------------------------

@@ -104,10 +104,14 @@ def sql_demo(folder: Path) -> None:
         "  private scan for each person's truncation, the rest to the answer; amount is never negative):"
     )
     auto = {"max_rows_per_partition": "auto", "max_partitions": "auto", "amount": (0, "auto")}
-    result = session.sql(by_category, epsilon=1.0, nonnegative=True, bounds=auto)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AccuracyWarning)
+        result = session.sql(by_category, epsilon=1.0, nonnegative=True, bounds=auto)
     show_sql(by_category, result, 1.0)
     if result.bounds is not None:
         print(f"    bounds {result.bounds.describe()}")
+    for warning in caught:
+        print(f"    {warning.category.__name__}: {warning.message}")
     print(f"  remaining: {session.ledger.remaining()}")
     session.close()
 

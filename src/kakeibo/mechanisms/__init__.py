@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import sensitivity
 from .accuracy import (
     AccuracyWarning,
+    UnresolvedBiasWarning,
     check_accuracy,
     gaussian_epsilon_for,
     gaussian_error,
@@ -49,6 +50,7 @@ __all__ = [
     "Neighbour",
     "PartitionSelection",
     "RandomizedResponse",
+    "UnresolvedBiasWarning",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
     "check_accuracy",

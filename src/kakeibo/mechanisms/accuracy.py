@@ -35,6 +35,7 @@ from .gaussian import analytic_gaussian_sigma
 
 __all__ = [
     "AccuracyWarning",
+    "UnresolvedBiasWarning",
     "check_accuracy",
     "gaussian_epsilon_for",
     "gaussian_error",
@@ -54,6 +55,19 @@ _UP = 1 + 1e-12
 
 class AccuracyWarning(UserWarning):
     """The error of a release exceeds the tolerated one with a probability above the accepted level."""
+
+
+class UnresolvedBiasWarning(AccuracyWarning):
+    """What a release's limits or bounds drop is not measured to below its noise: its bias *may* exceed the
+    noise, and its interval then covers the bounded answer only.
+
+    Why it fires on most releases whose bounds are chosen or checked: a warning that fires, with probability
+    ``1 - beta``, whenever the true bias exceeds the noise must also fire with probability at least ``(1 -
+    beta) e^-epsilon`` on every neighbour of such a table (it is computed from the release's own
+    ``epsilon``-DP outputs), and a table with one heavy enough person added is always such a table. Only a
+    declared largest contribution (``max_rows_bound``, a column's upper bound) near the chosen threshold lets
+    the measurement bound the drop, and silences it. Filter it by its category to keep the warnings of a
+    *measured* bias above the noise (plain :class:`AccuracyWarning`)."""
 
 
 class SupportsFailureProbability(Protocol):

@@ -65,8 +65,13 @@ composition of the steps; each is chosen from the output before it, which adapti
 The answer's intervals are those of its plan at the chosen bounds: they cover the *bounded* answer.
 Bounding can only drop rows and pull values toward the bounds, so for counts and for sums of values that
 are never negative the bias is toward zero; :class:`ChosenBounds` carries the histogram's estimate of the
-fraction of rows and of value mass the bounds removed, and the session warns when that bias exceeds the
-noise.
+fraction of rows and of value mass the bounds removed, or the ladders' measured interval of it. The session
+warns (:class:`~kakeibo.mechanisms.AccuracyWarning`) when that bias is measured above the noise, and
+(:class:`~kakeibo.mechanisms.UnresolvedBiasWarning`) when it is not ruled out: when the most bias the
+measurement allows (:attr:`ChosenBounds.bias_ceiling`) exceeds the noise, or nothing bounds it. The second
+fires on most releases by necessity: a warning that fires whenever the true bias exceeds the noise must
+fire, with probability at least ``0.95 e^-epsilon``, on every table one heavy person away from such a table,
+which is every table unless a declared largest contribution near the chosen threshold bounds the drop.
 """
 
 from __future__ import annotations
@@ -82,10 +87,10 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ..mechanisms import Laplace
+from ..mechanisms import AccuracyWarning, Laplace, UnresolvedBiasWarning
 from ..noise import RandomSource
 from .aggregates import ROWS, SUM
-from .analyze import AnalyzedQuery
+from .analyze import AnalyzedQuery, spans_groups
 from .catalog import HUGE, Catalog, ColumnSpec, QueryRefused, TableSpec
 from .plan import CONFIDENCE, NoisePlan, check_epsilon, plan_query, refused_when_out_of_range
 from .rewrite import bound_histograms_sql, ladder_name, ladder_sql
@@ -250,6 +255,9 @@ class ChosenBounds:
     # one: their floor hides heavy persons); a ladder's interval measures only the kept groups
     partitions_dropped: float | None = None
     partition_bias: float | None = None  # those rows per released group
+    # per key of bias_per_group: the most bias per group the measurement allows at 95% (the drop's upper end;
+    # None or absent: nothing bounds it, as when a histogram's floor or unmeasured groups can hide a person)
+    bias_ceiling: dict[str, float | None] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {**self.__dict__, "histogram_epsilon": str(self.histogram_epsilon)}
@@ -452,11 +460,13 @@ class BoundChoice:
         table = execute(ladder_sql(grid, ladders)).to_pydict()
         per_statistic = float(self.answer_epsilon) / _releases(self.plan)
         choice_epsilon = self.ladder_epsilon * CHOICE_PART
-        totals, intervals, biases = (
+        totals, intervals, biases, ceilings = (
             dict(chosen.totals),
             dict(chosen.dropped_intervals),
             dict(chosen.bias_per_group),
+            dict(chosen.bias_ceiling),
         )
+        unmeasured = self._groups_unmeasured(chosen)
         kappa, columns, clipped = (
             chosen.max_rows_per_partition,
             dict(chosen.columns),
@@ -475,12 +485,16 @@ class BoundChoice:
             marks = sorted({*range(at, len(taus), step)[:DROP_LAYERS], len(taus) - 1})
             drop = Drop((0.0, *(taus[j] for j in marks)), self._drop_epsilon, weight)
             layers = np.array([mass.sum() for mass in np.split(masses, np.add(marks, 1))[:-1]])
-            share, high, mass = drop.shares(drop.release(layers, source), 1 - CONFIDENCE)
+            share, high, mass, most = drop.shares(drop.release(layers, source), 1 - CONFIDENCE)
             name = "rows" if key is None else key
             intervals[name] = (share, high, taus[-1])
             # at least this much, with 95% confidence, and for the rows the histograms' estimate past L0
             past = (chosen.partition_bias or 0.0) if key is None else 0.0
             biases[name] = mass / groups + past
+            # at most this much, when every group a person's rows fall in is measured, and for a measured
+            # column when no value is clamped within a kept total (which its layers do not see)
+            bounded = not unmeasured and (key is None or not self.measured)
+            ceilings[name] = most / groups if bounded else None
             if key is None:
                 kappa, dropped_rows = kappa if self.measured else int(taus[at]), share
             elif self.measured:
@@ -497,7 +511,16 @@ class BoundChoice:
             bias_per_group=biases,
             totals=totals,
             dropped_intervals=intervals,
+            bias_ceiling=ceilings,
         )
+
+    def _groups_unmeasured(self, chosen: ChosenBounds) -> bool:
+        """Whether a person's rows can fall in groups past ``max_partitions``, which the ladders' statement
+        leaves out (it measures the kept groups only), so that nothing bounds what those groups drop."""
+        query = self.plan.query
+        l0 = chosen.max_partitions if chosen.max_partitions is not None else query.max_partitions
+        keys = self.plan.public_keys
+        return spans_groups(query) and (keys is None or l0 < len(keys))
 
     def _grid_plan(
         self, chosen: ChosenBounds, tops: dict[str, float], signed: frozenset[str] = frozenset()
@@ -661,10 +684,9 @@ class BoundChoice:
             query.max_rows_per_partition * query.max_partitions
         )
 
-    def warning(self, chosen: ChosenBounds) -> str | None:
-        """A sentence when the bias ``chosen`` implies exceeds the answer's noise (the accuracy warning of
-        bounds chosen privately), else ``None``."""
-        return _warning(self.answer_plan(chosen), chosen.bias_per_group)
+    def warning(self, chosen: ChosenBounds) -> tuple[str, type[AccuracyWarning]] | None:
+        """The accuracy warning of bounds chosen privately or measured (:func:`_warning`), else ``None``."""
+        return _warning(self.answer_plan(chosen), chosen)
 
     def check(self) -> None:
         """Refuse, before the draw, what would fail inside it (issue 29, R9: ``bounds_share=1e-300`` used to
@@ -791,11 +813,13 @@ def _representatives(bins: int) -> np.ndarray:
     return reps
 
 
-def _warning(plan: NoisePlan, bias_per_group: dict[str, float | None]) -> str | None:
-    """A sentence when the bias the histogram estimates per group (rows dropped, value mass clamped away)
-    exceeds the 95% noise of the statistic it biases, or when a histogram saw too few persons to estimate
-    it, else ``None``."""
-    found, unseen = [], []
+def _warning(plan: NoisePlan, chosen: ChosenBounds) -> tuple[str, type[AccuracyWarning]] | None:
+    """The sentences, and their category, when the bias ``chosen`` states per group (rows dropped, value
+    mass clamped or truncated away) exceeds the 95% noise of a statistic it biases (:class:`AccuracyWarning`),
+    when a histogram saw too few persons to estimate it (the same), or, failing both, when the most bias the
+    measurement allows exceeds the noise (:class:`UnresolvedBiasWarning`, whose docstring says why a warning
+    that fires whenever the true bias exceeds the noise must fire that often); else ``None``."""
+    found, unseen, unresolved = [], [], []
     for stat in plan.statistics:
         if stat.name == "rows":
             key = "rows"
@@ -803,12 +827,19 @@ def _warning(plan: NoisePlan, bias_per_group: dict[str, float | None]) -> str | 
             key = str(stat.column)
         else:
             continue
-        bias = bias_per_group.get(key, 0.0)
+        if key not in chosen.bias_per_group:  # nothing chosen or measured biases it
+            continue
+        bias = chosen.bias_per_group[key]
+        ceiling = chosen.bias_ceiling.get(key)
         noise = stat.mechanism.error_bound(1 - CONFIDENCE)
         if bias is None:
             unseen.append(key)
         elif bias > noise:
             found.append(f"{stat.name} (about {bias:.4g} per group against noise of {noise:.4g})")
+        elif ceiling is None:
+            unresolved.append(f"{stat.name} (unbounded, against noise of {noise:.4g})")
+        elif ceiling > noise:
+            unresolved.append(f"{stat.name} (up to {ceiling:.4g} per group against noise of {noise:.4g})")
     sentences = []
     if found:
         sentences.append(
@@ -822,7 +853,17 @@ def _warning(plan: NoisePlan, bias_per_group: dict[str, float | None]) -> str | 
             "persons for its share of epsilon), so the widest bounds were taken: declare the bounds, or give "
             "the query more epsilon."
         )
-    return " ".join(sentences) or None
+    if unresolved:
+        sentences.append(
+            "the bias of these statistics may exceed their noise, and the measurement of what the limits "
+            f"and bounds drop cannot rule it out (95%): {', '.join(unresolved)}; the intervals cover the "
+            "bounded answer only. Nothing rules out a person heavier than the measurement sees unless the "
+            "catalog declares the largest contribution (max_rows_bound, the columns' upper bounds) near the "
+            "chosen limits; result.bounds.describe() has the measured drop."
+        )
+    if not sentences:
+        return None
+    return " ".join(sentences), AccuracyWarning if found or unseen else UnresolvedBiasWarning
 
 
 def _share(share: float | None, of: str, interval: tuple[float, float, float] | None = None) -> str:

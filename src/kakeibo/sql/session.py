@@ -46,7 +46,6 @@ from .. import release
 from ..accounting import Box, Ledger, LedgerEntry, Scope
 from ..backends import Backend, DuckDBBackend, database_name
 from ..errors import ArgumentTypeError, ConfigurationError
-from ..mechanisms import AccuracyWarning
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
@@ -432,7 +431,7 @@ class Session:
         chosen, table = out.value
         warning = None if chosen is None or choice is None else choice.warning(chosen)
         if warning is not None:
-            warnings.warn(warning, AccuracyWarning, stacklevel=2)
+            warnings.warn(warning[0], warning[1], stacklevel=2)
         return Result(
             table, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded, bounds=chosen
         )

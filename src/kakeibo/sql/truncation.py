@@ -270,14 +270,15 @@ class Drop:
             out[i] = float(mechanism.release(float(np.clip(layers[i], -bound, bound)), rng=source))
         return out
 
-    def shares(self, noisy: np.ndarray, beta: float) -> tuple[float, float, float]:
+    def shares(self, noisy: np.ndarray, beta: float) -> tuple[float, float, float, float]:
         """From the noisy layers of thresholds ``(0, tau, ...)`` (layer 0: the kept mass ``Q(tau)``; the
         rest: the dropped mass in layers): the ``1 - beta`` interval of the share of the mass the truncation
         at ``tau`` drops (see the class docstring; the share ``D / (K + D)`` grows with the dropped mass
-        ``D`` and falls with the kept ``K``, so its ends come from theirs), and the least dropped mass the
-        interval allows. At the threshold a :class:`Ladder` chooses, the dropped mass is about the answer's
-        noise (the optimum balances them), which a measurement at a small share of epsilon cannot resolve:
-        its interval is then wide, and only a drop well above the noise moves its lower end."""
+        ``D`` and falls with the kept ``K``, so its ends come from theirs), and the least and the most
+        dropped mass the interval allows (the most: when no pair's total exceeds the top threshold). At the
+        threshold a :class:`Ladder` chooses, the dropped mass is about the answer's noise (the optimum
+        balances them), which a measurement at a small share of epsilon cannot resolve: its interval is then
+        wide, and only a drop well above the noise moves its lower end."""
         bounds = np.array([m.error_bound(beta / len(noisy)) for m in self.mechanisms()])
         kept, kept_bound = float(noisy[0]), float(bounds[0])
         layers, errors = noisy[1:], bounds[1:]
@@ -286,4 +287,4 @@ class Drop:
         kept_low, kept_high = max(kept - kept_bound, 0.0), max(kept + kept_bound, 0.0)
         share_low = low / (kept_high + low) if kept_high + low > 0 else 0.0
         share_high = high / (kept_low + high) if kept_low + high > 0 else 1.0
-        return share_low, share_high, low
+        return share_low, share_high, low, high
