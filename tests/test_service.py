@@ -454,7 +454,8 @@ def test_one_map_from_errors_to_statuses(
 
 def test_a_query_may_choose_its_bounds_privately(service: tuple[TestClient, str]) -> None:
     """``bounds`` overrides the catalog's limits and column bounds for one query ("auto": chosen from the
-    data at a share of epsilon); the answer says what was chosen, and a bad override is a free 400."""
+    data at a share of epsilon); the answer says what was chosen, what it drops and its accuracy warning
+    (the client cannot catch a Python warning), and a bad override is a free 400."""
     client, admin_key = service
     key = make_analyst(client, admin_key, "alice")
     sql = "SELECT category, COUNT(*) AS n, SUM(amount) AS total FROM visits GROUP BY category"
@@ -464,9 +465,13 @@ def test_a_query_may_choose_its_bounds_privately(service: tuple[TestClient, str]
     chosen = answer.json()["bounds"]
     assert chosen["max_rows_per_partition"] >= 1 and chosen["max_partitions"] >= 1
     assert chosen["histogram_epsilon"] == "1/20" and set(chosen["columns"]) == {"amount"}
+    assert answer.json()["bounds_described"].startswith("chosen at epsilon 0.05: ")
+    # a bias above the noise measured, or not ruled out (a heavier visitor in groups past max_partitions)
+    warning = answer.json()["warning"]
+    assert warning["category"] in ("AccuracyWarning", "UnresolvedBiasWarning") and warning["message"]
     assert spent(client, key) == pytest.approx(0.5)
     fixed = ask(client, key, sql=sql, epsilon=0.25, bounds={"amount": [0, 50]})
-    assert fixed.status_code == 200 and fixed.json()["bounds"] is None
+    assert fixed.status_code == 200 and fixed.json()["bounds"] is None and fixed.json()["warning"] is None
     for bad in ({"amount": [5, 1]}, {"height": "auto"}, {"max_partitions": "many"}):
         refused = ask(client, key, sql=sql, epsilon=0.25, bounds=bad)
         assert refused.status_code in (400, 422), (bad, refused.text)

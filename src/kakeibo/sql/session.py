@@ -101,6 +101,9 @@ class Result:
     seeded: bool = False
     confidence: float = CONFIDENCE
     bounds: ChosenBounds | None = None  # the bounds chosen privately ("auto"), and what they drop
+    # the accuracy warning the release raised, as (its category's name, its message), for callers that
+    # cannot catch Python warnings (the service: warning filters are process-wide, not per request)
+    warning: tuple[str, str] | None = None
 
     @property
     def note(self) -> str | None:
@@ -433,7 +436,13 @@ class Session:
         if warning is not None:
             warnings.warn(warning[0], warning[1], stacklevel=2)
         return Result(
-            table, plan.privacy_loss, plan.query.sql, out.ledger_entry, seeded=out.seeded, bounds=chosen
+            table,
+            plan.privacy_loss,
+            plan.query.sql,
+            out.ledger_entry,
+            seeded=out.seeded,
+            bounds=chosen,
+            warning=None if warning is None else (warning[1].__name__, warning[0]),
         )
 
     def _charge(self, plan: NoisePlan, catalog: Catalog, client_key: str | None) -> release.Charge:

@@ -114,6 +114,10 @@ def router(context: ServiceContext) -> APIRouter:
             "ledger_entry": None if result.ledger_entry is None else result.ledger_entry.seq,  # None: a view
             "confidence": result.confidence,
             "bounds": None if result.bounds is None else json.loads(result.bounds.to_json()),
+            "bounds_described": None if result.bounds is None else result.bounds.describe(),
+            "warning": None
+            if result.warning is None
+            else {"category": result.warning[0], "message": result.warning[1]},
         }
 
     @routes.post("/v1/explain", responses=responses(*KEYED, 400, 403, 422))
