@@ -722,6 +722,18 @@ TEXT_COLUMNS = ("category", "name", "building")
 NUMBER_COLUMNS = ("user_id", "amount", "age", "birth_year", "x")
 BOUNDED_COLUMNS = ("amount", "age", "x")
 EPSILONS = (1, 0.5, 2, 1000, 1000, "1e-3")
+#: HAVING operands kakeibo computes on the released table (issue 32): ``{c}`` an output or an aggregate,
+#: ``{k}`` any output (a text key: read through a cast), ``{l}`` a literal
+HAVING_TERMS = (
+    "{c} * 100 / {l}",
+    "{c} / CAST({k} AS INT)",
+    "CAST({c} AS BIGINT) - {l}",
+    "{c} / ({c} - {l})",
+    "ROUND({c} / {l}, 2)",
+    "CAST({k} AS DOUBLE) + {c}",
+)
+#: ORDER BY items kakeibo computes on the released table, ``{o}`` an output
+ORDER_TERMS = ("CAST({o} AS TEXT)", "{o} * -1", "CAST({o} AS INT) * -1", "{o} / ({o} - 1)")
 
 
 def sql_text(value: str) -> str:
@@ -865,8 +877,8 @@ def queries() -> Any:
         SELECT [DISTINCT | TOP n] <group columns and expressions>, <aggregates, their synonyms, expressions
             of them, constants> FROM visits [JOIN dim ...]
         [WHERE <boolean combination of comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...]
-        [HAVING <output column, or an aggregate not selected, op literal>] [ORDER BY <output columns>]
-        [LIMIT n]
+        [HAVING <output column, aggregate not selected, or an expression over them (HAVING_TERMS)> op
+        literal] [ORDER BY <output columns, or expressions over them (ORDER_TERMS)>] [LIMIT n]
 
     The select list may hold keys alone (a key release by partition selection), written as a GROUP BY or as
     ``SELECT DISTINCT``; each call is read in a drawn dialect and may ask for ``nonnegative`` clamping.
@@ -1035,14 +1047,23 @@ def queries() -> Any:
             by += [k if draw(st.booleans()) else f"k{i}" for i, k in enumerate(keys)]  # text or alias
             sql += " GROUP BY " + ", ".join(by)
         outputs = [g.split(".")[-1] for g in groups] + [f"k{i}" for i in range(len(keys))] + aliases
-        having = draw(st.integers(0, 5))
-        if having in (1, 2):
+        having = draw(st.integers(0, 6))
+        if having in (1, 2, 3):
             # an output column, or an aggregate named only here (noised and charged as if selected)
             column = draw(st.sampled_from(aliases)) if aliases and having == 1 else draw(aggregate)
+            if having == 3 and outputs:  # an expression kakeibo computes from released values
+                column = draw(st.sampled_from(HAVING_TERMS)).format(
+                    c=column,
+                    k=draw(st.sampled_from(outputs)),
+                    l=draw(st.sampled_from(NUMERIC_LITERALS)),
+                )
             op = draw(st.sampled_from(("=", "<", ">", ">=", "<>")))
             sql += f" HAVING {column} {op} {draw(st.sampled_from(NUMERIC_LITERALS))}"
         if draw(st.integers(0, 3)) == 0:
             order = draw(st.lists(st.sampled_from(outputs), min_size=1, max_size=2, unique=True))
+            order = [  # an output, or an expression kakeibo computes from it
+                c if draw(st.booleans()) else draw(st.sampled_from(ORDER_TERMS)).format(o=c) for c in order
+            ]
             sql += " ORDER BY " + ", ".join(f"{c} {draw(st.sampled_from(('ASC', 'DESC')))}" for c in order)
         if limit and not top:
             sql += f" LIMIT {limit}"

@@ -195,6 +195,14 @@ def _accepted() -> list[str]:
         "telemetry GROUP BY vendor",
         "SELECT CASE WHEN device = 'laptop' THEN 'desktop' ELSE 'mobile' END AS kind, AVG(battery) AS b, "
         "COUNT(DISTINCT person_id) AS people FROM telemetry GROUP BY kind",
+        # HAVING operands and ORDER BY items computed from released values, by kakeibo (issue 32)
+        "SELECT CAST(SUM(income) AS BIGINT) AS c FROM census",
+        "SELECT educ, COUNT(*) AS n FROM census GROUP BY educ HAVING n * 100 / 2 > 0 "
+        "ORDER BY CAST(educ AS TEXT)",
+        "SELECT sex, COUNT(*) AS n FROM census GROUP BY sex HAVING n / CAST(sex AS INT) > 10 "
+        "ORDER BY CAST(sex AS INT) * -1",
+        "SELECT region, AVG(income) AS a FROM census GROUP BY region ORDER BY SUM(income) / COUNT(*) DESC",
+        "SELECT device, SUM(sessions) AS s FROM telemetry GROUP BY device HAVING s / s > 0.5 ORDER BY s * -1",
     ]
     return queries
 
@@ -212,7 +220,7 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT sex, COUNT(*) AS n FROM census GROUP BY sex HAVING n > 'a'", "compares int and text"),
     ("SELECT RANDOM() AS r, COUNT(*) AS n FROM census", "is non-deterministic"),
     ("SELECT SUM(income) % 2 AS m FROM census", "uses MOD"),
-    ("SELECT CAST(SUM(income) AS INT) AS c FROM census", "uses CAST"),
+    ("SELECT CAST(SUM(income) AS DECIMAL(12, 2)) AS c FROM census", "casts to DECIMAL(12, 2)"),
     ("SELECT SUM(age) + age AS bad FROM census", "outside an aggregate"),
     ("SELECT SUM(ABS(age)) AS s FROM census", "ABS(age) is not supported inside an aggregate"),
     ("SELECT COUNT(*) AS n FROM census c1 JOIN census c2 ON c1.age = c2.age", "join"),

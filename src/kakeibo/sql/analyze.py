@@ -136,6 +136,7 @@ def analyze(
         ),
         group_expressions=tuple(None if isinstance(ref, ColumnRef) else ref for ref in outputs.group_refs),
         derived=outputs.derived,
+        terms=outputs.terms,
         dialect=dialect,
         joins=tables.joins,
         person=tables.person,

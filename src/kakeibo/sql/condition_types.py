@@ -16,10 +16,9 @@ from typing import cast
 from sqlglot import exp
 
 from .aggregate_calls import is_aggregate
-from .aggregates import AGGREGATES
 from .catalog import QueryRefused
-from .outputs import Outputs, key_type
-from .predicates import TotalPredicate
+from .outputs import Outputs, computed
+from .predicates import COMPARISONS, TotalPredicate, strip
 from .tables import Tables, lower_name, sql_text
 
 __all__ = ["having_condition", "where_condition"]
@@ -55,7 +54,22 @@ def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | N
     for node in having.this.walk():
         _deterministic(node, "HAVING", dialect)
 
+    def lift(node: exp.Expr) -> exp.Expr:
+        """A comparison's computed operand (``n * 100 / 2``) as the hidden column kakeibo computes it in."""
+        if isinstance(node, (*COMPARISONS, exp.Between, exp.In, exp.Is)):
+            for key in ("this", "expression", "low", "high"):
+                operand = node.args.get(key)
+                if isinstance(operand, exp.Expr) and computed(operand) and not _engine_operand(operand):
+                    node.set(key, exp.column(outputs.term(operand, "HAVING")))
+        return node
+
+    terms = {t.alias for t in outputs.terms}
+    lifted = having.this.copy().transform(lift)
+    terms = {t.alias for t in outputs.terms} - terms
+
     def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and node.name in terms:
+            return exp.column(node.name, quoted=True)
         if is_aggregate(node) or isinstance(node, exp.Column):
             name = outputs.name(node, "HAVING")
             if name is None:
@@ -66,24 +80,16 @@ def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | N
             return exp.column(name, quoted=True)
         return node
 
-    rewritten = cast(exp.Expression, having.this.transform(rewrite))
+    rewritten = cast(exp.Expression, lifted.transform(rewrite))
     for node in rewritten.walk():
         _scalar(node, "HAVING", dialect)
-    types = _released_types(outputs)
+    types = outputs.output_types()
     return TotalPredicate("HAVING", lambda c: types[c.name], dialect).check(rewritten)
 
 
-def _released_types(outputs: Outputs) -> dict[str, str]:
-    """The released table's types: each aggregate's output type (noisy counts are integers, every other
-    aggregate a double), an expression around aggregates a double (a CASE of texts: text)."""
-    types: dict[str, str] = {
-        alias: key_type(ref) for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
-    }
-    for agg in outputs.aggregates:
-        types[agg.alias] = AGGREGATES[agg.function].output_type
-    for derived in outputs.derived:
-        types[derived.alias] = "str" if derived.text else "float"
-    return types
+def _engine_operand(operand: exp.Expr) -> bool:
+    """An operand the predicate checker reads as it is: LOWER or UPPER of a text column."""
+    return isinstance(strip(operand), (exp.Lower, exp.Upper))
 
 
 def _scalar(node: exp.Expr, clause: str, dialect: str) -> None:

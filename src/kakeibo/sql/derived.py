@@ -13,6 +13,13 @@ away from zero (as DuckDB does; PostgreSQL rounds a double half to even: the eng
 and ``round_double``, :mod:`kakeibo.sql.dialects`), comparisons with NULL are unknown and a CASE branch
 is taken only when its condition is true.
 
+**Casts.** ``CAST(x AS INT)`` (or SMALLINT, TINYINT, BIGINT) rounds half away from zero, as DuckDB does,
+and is NULL outside the type's range; ``CAST(x AS DOUBLE)`` (or FLOAT, REAL, read as DOUBLE) keeps the
+value. In HAVING and ORDER BY (:func:`check_term`) a cast may also read a text grouping key, whose values
+are parsed (a whole numeral for a whole type, any decimal numeral for DOUBLE; anything else is NULL), and
+an ORDER BY item may cast a number to text (a whole value without a decimal point, else the shortest text
+that reads back as the same double), to sort as text.
+
 **Interval.** When each of the ``k`` aggregates an expression reads lies in its interval at level
 ``1 - beta / k``, all ``k`` do at once with probability ``>= 1 - beta`` (union bound), and interval
 arithmetic over the expression then bounds its value computed from the true aggregates at level
@@ -23,6 +30,8 @@ level) -- the interval is NULL.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -33,7 +42,7 @@ from sqlglot import exp
 from .catalog import QueryRefused
 from .predicates import numeric_literal, strip
 
-__all__ = ["Derived", "check_expression", "derived_bounds", "derived_values"]
+__all__ = ["Derived", "check_expression", "check_term", "derived_bounds", "derived_values"]
 
 FloatArray = NDArray[np.float64]
 
@@ -57,6 +66,18 @@ _COMPARISONS: dict[type[exp.Expr], Callable[[FloatArray, FloatArray], NDArray[np
     exp.NEQ: np.not_equal,
 }
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div)
+#: the whole-number types a cast may name, with their ranges (as DuckDB's, PostgreSQL's and Spark's)
+_WHOLE: dict[object, int] = {
+    exp.DataType.Type.TINYINT: 2**7,
+    exp.DataType.Type.SMALLINT: 2**15,
+    exp.DataType.Type.INT: 2**31,
+    exp.DataType.Type.BIGINT: 2**63,
+}
+_REAL = frozenset({exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT})
+_TEXT = frozenset({exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR})
+#: a numeral a cast reads from a text key: whole for a whole-number type, any decimal one for DOUBLE
+_WHOLE_NUMERAL = re.compile(r"\s*[+-]?\d+\s*")
+_NUMERAL = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 #: what an expression around aggregates may contain (besides the aggregates themselves)
 _ALLOWED: tuple[type[exp.Expr], ...] = (
     exp.Pi,
@@ -75,6 +96,8 @@ _ALLOWED: tuple[type[exp.Expr], ...] = (
     exp.Not,
     exp.Column,
     exp.Identifier,  # inside a column
+    exp.Cast,  # to a number (check_expression); its DataType
+    exp.DataType,
     *_ARITHMETIC,
     *_UNARY,
     *_COMPARISONS,
@@ -94,21 +117,29 @@ class Derived:
     text: bool = False
 
 
-def check_expression(node: exp.Expr, text: str, inputs: frozenset[str]) -> bool:
+def check_expression(node: exp.Expr, text: str, inputs: frozenset[str], clause: str = "SELECT") -> bool:
     """Refuse what kakeibo does not evaluate, before anything is read; return whether the expression yields
     text (a CASE of string results). ``node`` has its aggregates replaced by columns named in ``inputs``;
-    any other column is a value outside an aggregate."""
+    any other column is a value outside an aggregate. ``clause`` names where it stands in messages."""
     for part in node.walk():
-        name = part.sql_name() if isinstance(part, exp.Func) else part.key.upper()
+        if isinstance(part, exp.Anonymous):
+            name = f"the function {str(part.this).lower()}() (unknown to kakeibo's query checker)"
+        else:
+            name = part.sql_name() if isinstance(part, exp.Func) else part.key.upper()
         if isinstance(part, (exp.Rand, exp.Randn, exp.Uuid)):
             raise QueryRefused(
                 f"{text} is non-deterministic; an output may depend on aggregates and literals only."
             )
         if not isinstance(part, _ALLOWED):
             raise QueryRefused(
-                f"{text} uses {name}, which kakeibo does not evaluate in SELECT; use arithmetic (+ - * /), "
+                f"{text} uses {name}, which kakeibo does not evaluate in {clause}; use arithmetic (+ - * /), "
                 "ROUND, ABS, POWER, SQRT, LN, EXP, CEIL, FLOOR, SIGN, GREATEST, LEAST, PI() or CASE WHEN on "
                 "aggregates and literals."
+            )
+        if isinstance(part, exp.Cast) and part.to.this not in (*_WHOLE, *_REAL):
+            raise QueryRefused(
+                f"{text} casts to {part.to.sql()}; kakeibo casts to INT, SMALLINT, TINYINT, BIGINT, DOUBLE "
+                "or FLOAT here."
             )
         if isinstance(part, exp.Column) and part.name not in inputs:
             raise QueryRefused(
@@ -134,11 +165,43 @@ def check_expression(node: exp.Expr, text: str, inputs: frozenset[str]) -> bool:
     return any(texts)
 
 
+def check_term(
+    node: exp.Expr, text: str, numbers: frozenset[str], texts: frozenset[str], clause: str
+) -> bool:
+    """Refuse what kakeibo does not evaluate in a HAVING operand or an ORDER BY item (``clause``) over
+    released columns (``numbers``: numeric ones; ``texts``: text grouping keys, read only through a cast to
+    a number), before anything is read; return whether it yields text (a number cast to text: ORDER BY
+    only)."""
+    node = strip(node)
+    as_text = isinstance(node, exp.Cast) and node.to.this in _TEXT
+    inner = strip(node.this) if as_text else node
+    for part in inner.walk():
+        if isinstance(part, exp.Column) and part.name in texts:
+            cast = part.parent
+            while isinstance(cast, exp.Paren):
+                cast = cast.parent
+            if not isinstance(cast, exp.Cast):
+                raise QueryRefused(
+                    f"{text} reads the text {part.name} as a number; cast it to INT or DOUBLE explicitly."
+                )
+    if as_text and isinstance(inner, exp.Column) and inner.name in texts:
+        return True  # a text key as text
+    check_expression(inner, text, numbers | texts, clause)
+    return as_text
+
+
 def derived_values(derived: Derived, columns: Mapping[str, FloatArray], rows: int) -> object:
-    """The output's values per released row: a float64 array with NaN for NULL, or a list of texts."""
+    """The output's values per released row: a float64 array with NaN for NULL, or a list of texts (of a
+    text key, a CASE of texts, or a number cast to text). A text key's column is a sequence of texts."""
     with np.errstate(all="ignore"):
+        node = strip(derived.expression)
+        if derived.text and isinstance(node, exp.Cast):
+            inner = strip(node.this)
+            if isinstance(inner, exp.Column) and not _numeric(columns[inner.name]):
+                return [None if v is None else str(v) for v in columns[inner.name]]
+            return [_number_text(v) for v in _finite(_evaluate(inner, columns, rows))]
         if derived.text:
-            return _case_texts(strip(derived.expression), columns, rows)
+            return _case_texts(node, columns, rows)
         return _finite(_evaluate(derived.expression, columns, rows))
 
 
@@ -209,6 +272,34 @@ def _finite(values: FloatArray) -> FloatArray:
     return np.where(np.isfinite(values), values, np.nan)
 
 
+def _numeric(values: object) -> bool:
+    return bool(np.asarray(values).dtype.kind in "biuf")
+
+
+def _number_text(value: float) -> str | None:
+    """A number as text: a whole value without a decimal point, else the shortest text of the double."""
+    if math.isnan(value):
+        return None
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
+def _cast(node: exp.Cast, columns: Mapping[str, FloatArray], rows: int) -> FloatArray:
+    """A cast to a number (module docstring): of a number, or of a text key's values parsed."""
+    target, inner = node.to.this, strip(node.this)
+    if isinstance(inner, exp.Column) and not _numeric(columns[inner.name]):
+        numeral = _WHOLE_NUMERAL if target in _WHOLE else _NUMERAL
+        values = np.array(
+            [float(v) if isinstance(v, str) and numeral.fullmatch(v) else np.nan for v in columns[inner.name]]
+        )
+    else:
+        values = _evaluate(inner, columns, rows)
+    if target not in _WHOLE:
+        return values
+    whole = _round(values, 0)
+    limit = _WHOLE[target]
+    return np.where((whole >= -limit) & (whole < limit), whole, np.nan)
+
+
 def _literal(node: exp.Expr) -> float:
     node = strip(node)
     if isinstance(node, exp.Neg):
@@ -239,6 +330,8 @@ def _evaluate(node: exp.Expr, columns: Mapping[str, FloatArray], rows: int) -> F
         return _round(_evaluate(node.this, columns, rows), 0 if decimals is None else int(_literal(decimals)))
     if isinstance(node, exp.Pow):
         return np.power(_evaluate(node.this, columns, rows), _literal(node.expression))
+    if isinstance(node, exp.Cast):
+        return _cast(node, columns, rows)
     if type(node) in _UNARY:
         return _UNARY[type(node)](_evaluate(node.this, columns, rows))
     if isinstance(node, (exp.Greatest, exp.Least)):
@@ -346,6 +439,13 @@ def _bounds(
         return inner, np.fmax(np.abs(low), np.abs(high))
     if isinstance(node, exp.Pow):
         return _power_bounds(_bounds(node.this, lows, highs, rows), _literal(node.expression))
+    if isinstance(node, exp.Cast):  # to a number (a text key is never an aggregate's input)
+        low, high = _bounds(node.this, lows, highs, rows)
+        if node.to.this not in _WHOLE:
+            return low, high
+        limit = _WHOLE[node.to.this]
+        inside = (_round(low, 0) >= -limit) & (_round(high, 0) < limit)
+        return np.where(inside, _round(low, 0), np.nan), np.where(inside, _round(high, 0), np.nan)
     if isinstance(node, _MONOTONE):
         low, high = _bounds(node.this, lows, highs, rows)
         function = _UNARY[type(node)]

@@ -289,24 +289,44 @@ def _clamped(plan: NoisePlan, table: pa.Table) -> pa.Table:
     return table
 
 
+def _with_terms(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
+    """``table`` with each term of HAVING and ORDER BY as a column, computed from the released columns by
+    :func:`~kakeibo.sql.derived.derived_values` (total: NULL where it cannot be computed). A text column
+    is read as its texts, any other as doubles."""
+    for term in query.terms:
+        columns = {
+            name: table.column(name).to_pylist()
+            if pa.types.is_string(table.column(name).type)
+            else np.asarray(table.column(name).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+            for name in term.inputs
+        }
+        values = derived_values(term, columns, table.num_rows)
+        typed = pa.array(values, pa.string()) if term.text else pa.array(_nulls(values), pa.float64())
+        table = table.append_column(term.alias, typed)
+    return table
+
+
 #: the columns of an aggregate: its value and its interval's ends
 _ENDS = ("", "_ci_low", "_ci_high")
 
 
 def _post_process(query: AnalyzedQuery, table: pa.Table) -> pa.Table:
-    """HAVING, ORDER BY and LIMIT on released values (post-processing: no privacy cost), then the hidden
-    aggregates (read by expressions, HAVING or ORDER BY only) dropped."""
+    """HAVING, ORDER BY and LIMIT on released values (post-processing: no privacy cost), after the terms
+    they name are computed by kakeibo (:func:`_with_terms`), then the hidden aggregates (read by
+    expressions, HAVING or ORDER BY only) and the terms dropped. NULLs sort last either way."""
     hidden = {f"{a.alias}{end}" for a in query.aggregates if a.alias not in query.output for end in _ENDS}
     shown = [name for name in table.column_names if name not in hidden]
     if query.having is None and not query.order_by and query.limit is None:
         return table.select(shown)
     con = duckdb.connect()
-    con.register("released", table)
+    con.register("released", _with_terms(query, table))
     sql = "SELECT * FROM released"
     if query.having is not None:
         sql += f" WHERE {query.having.sql('duckdb')}"
     if query.order_by:
-        sql += " ORDER BY " + ", ".join(f'"{c}" {"DESC" if d else "ASC"}' for c, d in query.order_by)
+        sql += " ORDER BY " + ", ".join(
+            f'"{c}" {"DESC" if d else "ASC"} NULLS LAST' for c, d in query.order_by
+        )
     if query.limit is not None:
         sql += f" LIMIT {int(query.limit)}"
     return con.sql(sql).to_arrow_table().select(shown)

@@ -98,7 +98,8 @@ def _statistics(plan: NoisePlan, widest: NoisePlan | None = None) -> list[str]:
 
 
 def _outputs(plan: NoisePlan) -> list[str]:
-    """The aggregates noised but not shown, and the outputs computed from released aggregates."""
+    """The aggregates noised but not shown, the outputs computed from released aggregates, and the terms
+    HAVING and ORDER BY compute from released values."""
     lines: list[str] = []
     hidden = [a.alias for a in plan.query.aggregates if a.alias not in plan.query.output]
     if hidden:
@@ -110,6 +111,11 @@ def _outputs(plan: NoisePlan) -> list[str]:
             f"  {d.alias:<16} = {d.expression.sql('duckdb')}, computed from the released "
             f"{', '.join(d.inputs)} (no further cost); 95% interval from each input's at "
             f"1 - 0.05/{len(d.inputs)}, where interval arithmetic gives one"
+        )
+    for t in plan.query.terms:
+        lines.append(
+            f"  {t.alias:<16} = {t.expression.sql('duckdb')}, computed by kakeibo from the released "
+            f"{', '.join(t.inputs)} for HAVING or ORDER BY (no further cost; NULL where it has no value)"
         )
     return lines
 

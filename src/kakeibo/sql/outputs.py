@@ -23,14 +23,15 @@ from .aggregate_calls import (
     contains_aggregate,
     is_aggregate,
 )
+from .aggregates import AGGREGATES
 from .catalog import QueryRefused
-from .derived import Derived, check_expression
+from .derived import Derived, check_expression, check_term
 from .group_keys import group_expression
 from .predicates import numeric_literal, strip
 from .shape import Aggregate, GroupExpression
 from .tables import ColumnRef, Tables, lower_name, sql_text
 
-__all__ = ["DerivedCall", "GroupKey", "Outputs", "SelectItem", "key_type", "limit"]
+__all__ = ["DerivedCall", "GroupKey", "Outputs", "SelectItem", "computed", "key_type", "limit"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Outputs:
         self.items = self._select_items(select)
         self.group_refs = self._group_by(select)
         self.derived: tuple[Derived, ...] = ()
+        self.terms: tuple[Derived, ...] = ()  # HAVING operands and ORDER BY items computed from outputs
         self._taken: set[str] = set()  # output names, hidden ones included
         self.group_aliases, self.aggregates, self.output = self._names()
 
@@ -354,6 +356,56 @@ class Outputs:
                     return alias
         return None
 
+    def term(self, node: exp.Expr, clause: str) -> str:
+        """The hidden column of a HAVING operand or an ORDER BY item computed from released columns
+        (``n * 100 / 2``, ``CAST(educ AS INT)``, ``COUNT(*) + 1``): post-processing, evaluated by kakeibo on
+        the released table, never by the engine (:func:`~kakeibo.sql.derived.check_term`). Aggregates in it
+        are released like ``name`` releases them; any other column must be an output."""
+        text = sql_text(node, self.dialect)
+        types = self.output_types()
+        read: list[str] = []
+
+        def output(part: exp.Expr) -> exp.Expr:
+            if is_aggregate(part) or isinstance(part, exp.Column):
+                name = self.name(part, clause) if part.name not in types else part.name
+                if name is None:
+                    raise QueryRefused(
+                        f"{clause} can only name output columns ({', '.join(self.output)}), and "
+                        f"{sql_text(part, self.dialect)} is not one."
+                    )
+                types.update(self.output_types())  # a hidden aggregate it added
+                if types[name] not in ("int", "float", "str"):
+                    raise QueryRefused(
+                        f"{clause} {text} computes with {name}, a {types[name]} output; kakeibo computes "
+                        "with numbers and reads text keys only through a cast."
+                    )
+                read.append(name)
+                return exp.column(name)
+            return part
+
+        expression = strip(node).copy().transform(output)
+        numbers = frozenset(n for n in read if types[n] in ("int", "float"))
+        texts = frozenset(n for n in read if types[n] == "str")
+        as_text = check_term(expression, f"{clause} {text}", numbers, texts, clause)
+        if as_text and clause != "ORDER BY":
+            raise QueryRefused(f"{clause} {text} casts to text, which kakeibo does only to sort (ORDER BY).")
+        name = self._unique("__term")
+        self.terms = (*self.terms, Derived(name, expression, tuple(dict.fromkeys(read)), as_text))
+        return name
+
+    def output_types(self) -> dict[str, str]:
+        """The released columns' types: each grouping key's catalog type, each aggregate's output type
+        (noisy counts ``int``, every other aggregate ``float``), an expression around aggregates ``float``
+        (a CASE of texts: ``str``), a term ``float`` (cast to text: ``str``)."""
+        types: dict[str, str] = {
+            alias: key_type(ref) for ref, alias in zip(self.group_refs, self.group_aliases, strict=True)
+        }
+        for agg in self.aggregates:
+            types[agg.alias] = AGGREGATES[agg.function].output_type
+        for computed in (*self.derived, *self.terms):
+            types[computed.alias] = "str" if computed.text else "float"
+        return types
+
     # -- ORDER BY -------------------------------------------------------------------------------------
 
     def order_by(self, select: exp.Select) -> tuple[tuple[str, bool], ...]:
@@ -376,6 +428,8 @@ class Outputs:
                 name = self.output[int(position) - 1]
             else:
                 name = self.name(node, "ORDER BY")
+            if name is None and computed(node):
+                name = self.term(node, "ORDER BY")
             if name is None:
                 raise QueryRefused(
                     f"ORDER BY can only name output columns ({', '.join(self.output)}), and "
@@ -383,6 +437,17 @@ class Outputs:
                 )
             result.append((name, bool(ordered.args.get("desc"))))
         return tuple(result)
+
+
+def computed(node: exp.Expr) -> bool:
+    """Whether ``node`` computes from columns or aggregates (an expression, not one column or a constant):
+    a term of HAVING or ORDER BY."""
+    node = strip(node)
+    return (
+        not isinstance(node, exp.Column)
+        and not is_aggregate(node)
+        and any(isinstance(part, exp.Column) or is_aggregate(part) for part in node.walk())
+    )
 
 
 def _key_text(key: GroupKey) -> str:

@@ -62,6 +62,7 @@ from .catalog import QueryRefused
 from .dialects import LIKE_ESCAPE, double_text, query_dialect
 
 __all__ = [
+    "COMPARISONS",
     "MAX_LIKE_CHARS",
     "MAX_LIKE_PERCENT",
     "CharacterClassError",
@@ -81,7 +82,8 @@ INT_RANGE = 2**63
 _NUMBER = re.compile(r"(?P<digits>[0-9]*\.?[0-9]*)(?:[eE](?P<exponent>[+-]?[0-9]+))?")
 #: operand kinds that compare without a row-by-row conversion (catalog types and literal kinds)
 _SAME_KIND = ({"int", "float", "number"}, {"str", "text"}, {"bool", "boolean"}, {"date", "date_literal"})
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+#: the comparisons a condition may make
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _SMALLEST_NORMAL = Fraction(sys.float_info.min)
 _LARGEST_DOUBLE = Fraction(sys.float_info.max)
 
@@ -226,7 +228,7 @@ class TotalPredicate:
         elif isinstance(node, exp.Column):
             if self.column_type(node) != "bool":
                 raise self._refuse(node, "only a bool column is a condition by itself")
-        elif isinstance(node, _COMPARISONS):
+        elif isinstance(node, COMPARISONS):
             self._compare(node, "this", "expression")
         elif isinstance(node, exp.Between):
             self._compare(node, "this", "low")

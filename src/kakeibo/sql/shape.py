@@ -145,6 +145,9 @@ class AnalyzedQuery:
     * ``having``: the HAVING predicate over output names only (aggregates written in HAVING are replaced
       by the output column of the same aggregate).
     * ``order_by``: ``(output name, descending)`` pairs; ``limit``: the LIMIT count.
+    * ``terms``: HAVING operands and ORDER BY items computed from released columns (``n * 100 / 2``,
+      ``CAST(educ AS INT)``), which kakeibo evaluates on the released table as hidden columns that
+      ``having`` and ``order_by`` name (:meth:`~kakeibo.sql.outputs.Outputs.term`).
     * ``dialect``: the SQL dialect ``sql`` was read in (one of :data:`DIALECTS`).
     * ``derived``: outputs computed from released aggregates (:mod:`kakeibo.sql.derived`); an aggregate
       they read that is not selected on its own is in ``aggregates`` but not in ``output`` (hidden).
@@ -172,6 +175,7 @@ class AnalyzedQuery:
     table_alias: str | None = None
     group_tables: tuple[str, ...] = ()
     derived: tuple[Derived, ...] = ()
+    terms: tuple[Derived, ...] = ()
     dialect: str = "duckdb"
     group_expressions: tuple[GroupExpression | None, ...] = ()
     joins: tuple[JoinSpec, ...] = ()
