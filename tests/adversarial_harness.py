@@ -115,6 +115,7 @@ user_id = { type = "int" }
 category = { type = "str", public_values = ["a", "b", "c", "d", "e"] }
 name = { type = "str" }
 building = { type = "str" }
+level = { type = "str", public_values = ["1", "2", "3", "5", "8", "12", "21", "40"] }
 amount = { type = "float", lower = 0, upper = 100 }
 age = { type = "int", lower = 0, upper = 120, user_constant = true }
 birth_year = { type = "int", user_constant = true }
@@ -153,6 +154,7 @@ _VISITS_SCHEMA = pa.schema(
         ("category", pa.string()),
         ("name", pa.string()),
         ("building", pa.string()),
+        ("level", pa.string()),  # the building again, declared as public numerals (issue 32's literals)
         ("amount", pa.float64()),
         ("age", pa.int64()),
         ("birth_year", pa.int64()),
@@ -193,6 +195,7 @@ def base_tables() -> dict[str, pa.Table]:
                 rows["category"].append(str(category))
                 rows["name"].append(None if rng.random() < 0.03 else str(rng.choice(_NAMES)))
                 rows["building"].append(str(rng.choice(BUILDINGS)))
+                rows["level"].append(rows["building"][-1])
                 rows["amount"].append(None if rng.random() < 0.05 else round(float(rng.gamma(2, 30)), 2))
                 rows["age"].append(age)
                 rows["birth_year"].append(birth_year)
@@ -226,6 +229,7 @@ def target_tables() -> dict[str, pa.Table]:
             "category": [r[0] for r in TARGET_ROWS],
             "name": [r[1] for r in TARGET_ROWS],
             "building": [r[2] for r in TARGET_ROWS],
+            "level": [r[2] for r in TARGET_ROWS],  # "12", and numerals the catalog does not list
             "amount": [r[3] for r in TARGET_ROWS],
             "age": [TARGET_AGE] * len(TARGET_ROWS),
             "birth_year": [TARGET_BIRTH_YEAR] * len(TARGET_ROWS),
@@ -718,7 +722,7 @@ TEXT_LITERALS = (
 #: within a unit test's time on the 24-character names
 LIKE_PIECES = ("T", "z", "a", "\\", "%", "_", "'", "ü", "!", "B1", "%_")
 #: columns of ``visits`` by catalog type (the privacy unit is only ever compared, never aggregated)
-TEXT_COLUMNS = ("category", "name", "building")
+TEXT_COLUMNS = ("category", "name", "building", "level")
 NUMBER_COLUMNS = ("user_id", "amount", "age", "birth_year", "x")
 BOUNDED_COLUMNS = ("amount", "age", "x")
 EPSILONS = (1, 0.5, 2, 1000, 1000, "1e-3")
@@ -911,6 +915,8 @@ def queries() -> Any:
         # mostly a literal of the column's kind, sometimes any literal (coercions must be refused alike)
         if draw(st.integers(0, 4)) == 0:
             return str(draw(literal_any))
+        if column.endswith(("level", "level)")) and draw(st.booleans()):  # a number, converted (issue 32)
+            return str(draw(st.sampled_from(NUMERIC_LITERALS)))
         if any(column.endswith(c) or column.endswith(c + ")") for c in TEXT_COLUMNS):
             return sql_text(draw(st.sampled_from(TEXT_LITERALS)))
         return str(draw(st.sampled_from(NUMERIC_LITERALS)))

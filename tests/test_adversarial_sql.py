@@ -236,6 +236,13 @@ COUNT_TEXT = [
     Case("count-name-target", f"SELECT COUNT(name) AS n FROM visits WHERE {T}", 1000),
     Case("count-category", "SELECT COUNT(category) AS n FROM visits"),
     Case("count-city-people", "SELECT COUNT(city) AS n FROM people", 1000),
+    # COUNT(DISTINCT c) of a row-level table (issue 32): the target's 4,096-character city is a new value
+    Case("count-distinct-city-people", "SELECT COUNT(DISTINCT city) AS n FROM people", 1000),
+    Case(
+        "count-distinct-age-by-category",
+        "SELECT category, COUNT(DISTINCT age) AS n FROM people GROUP BY category",
+        1000,
+    ),
     Case(
         "count-building-and-rows", f"SELECT COUNT(building) AS b, COUNT(*) AS n FROM visits WHERE {T}", 1000
     ),

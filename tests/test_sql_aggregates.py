@@ -43,7 +43,8 @@ CATALOG = Catalog.from_dict(
                     "g": {"type": "str", "public_values": ["a", "b"]},
                     "amount": {"type": "float", "lower": 0, "upper": 100},
                 },
-            }
+            },
+            "rows": {"columns": {"g": {"type": "str"}}},  # row-level: each row a person
         }
     }
 )
@@ -90,7 +91,9 @@ def test_the_analysers_function_names_are_the_registrys_keys() -> None:
     for text, name in GRAMMAR.items():
         assert _aggregate(text).function == name
         named.add(name)
-    assert named == set(AGGREGATES)
+    (distinct,) = analyze("SELECT COUNT(DISTINCT g) FROM rows", CATALOG).aggregates  # a row-level table's
+    named.add(distinct.function)
+    assert distinct.function == "count_distinct" and named == set(AGGREGATES)
 
 
 def test_aggregates_does_not_import_the_planner() -> None:

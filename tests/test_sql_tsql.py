@@ -300,7 +300,7 @@ def test_every_dialect_reads_a_national_string_alike(session: Session, dialect: 
 
 @pytest.mark.parametrize(
     "condition",
-    ["age = N'30'", "region = 1", "age IN (N'30', 31)", "age LIKE N'3%'", "region > N'a' + 1"],
+    ["age = N'3e1'", "region = 1", "age IN (N'thirty', 31)", "age LIKE N'3%'", "region > N'a' + 1"],
 )
 def test_a_national_string_is_refused_where_its_plain_string_is(condition: str) -> None:
     national = f"SELECT COUNT(*) AS n FROM notes WHERE {condition}"

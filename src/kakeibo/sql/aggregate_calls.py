@@ -1,7 +1,8 @@
 """The aggregate calls a SELECT list may hold, recognised one by one.
 
-The aggregates are COUNT(*), COUNT(column), COUNT(DISTINCT <privacy unit>) (each also as T-SQL's
-COUNT_BIG), SUM, AVG, VARIANCE (VAR, VAR_SAMP; VAR_POP and T-SQL's VARP for the population variance),
+The aggregates are COUNT(*), COUNT(column), COUNT(DISTINCT <privacy unit>), COUNT(DISTINCT column) of a
+row-level table (not a float column: engines disagree on -0.0 and NaN) (each also as T-SQL's COUNT_BIG),
+SUM, AVG, VARIANCE (VAR, VAR_SAMP; VAR_POP and T-SQL's VARP for the population variance),
 STDDEV (STD, STDEV, STDDEV_SAMP; STDDEV_POP and T-SQL's STDEVP), and quantiles: MEDIAN, QUANTILE(c, q),
 APPROX_QUANTILE / APPROX_PERCENTILE / PERCENTILE_APPROX(c, q), QUANTILE_CONT / QUANTILE_DISC /
 PERCENTILE_CONT / PERCENTILE_DISC(c, q), PERCENTILE_CONT / PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY c),
@@ -226,12 +227,9 @@ class AggregateReader:
         return AggregateCall("count", name, None, True, f"count_{name}")
 
     def _count_distinct(self, arg: exp.Distinct, text: str) -> AggregateCall:
-        if not self.tables.person:
-            raise QueryRefused(
-                f"{text} is not supported: table {self.tables.private.spec.name} has row-level privacy, so "
-                "COUNT(DISTINCT ...) cannot be bounded; use COUNT(*)."
-            )
         targets = arg.expressions
+        if not self.tables.person:
+            return self._distinct_values(targets, text)
         unit = self._unit_hint()
         if len(targets) != 1:
             listed = ", ".join(sql_text(t, self.dialect) for t in targets)
@@ -250,6 +248,24 @@ class AggregateReader:
             f"{text} is not supported; COUNT(DISTINCT ...) is only available for the privacy unit {unit}, as "
             f"COUNT(DISTINCT {unit})."
         )
+
+    def _distinct_values(self, targets: list[exp.Expr], text: str) -> AggregateCall:
+        """COUNT(DISTINCT c) on a row-level table (each row a person): one row adds at most one distinct
+        value to its group (:class:`~kakeibo.sql.aggregates.DISTINCT`). One column of the sensitive table,
+        not a float: engines disagree on whether -0.0 and 0.0, or two NaNs, are one value."""
+        target = strip(targets[0]) if len(targets) == 1 else None
+        if not isinstance(target, exp.Column):
+            raise QueryRefused(f"{text} is not supported; count the distinct values of one column.")
+        ref = self.tables.resolve(target)
+        if ref.source.spec.public or ref.column.type == "float":
+            why = (
+                "a public table's column has no rows of persons"
+                if ref.source.spec.public
+                else "engines disagree on whether -0.0 and 0.0, or two NaNs, are one value"
+            )
+            raise QueryRefused(f"{text} is not supported: {why}.")
+        name = self._values.column(ref, target)
+        return AggregateCall("count_distinct", name, None, True, f"count_distinct_{name}")
 
     def _unit_hint(self) -> str:
         unit = self.tables.unit

@@ -15,6 +15,7 @@ statistic (per group)       one user's contribution               per-group sens
 ``sc_c``  SUM(c - mid)      centred sum, for AVG and VAR          kappa * (upper - lower) / 2
 ``sq_c``  SUM((c - mid)^2)  centred sum of squares, for VAR       kappa * ((upper - lower) / 2)^2
 ``users`` distinct users    1                                     1
+``d_c``   COUNT(DISTINCT c) one row (row-level tables only)       1
 ==========================  ====================================  ===============================
 
 An aggregate function is one :class:`AggregateSpec` in :data:`AGGREGATES`, the one registry every
@@ -89,6 +90,7 @@ class Operands:
     squares: str  # the sum of their centred squares
     positive: str  # the sum of their positive values (a truncated total of a column that can be negative)
     negative: str  # the sum of their negative values' magnitudes (likewise)
+    distinct: str = ""  # the row's value as stored, neither cast nor clamped (COUNT(DISTINCT c))
 
     @property
     def signed(self) -> bool:
@@ -135,6 +137,7 @@ class StatisticKind(ABC):
 
     name: ClassVar[str]
     integer: ClassVar[bool] = False  # a count: geometric noise, and a BIGINT in the engine
+    raw: ClassVar[bool] = False  # reads the column's values as stored (``Operands.distinct``), not clamped
 
     def __repr__(self) -> str:
         return f"StatisticKind({self.name!r})"
@@ -276,6 +279,30 @@ class _UserCount(StatisticKind):
         return f"SUM({weights.users})"
 
 
+class _DistinctValues(StatisticKind):
+    """COUNT(DISTINCT c) over the rows of a row-level table (each row a person): adding or removing one row
+    moves the distinct values of its one group by at most 1, so the sensitivity is 1 (L0 = 1). Only on a
+    row-level table (a person's many rows could each add a value) and beside no quantile (whose weighted
+    statement has no distinct values): :mod:`kakeibo.sql.aggregate_calls` and the planner refuse the rest
+    before any read."""
+
+    name = "d"
+    integer = True
+    raw = True
+
+    def per_group(self, kappa: int, column: ColumnSpec | None) -> float:
+        return 1.0
+
+    def row_level(self, sql: Operands) -> str:
+        return f"COUNT(DISTINCT {sql.distinct})"
+
+    def user_level(self, sql: Operands) -> str:
+        raise AssertionError("COUNT(DISTINCT c) is read on row-level tables only")
+
+    def weighted(self, sql: Operands, weights: Weights) -> str:
+        raise AssertionError("the planner refuses COUNT(DISTINCT c) beside a quantile")
+
+
 class _ValueSum(StatisticKind):
     """SUM(c): a user adds their scaled sum of clamped values, in ``kappa [min(lower, 0), max(upper, 0)]``."""
 
@@ -371,7 +398,7 @@ class _CentredSquares(StatisticKind):
         return f"SUM({sql.square} * {weights.value})"
 
 
-ROWS, VALUES, USERS = _RowCount(), _ValueCount(), _UserCount()
+ROWS, VALUES, USERS, DISTINCT = _RowCount(), _ValueCount(), _UserCount(), _DistinctValues()
 SUM, CENTRED_SUM, CENTRED_SQUARES = _ValueSum(), _CentredSum(), _CentredSquares()
 
 
@@ -531,6 +558,13 @@ class _CountUsers(_Count):
 
     def kind(self, column: str | None) -> StatisticKind:
         return USERS
+
+
+class _CountDistinct(_Count):
+    """COUNT(DISTINCT c) on a row-level table (:class:`_DistinctValues`)."""
+
+    def kind(self, column: str | None) -> StatisticKind:
+        return DISTINCT
 
 
 def _count_and_centred_sum(
@@ -719,6 +753,7 @@ class _Quantile(AggregateSpec):
 AGGREGATES: Mapping[str, AggregateSpec] = {
     "count": _Count(),
     "count_distinct_unit": _CountUsers(),
+    "count_distinct": _CountDistinct(),
     "sum": _Sum(),
     "avg": _Avg(),
     "variance": _Variance(),

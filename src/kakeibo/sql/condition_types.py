@@ -19,7 +19,7 @@ from .aggregate_calls import is_aggregate
 from .catalog import QueryRefused
 from .outputs import Outputs, computed
 from .predicates import COMPARISONS, TotalPredicate, strip
-from .tables import Tables, lower_name, sql_text
+from .tables import ColumnRef, Tables, lower_name, sql_text
 
 __all__ = ["having_condition", "where_condition"]
 
@@ -84,7 +84,14 @@ def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | N
     for node in rewritten.walk():
         _scalar(node, "HAVING", dialect)
     types = outputs.output_types()
-    return TotalPredicate("HAVING", lambda c: types[c.name], dialect).check(rewritten)
+    declared = {  # a key's public values convert literals of another type
+        alias: ref.column.public_values
+        for ref, alias in zip(outputs.group_refs, outputs.group_aliases, strict=True)
+        if isinstance(ref, ColumnRef)
+    }
+    return TotalPredicate("HAVING", lambda c: types[c.name], dialect, lambda c: declared.get(c.name)).check(
+        rewritten
+    )
 
 
 def _engine_operand(operand: exp.Expr) -> bool:

@@ -298,6 +298,12 @@ def _refuse_unplannable(query: AnalyzedQuery, selection: bool, delta: Fraction) 
         )
     if query.auto_truncation:
         _refuse_race(query)
+    counted = [a.alias for a in query.aggregates if a.function == "count_distinct"]
+    if counted and any(AGGREGATES[a.function].selected for a in query.aggregates):
+        raise QueryRefused(
+            f"{counted[0]} counts distinct values, which kakeibo does not release in one query with a "
+            "quantile (its statement weighs rows); ask them in two queries."
+        )
 
 
 @dataclass(frozen=True)

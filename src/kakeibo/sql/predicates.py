@@ -43,6 +43,21 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   pattern through unchanged in both cases);
 * numeric literals are read only when short (:func:`kakeibo.privacy.is_short_number`, the rule epsilon
   follows too), before any arithmetic: ``1e10000000`` would take seconds to expand.
+
+A literal of another type than its column is converted once, here, where the catalog makes the result
+unambiguous (issue 32), and the engine then compares values of one type, as above; everywhere else it is
+refused, since an engine would convert the column row by row:
+
+* a ``str`` column whose declared ``public_values`` are all whole numerals written plainly (``"7"``, not
+  ``"07"`` or ``"+7"``) compares with a whole number as with its numeral (``educ = 2`` is ``educ = '2'``,
+  ``educ IN (1, 2)`` likewise), and an order comparison or BETWEEN with numbers becomes the IN list of the
+  declared numerals that satisfy it numerically (``educ < 3`` is ``educ IN ('1', '2')``; none: FALSE).
+  The column's other values, if the catalog's list is incomplete, are compared as text;
+* a ``str`` column whose public values are exactly a pair of truth spellings (``true``/``false`` in one
+  case, ``t``/``f``, ``yes``/``no``, ``y``/``n``, ``1``/``0``) compares with TRUE and FALSE as with them;
+* an ``int`` or ``float`` column compares with a text literal that is a plain decimal numeral as with that
+  number (``age = '30'``), and a ``bool`` column with ``1`` / ``0`` and with ``'true'`` / ``'false'`` (in
+  any case) as with TRUE / FALSE.
 """
 
 from __future__ import annotations
@@ -200,13 +215,22 @@ class TotalPredicate:
     engine-exact form.
 
     ``clause`` names the clause in messages; ``column_type`` gives the catalog type (``int``, ``float``,
-    ``str``, ``bool``, ``date``) of a column reference, refusing unknown columns itself.
+    ``str``, ``bool``, ``date``) of a column reference, refusing unknown columns itself, and
+    ``public_values`` its declared public values (``None``: not declared), which convert literals of
+    another type (module docstring).
     """
 
-    def __init__(self, clause: str, column_type: Callable[[exp.Column], str], dialect: str) -> None:
+    def __init__(
+        self,
+        clause: str,
+        column_type: Callable[[exp.Column], str],
+        dialect: str,
+        public_values: Callable[[exp.Column], tuple[object, ...] | None] = lambda column: None,
+    ) -> None:
         self.clause = clause
         self.column_type = column_type
         self.dialect = dialect
+        self.public_values = public_values
 
     def check(self, predicate: exp.Expr) -> exp.Expression:
         """The rewritten predicate; :class:`QueryRefused` when it is not total."""
@@ -229,15 +253,24 @@ class TotalPredicate:
             if self.column_type(node) != "bool":
                 raise self._refuse(node, "only a bool column is a condition by itself")
         elif isinstance(node, COMPARISONS):
+            listed = self._as_listed(node, node.this, node.expression)
+            if listed is not None:
+                return listed
             self._compare(node, "this", "expression")
         elif isinstance(node, exp.Between):
+            listed = self._as_listed(node, node.this, node.args["low"], node.args["high"])
+            if listed is not None:
+                return listed
             self._compare(node, "this", "low")
             self._compare(node, "this", "high")
         elif isinstance(node, exp.In) and set(node.args) - {"this", "expressions"} <= {"is_global"}:
             if not node.expressions or any(node.args.get(k) for k in ("query", "unnest", "field")):
                 raise self._refuse(node, "IN takes a list of literals")
             kind = self._operand(node, node.this)
-            node.set("expressions", [self._literal_for(node, kind, item) for item in node.expressions])
+            column = _column(node.this)
+            node.set(
+                "expressions", [self._literal_for(node, kind, item, column) for item in node.expressions]
+            )
         elif isinstance(node, (exp.Like, exp.ILike)):
             return self._like(node)
         elif isinstance(node, exp.Escape):
@@ -255,11 +288,32 @@ class TotalPredicate:
         left, right = node.args[left_key], node.args[right_key]
         kinds = (self._operand(node, left), self._operand(node, right))
         if _is_column_kind(kinds[0]) and not _is_column_kind(kinds[1]):
-            node.set(right_key, self._literal_for(node, kinds[0], right))
+            node.set(right_key, self._literal_for(node, kinds[0], right, _column(left)))
         elif _is_column_kind(kinds[1]) and not _is_column_kind(kinds[0]):
-            node.set(left_key, self._literal_for(node, kinds[1], left))
+            node.set(left_key, self._literal_for(node, kinds[1], left, _column(right)))
         else:
             self._same_kind(node, set(kinds))
+
+    def _as_listed(self, node: exp.Expr, operand: exp.Expr, *literals: exp.Expr) -> exp.Expr | None:
+        """An order comparison or BETWEEN of a text column whose public values are numerals with numbers,
+        as the IN list of the numerals that satisfy it (FALSE when none; module docstring), else None."""
+        column = _column(operand)
+        if isinstance(node, (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)):
+            return None
+        if column is None or self.column_type(column) != "str":
+            column, literals = _column(literals[0]) if len(literals) == 1 else None, (operand,)
+            if column is None or self.column_type(column) != "str":
+                return None
+            node = _flipped(node)
+        numerals = _numerals(self.public_values(column))
+        values = [None if is_text(literal) else numeric_literal(literal) for literal in literals]
+        if numerals is None or any(v is None for v in values):
+            return None
+        test = _ORDER[type(node)]
+        kept = [text for text, number in numerals if test(number, *cast(list[Fraction], values))]
+        if not kept:
+            return exp.false()
+        return exp.In(this=column.copy(), expressions=[exp.Literal.string(text) for text in kept])
 
     def _same_kind(self, node: exp.Expr, kinds: set[str]) -> None:
         kinds = kinds - {"null"}
@@ -268,8 +322,14 @@ class TotalPredicate:
         shown = " and ".join(sorted(kinds))
         raise self._refuse(node, f"it compares {shown}, which the engine would convert row by row")
 
-    def _literal_for(self, node: exp.Expr, kind: str, literal: exp.Expr) -> exp.Expr:
-        """``literal`` as the engine must see it next to a column of catalog type ``kind``."""
+    def _literal_for(
+        self, node: exp.Expr, kind: str, literal: exp.Expr, column: exp.Column | None = None
+    ) -> exp.Expr:
+        """``literal`` as the engine must see it next to a column of catalog type ``kind`` (``column``, whose
+        public values may convert a literal of another type: module docstring)."""
+        converted = self._converted(kind, literal, column)
+        if converted is not None:
+            literal = converted
         literal_kind = self._operand(node, literal)
         if literal_kind == "null" or _is_column_kind(literal_kind):
             self._same_kind(node, {kind, literal_kind})
@@ -298,6 +358,27 @@ class TotalPredicate:
                 raise self._refuse(node, f"{shown} is too close to zero for a double; compare with 0")
             return exp.Literal.number(double_text(double))
         return literal
+
+    def _converted(self, kind: str, literal: exp.Expr, column: exp.Column | None) -> exp.Expr | None:
+        """``literal`` converted to the type ``kind`` of its column where the module docstring's rules make
+        the result unambiguous, else None (compared as it is, or refused)."""
+        literal = strip(literal)
+        value = numeric_literal(literal) if isinstance(literal, (exp.Literal, exp.Neg)) else None
+        if kind == "str" and column is not None:
+            declared = self.public_values(column)
+            numerals = _numerals(declared)
+            if numerals is not None and value is not None and value.denominator == 1:
+                return exp.Literal.string(str(int(value)))
+            truths = _truth_spellings(declared)
+            if truths is not None and isinstance(literal, exp.Boolean):
+                return exp.Literal.string(truths[0] if literal.this else truths[1])
+        if kind in ("int", "float") and is_text(literal) and _PLAIN_NUMERAL.fullmatch(literal.name):
+            return exp.Literal.number(literal.name.strip())
+        if kind == "bool" and value in (0, 1) and not is_text(literal):
+            return exp.Boolean(this=value == 1)
+        if kind == "bool" and is_text(literal) and literal.name.lower() in ("true", "false"):
+            return exp.Boolean(this=literal.name.lower() == "true")
+        return None
 
     def _like(self, like: exp.Like | exp.ILike) -> exp.Expr:
         if self._operand(like, like.this) != "str" or not is_text(like.expression):
@@ -360,6 +441,57 @@ class TotalPredicate:
 
     def _sql(self, node: exp.Expr) -> str:
         return node.sql(dialect=self.dialect)
+
+
+#: a numeral a text literal may be read as by a numeric column: plain decimal digits, a sign, a point
+_PLAIN_NUMERAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
+#: a public value that reads as its whole number and nothing else (no sign but "-", no leading zero)
+_WHOLE_NUMERAL = re.compile(r"0|-?[1-9]\d{0,17}")
+#: the pairs of truth spellings a text column may declare as its public values, (true, false)
+_TRUTHS = (("true", "false"), ("t", "f"), ("yes", "no"), ("y", "n"), ("1", "0"))
+#: an order comparison (or BETWEEN) as a test of a public value's number against the literals' numbers
+_ORDER: dict[type[exp.Expr], Callable[..., bool]] = {
+    exp.GT: lambda v, a: v > a,
+    exp.GTE: lambda v, a: v >= a,
+    exp.LT: lambda v, a: v < a,
+    exp.LTE: lambda v, a: v <= a,
+    exp.Between: lambda v, low, high: low <= v <= high,
+}
+_FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
+    exp.GT: exp.LT,
+    exp.GTE: exp.LTE,
+    exp.LT: exp.GT,
+    exp.LTE: exp.GTE,
+}
+
+
+def _column(node: exp.Expr) -> exp.Column | None:
+    node = strip(node)
+    return node if isinstance(node, exp.Column) else None
+
+
+def _flipped(node: exp.Expr) -> exp.Expr:
+    """``2 < educ`` as ``educ > 2`` (only its type is read)."""
+    flipped = _FLIPPED.get(type(node))
+    return node if flipped is None else flipped(this=node.expression, expression=node.this)
+
+
+def _numerals(declared: tuple[object, ...] | None) -> list[tuple[str, Fraction]] | None:
+    """The public values with their numbers, when every one is a whole numeral written plainly."""
+    if not declared or not all(isinstance(v, str) and _WHOLE_NUMERAL.fullmatch(v) for v in declared):
+        return None
+    return [(str(v), Fraction(int(str(v)))) for v in declared]
+
+
+def _truth_spellings(declared: tuple[object, ...] | None) -> tuple[str, str] | None:
+    """The (true, false) spellings a text column's public values are, in their case, if they are a pair."""
+    if declared is None or len(declared) != 2 or not all(isinstance(v, str) for v in declared):
+        return None
+    for true, false in _TRUTHS:
+        for spell in (str.lower, str.upper, str.capitalize):
+            if set(declared) == {spell(true), spell(false)}:
+                return spell(true), spell(false)
+    return None
 
 
 def _is_column_kind(kind: str) -> bool:

@@ -232,6 +232,8 @@ def _filtered(plan: NoisePlan, clamp: bool = True) -> tuple[str, list[str], list
         else:  # only counted (COUNT(col) of text, dates, bools, unbounded numbers): never cast or summed
             value = f"CASE WHEN {computed} IS NULL THEN NULL ELSE CAST(1 AS DOUBLE) END"
         clamped.append(f"{value} AS {_q('__v_' + col)}")
+        if any(s.kind.raw and s.column == col for s in plan.statistics):  # COUNT(DISTINCT col)
+            clamped.append(f"{computed} AS {_q('__d_' + col)}")
         if col in plan.histogram_columns:
             clamped.append(f"{plan.buckets(col).sql(value)} AS {_q(bucket_name(col))}")
     conditions = []
@@ -288,6 +290,7 @@ def _operands(plan: NoisePlan, column: str | None) -> Operands:
         squares=_q(f"__q_{column}"),
         positive=_q(f"__p_{column}"),
         negative=_q(f"__m_{column}"),
+        distinct=_q(f"__d_{column}"),
     )
 
 

@@ -531,7 +531,12 @@ class Tables:
     def condition(self, clause: str, predicate: exp.Expr) -> exp.Expression:
         """``predicate`` checked total over the query's tables, literals in their engine-exact form
         (:mod:`kakeibo.sql.predicates`)."""
-        return TotalPredicate(clause, lambda c: self.resolve(c).column.type, self.dialect).check(predicate)
+        return TotalPredicate(
+            clause,
+            lambda c: self.resolve(c).column.type,
+            self.dialect,
+            lambda c: self.resolve(c).column.public_values,
+        ).check(predicate)
 
     def engine_column(self, column: exp.Column) -> exp.Column:
         """The column ``column`` names, as the engine statement writes it: lower case and quoted, qualified
