@@ -119,7 +119,7 @@ import numbers
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
@@ -134,6 +134,7 @@ else:  # pragma: no cover - Python 3.10
 
 __all__ = [
     "HUGE",
+    "PUBLIC_TABLE_KEYS",
     "TINY",
     "Catalog",
     "ColumnSpec",
@@ -144,6 +145,7 @@ __all__ = [
     "Reference",
     "TableSpec",
     "refuse_unknown_keys",
+    "with_public_values",
 ]
 
 ColumnType = Literal["int", "float", "str", "bool", "date"]
@@ -1013,6 +1015,24 @@ class Catalog:
     def __repr__(self) -> str:
         dialect = "" if self.dialect is None else f", dialect={self.dialect!r}"
         return f"Catalog(tables={list(self.tables)}{dialect})"
+
+
+#: the most values a public table's grouping column may hold to be released as public keys
+#: (:func:`with_public_values`; more go through partition selection)
+PUBLIC_TABLE_KEYS = 10_000
+
+
+def with_public_values(catalog: Catalog, values: Mapping[tuple[str, str], tuple[Any, ...]]) -> Catalog:
+    """``catalog`` with the columns ``(table, column)`` of ``values`` listing them as their public values:
+    the values of a public table's column, which are public by construction (issue 32). Checked as the
+    catalog checks declared ones."""
+    tables = {name: catalog.table(name) for name in catalog.tables}
+    for (table, column), listed in values.items():
+        spec = tables[table]
+        columns = dict(spec.columns)
+        columns[column] = replace(columns[column], public_values=listed)
+        tables[table] = replace(spec, columns=columns)
+    return Catalog(tables.values(), dialect=catalog.dialect)
 
 
 def _looks_like_path(text: str) -> bool:

@@ -53,13 +53,13 @@ from ..views.hdpview import HDPViewParameters
 from . import execute
 from .analyze import QueryRefused, analyze
 from .bounds import BoundChoice, ChosenBounds, bound_choice, provisional, with_bounds
-from .catalog import Catalog, TableSpec
+from .catalog import PUBLIC_TABLE_KEYS, Catalog, TableSpec, with_public_values
 from .execute import read_release
 from .explain import explanation
 from .options import QueryOptions
 from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .region import constant_check_sql, declared_constants
-from .shape import check_dialect
+from .shape import AnalyzedQuery, check_dialect
 from .views import (
     NOTE_KEY,
     VIEW_CONFIDENCE,
@@ -220,6 +220,10 @@ class Session:
             catalog = with_bounds(self.catalog, named, options.bounds)  # which may declare a missing limit
             against = provisional(catalog)
         analysed = analyze(query, against, dialect=dialect, database=database)
+        keyed = self._public_table_keys(analysed, catalog, against)
+        if keyed is not None:
+            catalog, against = keyed
+            analysed = analyze(query, against, dialect=dialect, database=database)
         options.require_budget()
         delta = self._delta(options.delta)
         epsilon = options.epsilon
@@ -237,6 +241,35 @@ class Session:
                 'bounds ("auto") from the data; give epsilon=.'
             )
         return plan, choice, catalog
+
+    def _public_table_keys(
+        self, analysed: AnalyzedQuery, catalog: Catalog, against: Catalog
+    ) -> tuple[Catalog, Catalog] | None:
+        """``catalog`` and ``against`` with every grouping column of a public table that lists no
+        public_values given the table's values as its public values (issue 32), or ``None`` when there is
+        none: its keys are public by construction, so the query releases every one of them (empty groups
+        included) with noise and no partition selection, and needs no delta for them. Read from the engine
+        before the release and uncharged: a public table holds no person's data. A text or int column only,
+        of at most :data:`PUBLIC_TABLE_KEYS` values (more: selection, as before)."""
+        found: dict[tuple[str, str], tuple[object, ...]] = {}
+        for table, column, expression in zip(
+            analysed.group_tables, analysed.group_by, analysed.group_expressions, strict=True
+        ):
+            spec = catalog.table(table)
+            if expression is not None or not spec.public or (table, column) in found:
+                continue
+            declared = spec.column(column)
+            if declared.public_values is not None or declared.type not in ("str", "int"):
+                continue
+            values = self._execute(
+                f'SELECT DISTINCT "{column}" AS v FROM "{table}" WHERE "{column}" IS NOT NULL '
+                f"LIMIT {PUBLIC_TABLE_KEYS + 1}"
+            )["v"].to_pylist()
+            if 0 < len(values) <= PUBLIC_TABLE_KEYS:
+                found[(table, column)] = tuple(sorted(values))
+        if not found:
+            return None
+        return with_public_values(catalog, found), with_public_values(against, found)
 
     def explain(
         self,

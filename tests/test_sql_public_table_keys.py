@@ -1,0 +1,83 @@
+"""GROUP BY a column of a public table (issue 32; ``Session._public_table_keys``): its keys are public by
+construction, so the query releases every one of them (empty groups included) with noise and no private
+partition selection, and needs no delta for them. TPC-H's Q5 groups by ``n_name`` from ``nation``.
+
+Privacy: reading the public table's values spends nothing (it holds no person's data); the release is the
+plan's with public keys, whose neighbour relation and noise are those of any query over declared
+public_values (:mod:`kakeibo.sql.plan`). The engine statement filters the grouping column to the listed
+values, so a key is one of them whatever the private tables hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import kakeibo
+from kakeibo.backends import DuckDBBackend
+from kakeibo.data.tpch import QUERIES
+from kakeibo.data.tpch import catalog as tpch_catalog
+from kakeibo.privacy import PureDP
+from kakeibo.sql import Catalog
+
+Q5_BY_NATION = (
+    "SELECT n_name, COUNT(*) AS n FROM customer JOIN orders ON c_custkey = o_custkey "
+    "JOIN nation ON c_nationkey = n_nationkey WHERE o_orderdate < DATE '1992-02-01' GROUP BY n_name"
+)
+
+
+def _session(path: Path, tmp_path: Path, budget: object) -> kakeibo.Session:
+    backend = DuckDBBackend(duckdb.connect(str(path), read_only=True))
+    catalog = Catalog.from_toml(tpch_catalog())
+    return kakeibo.connect(backend, catalog=catalog, ledger=str(tmp_path / "l.sqlite"), budget=budget)
+
+
+def test_a_public_tables_column_releases_all_its_keys_under_a_pure_epsilon_budget(
+    tpch_duckdb: Path, tmp_path: Path
+) -> None:
+    session = _session(tpch_duckdb, tmp_path, 10.0)  # pure epsilon: no delta for a selection
+    nations = sorted(
+        r[0]
+        for r in duckdb.connect(str(tpch_duckdb), read_only=True).sql("SELECT n_name FROM nation").fetchall()
+    )
+    result = session.sql(Q5_BY_NATION, epsilon=1)
+    released = result.to_arrow().to_pylist()
+    assert sorted(r["n_name"] for r in released) == nations and len(nations) == 25  # empty groups included
+    assert isinstance(result.privacy_loss, PureDP)
+    plan = session.plan(Q5_BY_NATION, epsilon=1)
+    assert plan.selection is None and plan.public_keys is not None and len(plan.public_keys) == 25
+    assert "all 25 public keys" in session.explain(Q5_BY_NATION, epsilon=1)
+
+
+def test_tpch_q5_answers_under_a_pure_epsilon_budget(tpch_duckdb: Path, tmp_path: Path) -> None:
+    session = _session(tpch_duckdb, tmp_path, 10.0)
+    rows = session.sql(QUERIES["Q5"], epsilon=1).to_arrow().to_pylist()
+    assert len(rows) == 25 and {r["n_name"] for r in rows} >= {"CHINA", "INDIA", "JAPAN"}
+
+
+def test_a_public_column_with_declared_values_keeps_them(tpch_duckdb: Path, tmp_path: Path) -> None:
+    """What the catalog declares is not replaced by the table's values."""
+    backend = DuckDBBackend(duckdb.connect(str(tpch_duckdb), read_only=True))
+    text = (
+        Path(tpch_catalog())
+        .read_text()
+        .replace(
+            'n_name      = "str"', 'n_name      = { type = "str", public_values = ["JAPAN", "ATLANTIS"] }'
+        )
+    )
+    catalog = Catalog.from_toml(text)
+    session = kakeibo.connect(backend, catalog=catalog, ledger=str(tmp_path / "l.sqlite"), budget=10.0)
+    rows = session.sql(Q5_BY_NATION, epsilon=1).to_arrow().to_pylist()
+    assert sorted(r["n_name"] for r in rows) == ["ATLANTIS", "JAPAN"]
+
+
+def test_more_values_than_the_limit_keep_partition_selection(
+    tpch_duckdb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kakeibo.sql import session as session_module
+
+    monkeypatch.setattr(session_module, "PUBLIC_TABLE_KEYS", 3)  # nation has 25
+    session = _session(tpch_duckdb, tmp_path, (10.0, 1e-5))
+    plan = session.plan(Q5_BY_NATION, epsilon=1)
+    assert plan.selection is not None and plan.public_keys is None
