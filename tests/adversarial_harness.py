@@ -736,6 +736,15 @@ HAVING_TERMS = (
     "ROUND({c} / {l}, 2)",
     "CAST({k} AS DOUBLE) + {c}",
 )
+#: what a query without a join reads: the table, or its rows through a nested query (issue 32)
+SOURCES = (
+    "visits",
+    "visits",
+    "visits",
+    "(SELECT * FROM visits) AS visits",
+    "(SELECT * FROM visits WHERE TRUE) visits",
+    "WITH visits AS (SELECT * FROM visits)",
+)
 #: ORDER BY items kakeibo computes on the released table, ``{o}`` an output
 ORDER_TERMS = ("CAST({o} AS TEXT)", "{o} * -1", "CAST({o} AS INT) * -1", "{o} / ({o} - 1)")
 
@@ -1035,7 +1044,11 @@ def queries() -> Any:
         limits = ("0", "1", "3", "10", "1e3", "9223372036854775807")
         limit = draw(st.sampled_from(limits)) if draw(st.integers(0, 4)) == 0 else ""
         top = f"TOP {limit} " if limit and dialect == "tsql" else ""  # T-SQL's own row limit
-        sql = f"SELECT {'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM visits"
+        # the table, or the same rows through a subquery or a common table expression (issue 32: flattened)
+        source = "visits" if join else draw(st.sampled_from(SOURCES))
+        sql = f"SELECT {'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM {source}"
+        if source.startswith("WITH"):
+            sql = f"{source} SELECT {'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM visits"
         if join == "using":
             sql += " JOIN dim USING (category)"
         elif join == "on":

@@ -209,6 +209,11 @@ def _accepted() -> list[str]:
         # COUNT(DISTINCT c) of a row-level table (issue 32)
         "SELECT COUNT(DISTINCT region) AS regions, COUNT(DISTINCT age) AS ages FROM census",
         "SELECT sex, COUNT(DISTINCT educ) AS levels FROM census GROUP BY sex",
+        # nested queries that read their table's rows one by one, flattened (issue 32)
+        "SELECT COUNT(*) AS n FROM (SELECT * FROM census) t",
+        "WITH t AS (SELECT * FROM census) SELECT COUNT(*) AS n FROM t",
+        "SELECT band, AVG(income) AS a FROM (SELECT CASE WHEN age < 40 THEN 'under 40' ELSE '40+' END "
+        "AS band, income FROM census WHERE married = 1) t GROUP BY band",
     ]
     return queries
 
@@ -230,8 +235,8 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT SUM(age) + age AS bad FROM census", "outside an aggregate"),
     ("SELECT SUM(ABS(age)) AS s FROM census", "ABS(age) is not supported inside an aggregate"),
     ("SELECT COUNT(*) AS n FROM census c1 JOIN census c2 ON c1.age = c2.age", "join"),
-    ("SELECT COUNT(*) AS n FROM (SELECT * FROM census) t", "subquer"),
-    ("WITH t AS (SELECT * FROM census) SELECT COUNT(*) AS n FROM t", "WITH"),
+    ("SELECT COUNT(*) AS n FROM (SELECT sex, COUNT(*) AS c FROM census GROUP BY sex) t", "uses GROUP BY"),
+    ("WITH t AS (SELECT * FROM census LIMIT 5) SELECT COUNT(*) AS n FROM t", "the subquery uses LIMIT"),
     ("SELECT COUNT(*) AS n FROM census UNION SELECT COUNT(*) FROM census", "UNION"),
     ("SELECT COUNT(*) OVER () AS n FROM census", "window"),
     ("SELECT DISTINCT sex FROM census", "every GROUP BY key of this query is public"),

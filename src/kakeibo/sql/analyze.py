@@ -17,6 +17,8 @@ sentence, before any data is read: the analysis never touches the data, so a ref
 Each part of the query is checked by its own module, whose docstring says why it refuses what it refuses:
 
 * :mod:`~kakeibo.sql.shape`: one plain SELECT statement, and the :class:`AnalyzedQuery` it becomes;
+* :mod:`~kakeibo.sql.nested`: a subquery in FROM or one WITH that reads its table's rows one by one,
+  rewritten into the flat query it means before anything else reads it;
 * :mod:`~kakeibo.sql.tables`: FROM and JOIN, and column resolution;
 * :mod:`~kakeibo.sql.aggregate_calls`: the aggregates;
 * :mod:`~kakeibo.sql.outputs`: the SELECT list, GROUP BY, output names, ORDER BY and LIMIT;

@@ -24,6 +24,7 @@ from ..accounting.overlap import Box
 from ..errors import ArgumentError
 from .catalog import DIALECTS, ColumnSpec, ColumnType, QueryRefused, TableSpec
 from .derived import Derived
+from .nested import flatten
 from .predicates import numeric_literal
 
 __all__ = [
@@ -314,7 +315,7 @@ def check_dialect(dialect: object) -> str:
 
 def parse_select(sql: str, dialect: str) -> exp.Select:
     """``sql`` parsed as one SELECT statement whose clauses kakeibo knows, else :class:`QueryRefused`."""
-    select = _statement(sql, check_dialect(dialect))
+    select = flatten(_statement(sql, check_dialect(dialect)), dialect)
     _clauses(select)
     _global_checks(select)
     return select
@@ -366,10 +367,6 @@ def _parse_problem(detail: dict[str, object]) -> str:
 
 
 def _clauses(select: exp.Select) -> None:
-    if select.args.get("with_"):
-        raise QueryRefused(
-            "WITH (common table expressions) is not supported; write one SELECT over a catalog table."
-        )
     distinct = select.args.get("distinct")
     if distinct:
         plain = [e.this if isinstance(e, exp.Alias) else e for e in select.expressions]
