@@ -17,6 +17,7 @@ import pytest
 import kakeibo
 from kakeibo.backends import DuckDBBackend
 from kakeibo.sql import Catalog, QueryRefused
+from kakeibo.sql.analyze import analyze
 from kakeibo.sql.rewrite import bounded_sql
 
 EDUC = [str(i) for i in range(1, 17)]
@@ -174,3 +175,18 @@ def test_what_kakeibo_does_not_compute_is_refused_free(
         session.sql(sql, epsilon=1)
     assert fragment in str(refused.value) and str(refused.value).endswith(".")
     assert float(session.ledger.spent().epsilon) == 0
+
+
+def test_an_aggregate_of_a_grouping_column_is_the_aggregate_not_the_column() -> None:
+    """``ORDER BY SUM(educ) * 2`` over ``GROUP BY educ`` reads the (hidden, noised) sum, not the key."""
+    catalog = Catalog.from_dict(
+        {
+            "tables": {
+                "t": {"columns": {"educ": {"type": "int", "public_values": [1, 2], "lower": 0, "upper": 5}}}
+            }
+        }
+    )
+    query = analyze("SELECT educ, COUNT(*) AS n FROM t GROUP BY educ ORDER BY SUM(educ) * 2", catalog)
+    (term,) = query.terms
+    assert term.expression.sql("duckdb") == "__sum_educ * 2" and term.inputs == ("__sum_educ",)
+    assert [(a.alias, a.function) for a in query.aggregates] == [("n", "count"), ("__sum_educ", "sum")]

@@ -367,7 +367,8 @@ class Outputs:
 
         def output(part: exp.Expr) -> exp.Expr:
             if is_aggregate(part) or isinstance(part, exp.Column):
-                name = self.name(part, clause) if part.name not in types else part.name
+                known = isinstance(part, exp.Column) and not part.table and part.name in types
+                name = part.name if known else self.name(part, clause)  # HAVING's hidden columns
                 if name is None:
                     raise QueryRefused(
                         f"{clause} can only name output columns ({', '.join(self.output)}), and "
