@@ -420,7 +420,11 @@ ATTACKS = [
     refused(
         "window-per-user", "SELECT SUM(amount) OVER (PARTITION BY user_id) FROM visits", "window functions"
     ),
-    refused("subquery-in-from", "SELECT COUNT(*) FROM (SELECT * FROM visits)", SUBQUERY),  # unbounded rows
+    refused(  # per-person values as rows (a subquery over rows one by one is flattened: issue 32)
+        "subquery-in-from",
+        "SELECT COUNT(*) FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY user_id)",
+        "the subquery uses GROUP BY",
+    ),
     refused("subquery-in-where", DEEP + "amount IN (SELECT amount FROM visits)", SUBQUERY),
     refused("scalar-subquery", "SELECT COUNT(*), (SELECT MAX(amount) FROM visits) FROM visits", SUBQUERY),
     refused("subquery-in-order-by", f"{COUNT} ORDER BY (SELECT 1)", SUBQUERY),  # ordering by hidden data
@@ -429,7 +433,7 @@ ATTACKS = [
     refused("union-all", f"{COUNT} UNION ALL {COUNT}", "UNION"),  # two releases for the price of one
     refused("except", f"{COUNT} EXCEPT {COUNT}", "EXCEPT"),
     refused("intersect", f"{COUNT} INTERSECT {COUNT}", "INTERSECT"),
-    refused("cte", "WITH t AS (SELECT * FROM visits) SELECT COUNT(*) FROM t", "WITH"),  # unbounded rows
+    refused("cte", "WITH t AS (SELECT * FROM visits LIMIT 5) SELECT COUNT(*) FROM t", "LIMIT"),  # a sample
     refused("self-join", "SELECT COUNT(*) FROM visits a JOIN visits b ON a.user_id = b.user_id", "self-join"),
     # aggregates whose result is the values themselves
     refused("string-agg", "SELECT string_agg(category, ',') FROM visits", AGGREGATE),
