@@ -81,3 +81,26 @@ def test_more_values_than_the_limit_keep_partition_selection(
     session = _session(tpch_duckdb, tmp_path, (10.0, 1e-5))
     plan = session.plan(Q5_BY_NATION, epsilon=1)
     assert plan.selection is not None and plan.public_keys is None
+
+
+def test_the_keys_are_read_whatever_the_tables_and_columns_are_named(tmp_path: Path) -> None:
+    """The statement quotes the catalog's names (a double quote inside one included)."""
+    con = duckdb.connect()
+    con.execute('CREATE TABLE "my ""people""" AS SELECT * FROM (VALUES (1, \'a\'), (2, \'b\')) t(id, k)')
+    con.execute(
+        "CREATE TABLE \"ci\"\"ty\" AS SELECT * FROM (VALUES ('a', 'x'), ('c', 'z')) t(k, \"na\"\"me\")"
+    )
+    people = {"privacy_unit": "id", "max_rows_per_partition": 1, "max_partitions": 1}
+    city = {"public": True, "columns": {"k": {"type": "str", "unique": True}, 'na"me': "str"}}
+    catalog = Catalog.from_dict(
+        {"tables": {'my "people"': {**people, "columns": {"id": "int", "k": "str"}}, 'ci"ty': city}}
+    )
+    session = kakeibo.connect(
+        DuckDBBackend(con), catalog=catalog, ledger=str(tmp_path / "l.sqlite"), budget=10.0
+    )
+    sql = (
+        'SELECT c."na""me", COUNT(*) AS n FROM "my ""people""" p JOIN "ci""ty" c ON p.k = c.k '
+        'GROUP BY c."na""me"'
+    )
+    rows = session.sql(sql, epsilon=1).to_arrow().to_pylist()
+    assert sorted(r['na"me'] for r in rows) == ["x", "z"]  # "z": a key no person has

@@ -58,6 +58,7 @@ __all__ = [
     "ladder_name",
     "ladder_sql",
     "per_person_sql",
+    "public_values_sql",
     "race_name",
 ]
 
@@ -102,6 +103,13 @@ def ladder_sql(plan: NoisePlan, ladders: Sequence[tuple[StatisticKind, str | Non
         f"WITH {_ranked(plan, filtered, gcols, value_columns)} "
         f"SELECT {', '.join(outputs)} FROM ranked WHERE __rank <= {plan.max_partitions}"
     )
+
+
+def public_values_sql(table: str, column: str, limit: int) -> str:
+    """The distinct non-NULL values of a public table's column, at most ``limit`` of them (DuckDB's
+    dialect): the keys a grouping column of a public table releases (``Session._public_table_keys``)."""
+    value = _q(column)
+    return f"SELECT DISTINCT {value} AS v FROM {_q(table)} WHERE {value} IS NOT NULL LIMIT {int(limit)}"
 
 
 def group_name(i: int) -> str:

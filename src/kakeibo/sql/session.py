@@ -59,6 +59,7 @@ from .explain import explanation
 from .options import QueryOptions
 from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .region import constant_check_sql, declared_constants
+from .rewrite import public_values_sql
 from .shape import AnalyzedQuery, check_dialect
 from .views import (
     NOTE_KEY,
@@ -261,10 +262,7 @@ class Session:
             declared = spec.column(column)
             if declared.public_values is not None or declared.type not in ("str", "int"):
                 continue
-            values = self._execute(
-                f'SELECT DISTINCT "{column}" AS v FROM "{table}" WHERE "{column}" IS NOT NULL '
-                f"LIMIT {PUBLIC_TABLE_KEYS + 1}"
-            )["v"].to_pylist()
+            values = self._execute(public_values_sql(table, column, PUBLIC_TABLE_KEYS + 1))["v"].to_pylist()
             if 0 < len(values) <= PUBLIC_TABLE_KEYS:
                 found[(table, column)] = tuple(sorted(values))
         if not found:
