@@ -297,19 +297,19 @@ class TotalPredicate:
     def _as_listed(self, node: exp.Expr, operand: exp.Expr, *literals: exp.Expr) -> exp.Expr | None:
         """An order comparison or BETWEEN of a text column whose public values are numerals with numbers,
         as the IN list of the numerals that satisfy it (FALSE when none; module docstring), else None."""
-        column = _column(operand)
-        if isinstance(node, (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)):
+        column, kind = _column(operand), type(node)
+        if kind not in _ORDER:
             return None
-        if column is None or self.column_type(column) != "str":
+        if column is None or self.column_type(column) != "str":  # ``2 < educ``: ``educ > 2``
             column, literals = _column(literals[0]) if len(literals) == 1 else None, (operand,)
             if column is None or self.column_type(column) != "str":
                 return None
-            node = _flipped(node)
+            kind = _FLIPPED[kind]
         numerals = _numerals(self.public_values(column))
         values = [None if is_text(literal) else numeric_literal(literal) for literal in literals]
         if numerals is None or any(v is None for v in values):
             return None
-        test = _ORDER[type(node)]
+        test = _ORDER[kind]
         kept = [text for text, number in numerals if test(number, *cast(list[Fraction], values))]
         if not kept:
             return exp.false()
@@ -468,12 +468,6 @@ _FLIPPED: dict[type[exp.Expr], type[exp.Expr]] = {
 def _column(node: exp.Expr) -> exp.Column | None:
     node = strip(node)
     return node if isinstance(node, exp.Column) else None
-
-
-def _flipped(node: exp.Expr) -> exp.Expr:
-    """``2 < educ`` as ``educ > 2`` (only its type is read)."""
-    flipped = _FLIPPED.get(type(node))
-    return node if flipped is None else flipped(this=node.expression, expression=node.this)
 
 
 def _numerals(declared: tuple[object, ...] | None) -> list[tuple[str, Fraction]] | None:
