@@ -164,3 +164,16 @@ def test_what_it_does_not_count_is_refused_free(sql: str, fragment: str) -> None
     with pytest.raises(QueryRefused) as refused:
         plan_query(analyze(sql, CATALOG), epsilon=1)
     assert fragment in str(refused.value)
+
+
+def test_a_column_with_auto_bounds_spends_nothing_on_bounds_it_does_not_use() -> None:
+    """COUNT(DISTINCT c) reads c as stored, so c's "auto" bounds are not chosen (no histogram, no share of
+    epsilon) and the statement does not clamp it."""
+    catalog = Catalog.from_dict(
+        {"tables": {"p": {"columns": {"age": {"type": "int", "lower": "auto", "upper": "auto"}}}}}
+    )
+    backend = DuckDBBackend()
+    backend.load_table("p", pa.table({"age": np.arange(100) % 50}))
+    session = kakeibo.connect(backend, catalog=catalog, ledger=":memory:", budget=10)
+    text = session.explain("SELECT COUNT(DISTINCT age) AS d FROM p", epsilon=1)
+    assert "histograms" not in text and '"__v_age"' not in text and 'COUNT(DISTINCT "__d_age")' in text

@@ -962,7 +962,8 @@ def bound_choice(
             declared.max_rows_per_partition == "auto",
             declared.max_partitions == "auto" and bool(query.group_by),
         )
-    used = {s.column for s in plan.statistics if s.column is not None} | set(plan.histogram_columns)
+    used = {s.column for s in plan.statistics if s.column is not None and not s.kind.raw}  # not bounded:
+    used |= set(plan.histogram_columns)  # COUNT(DISTINCT c) reads c as stored
     columns = tuple(sorted(c for c in used if query.value(c).spec.auto_bounds))
     if not any(limits) and not columns:
         return bound_check(query, plan) if check_bounds else None

@@ -223,10 +223,15 @@ def _filtered(plan: NoisePlan, clamp: bool = True) -> tuple[str, list[str], list
         )
     ]
     groups = [f"{key} AS {group_name(i)}" for i, key in enumerate(keys)]
-    value_columns = sorted(
-        {s.column for s in plan.statistics if s.column is not None}.union(plan.histogram_columns)
+    value_columns = sorted(  # a column COUNT(DISTINCT col) alone reads is read as stored, not clamped
+        {s.column for s in plan.statistics if s.column is not None and not s.kind.raw}.union(
+            plan.histogram_columns
+        )
     )
-    clamped = []
+    clamped = [
+        f"{query.value(col).sql.sql('duckdb')} AS {_q('__d_' + col)}"
+        for col in sorted({s.column for s in plan.statistics if s.column is not None and s.kind.raw})
+    ]
     for col in value_columns:
         read = query.value(col)
         spec, computed = read.spec, read.sql.sql("duckdb")
@@ -240,8 +245,6 @@ def _filtered(plan: NoisePlan, clamp: bool = True) -> tuple[str, list[str], list
         else:  # only counted (COUNT(col) of text, dates, bools, unbounded numbers): never cast or summed
             value = f"CASE WHEN {computed} IS NULL THEN NULL ELSE CAST(1 AS DOUBLE) END"
         clamped.append(f"{value} AS {_q('__v_' + col)}")
-        if any(s.kind.raw and s.column == col for s in plan.statistics):  # COUNT(DISTINCT col)
-            clamped.append(f"{computed} AS {_q('__d_' + col)}")
         if col in plan.histogram_columns:
             clamped.append(f"{plan.buckets(col).sql(value)} AS {_q(bucket_name(col))}")
     conditions = []
