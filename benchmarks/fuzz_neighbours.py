@@ -104,7 +104,8 @@ def fuzz(
     worlds: harness.Worlds, examples: int, seed: int | None, ledgers: Path, timeout: float, grammar: str
 ) -> Tally:
     """Run ``examples`` calls of ``grammar`` on both worlds: ``queries`` (hypothesis, derandomised unless
-    ``seed``) or ``numbers`` (``harness.numeric_query`` of ``random.Random(seed + i)``, ``seed`` 0 by
+    ``seed``; ``clause``: the same with BigQuery's DP clause on every call without a join) or
+    ``numbers`` (``harness.numeric_query`` of ``random.Random(seed + i)``, ``seed`` 0 by
     default: the draws ``tests/test_adversarial_fuzz.py`` starts with)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
@@ -150,7 +151,7 @@ def fuzz(
             phases=[Phase.generate],
             suppress_health_check=list(HealthCheck),
         )
-        @given(harness.queries())
+        @given(harness.queries(clause_every=1 if grammar == "clause" else 7))
         def run(drawn: harness.Drawn) -> None:
             check(drawn)
 
@@ -191,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--grammar",
-        choices=("queries", "numbers"),
+        choices=("queries", "numbers", "clause"),
         default="queries",
-        help="queries: the analyser's whole grammar (hypothesis); numbers: numeric_query's independent draws",
+        help="queries: the analyser's whole grammar (hypothesis); numbers: numeric_query's independent "
+        "draws; clause: the grammar with BigQuery's DP clause on every call without a join",
     )
     parser.add_argument("--seed", type=int, default=None, help="hypothesis seed (default: derandomised)")
     parser.add_argument("--show", type=int, default=5, help="mismatching queries to print per engine")

@@ -538,10 +538,20 @@ def _statements(query: str, epsilon_key: str, epsilon: object, dialect: str | No
         import sqlglot
 
         from kakeibo.sql import analyze, plan_query
+        from kakeibo.sql.bounds import provisional
+        from kakeibo.sql.dp_clause import read_clause
+        from kakeibo.sql.options import QueryOptions
         from kakeibo.sql.rewrite import bounded_sql
 
-        analyzed = analyze(query, CATALOG, dialect=dialect)
-        plan = plan_query(analyzed, epsilon=epsilon, delta=DEFAULT_DELTA)  # type: ignore[arg-type]
+        asked = QueryOptions(epsilon=epsilon, dialect=dialect)  # type: ignore[arg-type]
+        query, options = read_clause(query, asked)
+        catalog, totals = CATALOG, {}
+        if options.clause is not None:  # as the session plans it (Session._planned)
+            named = analyze(query, CATALOG, dialect=options.dialect, require_limits=False)
+            catalog, totals = options.clause.applied(CATALOG, named, None)
+        analyzed = analyze(query, provisional(catalog), dialect=options.dialect)
+        assert options.epsilon is not None
+        plan = plan_query(analyzed, epsilon=options.epsilon, delta=DEFAULT_DELTA, totals=totals)
         statement = bounded_sql(plan)
         translated = [sqlglot.transpile(statement, read="duckdb", write=d)[0] for d in ("postgres", "spark")]
         return (statement, *translated, str(plan.privacy_loss))
@@ -747,6 +757,27 @@ SOURCES = (
 )
 #: ORDER BY items kakeibo computes on the released table, ``{o}`` an output
 ORDER_TERMS = ("CAST({o} AS TEXT)", "{o} * -1", "CAST({o} AS INT) * -1", "{o} / ({o} - 1)")
+#: BigQuery's DP clause (issue 32, :mod:`kakeibo.sql.dp_clause`): its options beside epsilon, and the bounds
+#: its calls give (within the catalog's limits, past them, and at the edges of the double range)
+CLAUSE_OPTIONS = (
+    "",
+    ", delta=1e-6",
+    ", max_groups_contributed=1",
+    ", max_groups_contributed=3",
+    ", max_groups_contributed=4",
+    ", privacy_unit_column=user_id",
+    ", privacy_unit_column=visits.user_id",
+    ", privacy_unit_column=category",
+)
+CLAUSE_BOUNDS = ((0, 1), (0, 4), (0, 100), (0, 400), (0, 5e-324), (0, 1e308), (-1, 1), (1e-100, 50), (0, 0))
+CLAUSE_CALLS = (
+    "COUNT(*, contribution_bounds_per_group => ({lo}, {hi}))",
+    "COUNT({c}, contribution_bounds_per_group => ({lo}, {hi}))",
+    "SUM({c}, contribution_bounds_per_group => ({lo}, {hi}))",
+    "AVG({c}, contribution_bounds_per_group => ({lo}, {hi}))",
+    "PERCENTILE_CONT({c}, 0.5, contribution_bounds_per_row => ({lo}, {hi}))",
+    "VAR_POP({c}, contribution_bounds_per_row => ({lo}, {hi}))",
+)
 
 
 def sql_text(value: str) -> str:
@@ -882,7 +913,7 @@ class Drawn:
         return options | ({"catalog": CORRELATED_CATALOG} if self.correlated else {})
 
 
-def queries() -> Any:
+def queries(clause_every: int = 7) -> Any:
     """A ``hypothesis`` strategy of :class:`Drawn` calls from the grammar the analyser accepts (see
     :mod:`kakeibo.sql.analyze`), with boundary literals, NULLs and literals of the wrong type mixed in so
     that refusals are exercised too::
@@ -901,7 +932,10 @@ def queries() -> Any:
     tiny and overflowing widths, non-finite) or ``"auto"``, and a third of those choose how the ``"auto"``
     ones are chosen (``bound_selection``, most often ``"ladder"``: each person's group totals truncated at
     a threshold chosen privately, issue 31; its calls then aggregate with ``TOTAL_FUNCTIONS`` only, so the
-    ladder's statement runs).
+    ladder's statement runs). One in ``clause_every`` calls without a join is written with BigQuery's ``SELECT
+    WITH DIFFERENTIAL_PRIVACY OPTIONS (...)`` (``CLAUSE_OPTIONS``) and calls bounded by
+    ``contribution_bounds_per_group`` or ``_per_row`` (``CLAUSE_CALLS``, ``CLAUSE_BOUNDS``), epsilon given
+    in the clause alone or again as the keyword.
     """
     from hypothesis import strategies as st
 
@@ -988,7 +1022,8 @@ def queries() -> Any:
             st.sampled_from(QUOTIENT_CHAINS),
         )
         bounds: dict[str, object] | None = None
-        if draw(st.integers(0, 3)) == 0:  # the analyst's own limits and bounds, extreme ones included
+        clause = not join and draw(st.integers(1, clause_every)) == 1  # BigQuery's DP clause, calls bounded
+        if not clause and draw(st.integers(0, 3)) == 0:  # the analyst's own limits and bounds, extreme ones
             bounds = {}
             for column in draw(st.lists(st.sampled_from(BOUNDED_COLUMNS), max_size=2, unique=True)):
                 pair = draw(
@@ -1019,6 +1054,13 @@ def queries() -> Any:
         if not ladder:
             synonyms = st.tuples(st.sampled_from(SYNONYM_TEMPLATES), st.sampled_from(BOUNDED_COLUMNS))
             choices.append(synonyms.map(lambda t: t[0].format(c=prefix + t[1])))
+        if clause:
+            bounded = st.tuples(
+                st.sampled_from(CLAUSE_CALLS),
+                st.sampled_from(BOUNDED_COLUMNS),
+                st.sampled_from(CLAUSE_BOUNDS),
+            )
+            choices = [bounded.map(lambda t: t[0].format(c=t[1], lo=t[2][0], hi=t[2][1])), *choices]
         aggregate = st.one_of(*choices)
         derived = st.tuples(st.sampled_from(DERIVED_TEMPLATES), aggregate, aggregate).map(
             lambda t: t[0].format(a=t[1], b=t[2])
@@ -1046,9 +1088,15 @@ def queries() -> Any:
         top = f"TOP {limit} " if limit and dialect == "tsql" else ""  # T-SQL's own row limit
         # the table, or the same rows through a subquery or a common table expression (issue 32: flattened)
         source = "visits" if join else draw(st.sampled_from(SOURCES))
-        sql = f"SELECT {'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM {source}"
+        epsilon = draw(st.sampled_from(EPSILONS))
+        head = "SELECT "
+        if clause:  # epsilon in the clause alone, or given again as the keyword (equal, or not: refused)
+            options = f"epsilon={epsilon}{draw(st.sampled_from(CLAUSE_OPTIONS))}"
+            head += f"WITH DIFFERENTIAL_PRIVACY OPTIONS({options}) "
+            epsilon = draw(st.sampled_from((None, None, epsilon, 3)))
+        sql = f"{head}{'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM {source}"
         if source.startswith("WITH"):
-            sql = f"{source} SELECT {'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM visits"
+            sql = f"{source} {head}{'DISTINCT ' if distinct else ''}{top}{', '.join(select)} FROM visits"
         if join == "using":
             sql += " JOIN dim USING (category)"
         elif join == "on":
@@ -1086,7 +1134,7 @@ def queries() -> Any:
             sql += " ORDER BY " + ", ".join(f"{c} {draw(st.sampled_from(('ASC', 'DESC')))}" for c in order)
         if limit and not top:
             sql += f" LIMIT {limit}"
-        return Drawn(sql, draw(st.sampled_from(EPSILONS)), dialect, draw(st.booleans()), bounds)
+        return Drawn(sql, epsilon, dialect, draw(st.booleans()), bounds)
 
     return query()
 

@@ -215,6 +215,26 @@ def _accepted() -> list[str]:
         "SELECT band, AVG(income) AS a FROM (SELECT CASE WHEN age < 40 THEN 'under 40' ELSE '40+' END "
         "AS band, income FROM census WHERE married = 1) t GROUP BY band",
     ]
+    # BigQuery's and ZetaSQL's DP syntax, read onto the catalog's limits (issue 32)
+    options = "OPTIONS(epsilon=1, delta=1e-6, max_groups_contributed=3, privacy_unit_column=person_id)"
+    queries += [
+        f"SELECT WITH DIFFERENTIAL_PRIVACY {options} {select} FROM telemetry{rest}"
+        for select, rest in (
+            ("device, COUNT(*, contribution_bounds_per_group => (0, 20)) AS n", " GROUP BY device"),
+            ("device, SUM(sessions, contribution_bounds_per_group => (0, 300)) AS s", " GROUP BY device"),
+            ("AVG(battery, contribution_bounds_per_group => (0, 100)) AS a", ""),
+            ("PERCENTILE_CONT(battery, 0.5, contribution_bounds_per_row => (0, 100)) AS m", ""),
+            ("os, COUNT(*, contribution_bounds_per_group => (0, 5)) AS n", " GROUP BY os"),
+        )
+    ]
+    queries += [
+        "SELECT WITH ANONYMIZATION OPTIONS(epsilon=1, delta=1e-6, kappa=3) device, ANON_SUM(duration "
+        "CLAMPED BETWEEN 0 AND 3600) AS d, ANON_COUNT(*) AS n FROM telemetry GROUP BY device",
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-6) sex, AVG(income, "
+        "contribution_bounds_per_group => (0, 50000)) AS a FROM census GROUP BY sex",
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, delta=1e-6) sex, SUM(income, "
+        "contribution_bounds_per_group => (0, 50000)) AS s FROM census GROUP BY sex",
+    ]
     return queries
 
 
@@ -256,4 +276,9 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT COUNT(*) AS n FROM census WHERE CAST(region AS INT) = 1", "CAST"),
     ("SELECT COUNT(*) AS n FROM census LIMIT 1 OFFSET 2", "OFFSET"),
     ("DELETE FROM census", "SELECT"),
+    (
+        "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1, max_groups_contributed=5, "
+        "privacy_unit_column=person_id) COUNT(*) AS n FROM telemetry",
+        "may narrow the owner's limits, not widen them",
+    ),
 ]

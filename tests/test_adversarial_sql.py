@@ -405,6 +405,57 @@ SURFACE = [
     ),
 ]
 
+#: BigQuery's DP clause (issue 32): the target's 1e308, inf, NaN and 5e-324 amounts under a SUM's per-group
+#: threshold (each person's total truncated at it), a count's and a row bound, and refused widenings
+_DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1000, privacy_unit_column=user_id"
+DP_CLAUSE = [
+    Case(
+        "clause-sum-target",
+        f"{_DP}) SUM(amount, contribution_bounds_per_group => (0, 400)) AS s FROM visits WHERE {T}",
+        None,
+    ),
+    Case(
+        "clause-sum-grouped",
+        f"{_DP}, max_groups_contributed=3) category, SUM(amount, "
+        "contribution_bounds_per_group => (0, 50)) AS s FROM visits GROUP BY category",
+        None,
+    ),
+    Case(
+        "clause-sum-tiny",
+        f"{_DP}) SUM(x, contribution_bounds_per_group => (0, 1e-100)) AS s FROM visits WHERE {T}",
+        None,
+    ),
+    Case(
+        "clause-count-avg-target",
+        f"{_DP}) COUNT(*, contribution_bounds_per_group => (0, 2)) AS n, "
+        f"AVG(amount, contribution_bounds_per_group => (0, 1)) AS a FROM visits WHERE {T}",
+        None,
+    ),
+    Case(
+        "clause-anon-sum-target",
+        "SELECT WITH ANONYMIZATION OPTIONS(epsilon=1000, kappa=1) "
+        f"ANON_SUM(amount CLAMPED BETWEEN 0 AND 100) AS s FROM visits WHERE {T}",
+        None,
+    ),
+    Case(
+        "clause-var-pop-row",
+        f"{_DP}) VAR_POP(amount, contribution_bounds_per_row => (0, 100)) AS v FROM visits WHERE {T}",
+        None,
+    ),
+    Case(
+        "clause-widen-sum",
+        f"{_DP}) SUM(amount, contribution_bounds_per_group => (0, 1e308)) AS s FROM visits WHERE {T}",
+        None,
+        refused=True,
+    ),
+    Case(
+        "clause-widen-groups",
+        f"{_DP}, max_groups_contributed=4) COUNT(*) AS n FROM visits WHERE {T}",
+        None,
+        refused=True,
+    ),
+]
+
 CLASSES = {
     "having-order-by": HAVING_ORDER_BY,
     "where-can-fail": WHERE_CAN_FAIL,
@@ -418,6 +469,7 @@ CLASSES = {
     "bad-budgets": BAD_BUDGETS,
     "dropped-groups": DROPPED_GROUPS,
     "surface": SURFACE,
+    "dp-clause": DP_CLAUSE,
 }
 CASES = [case for cases in CLASSES.values() for case in cases]
 assert len({case.id for case in CASES}) == len(CASES), "case ids must be unique"

@@ -103,6 +103,7 @@ __all__ = [
     "attach",
     "attached",
     "bound_choice",
+    "column_of",
     "provisional",
     "with_bounds",
 ]
@@ -175,7 +176,7 @@ def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, obj
         if key in LIMITS:
             limits[key] = value
             continue
-        table, column = _column_of(query, str(key))
+        table, column = column_of(query, str(key))
         spec = tables[table].columns[column]
         low: Any
         high: Any
@@ -213,11 +214,11 @@ def with_bounds(catalog: Catalog, query: AnalyzedQuery, bounds: Mapping[str, obj
 
 def _declared(catalog: Catalog, query: AnalyzedQuery, key: str) -> ColumnSpec:
     """The catalog's spec of a column the query reads (the query holds the provisional one)."""
-    table, column = _column_of(query, key)
+    table, column = column_of(query, key)
     return catalog.table(table).columns[column]
 
 
-def _column_of(query: AnalyzedQuery, key: str) -> tuple[str, str]:
+def column_of(query: AnalyzedQuery, key: str) -> tuple[str, str]:
     """The (table, column) a bounds key names among the query's tables."""
     table, _, column = key.lower().rpartition(".")
     found = [t.name for t in query.tables if t.has_column(column) and table in ("", t.name)]

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import ArgumentTypeError
 from ..privacy import Number
 from .catalog import QueryRefused
+
+if TYPE_CHECKING:
+    from .dp_clause import DPClause
 
 __all__ = ["QueryOptions"]
 
@@ -24,7 +28,8 @@ class QueryOptions:
     the session's default); ``dialect`` the query is written in (``None``: the session's); ``nonnegative``
     to clamp never-negative aggregates at 0; ``bounds`` overriding the catalog's limits and column bounds
     for this query; ``outside_view``, what a query a view cannot answer does; ``check_bounds`` to measure,
-    at a tenth of epsilon, what declared limits drop (:func:`~kakeibo.sql.bounds.bound_check`). The fields
+    at a tenth of epsilon, what declared limits drop (:func:`~kakeibo.sql.bounds.bound_check`); ``clause``,
+    what the query's own ``WITH DIFFERENTIAL_PRIVACY`` clause says (:mod:`kakeibo.sql.dp_clause`). The fields
     are in the order of :meth:`~kakeibo.sql.session.Session.explain`'s keywords, which the session passes
     by position.
 
@@ -41,6 +46,7 @@ class QueryOptions:
     bounds: Mapping[str, object] | None = None
     outside_view: str = "refuse"
     check_bounds: bool = False
+    clause: DPClause | None = None
 
     def __post_init__(self) -> None:
         if self.epsilon is not None and self.accuracy is not None:

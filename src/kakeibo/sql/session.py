@@ -54,6 +54,7 @@ from . import execute
 from .analyze import QueryRefused, analyze
 from .bounds import BoundChoice, ChosenBounds, bound_choice, provisional, with_bounds
 from .catalog import PUBLIC_TABLE_KEYS, Catalog, TableSpec, with_public_values
+from .dp_clause import read_clause
 from .execute import read_release
 from .explain import explanation
 from .options import QueryOptions
@@ -197,17 +198,15 @@ class Session:
         epsilon that meets ``accuracy=(alpha, beta)`` (see :func:`~kakeibo.sql.plan.epsilon_for_accuracy`).
         A query whose bounds are chosen privately (``"auto"``) is planned at the provisional bounds
         (:func:`~kakeibo.sql.bounds.provisional`); its plan's privacy loss is the query's whole charge."""
-        return self._planned(
-            query,
-            QueryOptions(
-                epsilon=epsilon,
-                accuracy=accuracy,
-                delta=delta,
-                dialect=dialect,
-                bounds=bounds,
-                check_bounds=check_bounds,
-            ),
-        )[0]
+        options = QueryOptions(
+            epsilon=epsilon,
+            accuracy=accuracy,
+            delta=delta,
+            dialect=dialect,
+            bounds=bounds,
+            check_bounds=check_bounds,
+        )
+        return self._planned(*read_clause(query, options))[0]
 
     def _planned(self, query: str, options: QueryOptions) -> tuple[NoisePlan, BoundChoice | None, Catalog]:
         """The plan of ``query``, what it chooses privately before its answer (:mod:`.bounds`), and the
@@ -216,9 +215,13 @@ class Session:
         dialect = self.dialect if options.dialect is None else options.dialect
         database = database_name(self.backend)  # the backend's, which a three-part table name may name
         catalog, against = self.catalog, self._analysed_against
-        if options.bounds is not None:
+        totals: dict[str, float] = {}
+        if options.bounds is not None or options.clause is not None:
             named = analyze(query, against, dialect=dialect, database=database, require_limits=False)
-            catalog = with_bounds(self.catalog, named, options.bounds)  # which may declare a missing limit
+            if options.clause is not None:
+                catalog, totals = options.clause.applied(self.catalog, named, options.bounds)
+            elif options.bounds is not None:
+                catalog = with_bounds(self.catalog, named, options.bounds)  # may declare a missing limit
             against = provisional(catalog)
         analysed = analyze(query, against, dialect=dialect, database=database)
         keyed = self._public_table_keys(analysed, catalog, against)
@@ -232,8 +235,13 @@ class Session:
             alpha, beta = options.accuracy
             epsilon = epsilon_for_accuracy(analysed, alpha=alpha, beta=beta, delta=delta)
         assert epsilon is not None
-        plan = plan_query(analysed, epsilon=epsilon, delta=delta)
+        plan = plan_query(analysed, epsilon=epsilon, delta=delta, totals=totals)
         choice = bound_choice(analysed, plan, catalog, options.check_bounds)
+        if choice is not None and totals:
+            raise QueryRefused(
+                'the query\'s SUM gives its per-group bounds while others are chosen privately ("auto" in '
+                "the catalog); give contribution bounds to every aggregate of the query, or to none."
+            )
         if choice is not None:
             choice.check()  # every share of epsilon by the planner's rules, before any read
         if choice is not None and options.accuracy is not None:
@@ -289,6 +297,7 @@ class Session:
         options = QueryOptions(
             epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view, check_bounds
         )
+        query, options = read_clause(query, options)
         stored = self.view_of(query)
         prefix: list[str] = []
         if stored is not None:
@@ -446,6 +455,7 @@ class Session:
         options = QueryOptions(
             epsilon, accuracy, delta, dialect, nonnegative, bounds, outside_view, check_bounds
         )
+        query, options = read_clause(query, options)
         stored = self.view_of(query)
         if stored is not None:
             answered = self._from_view(query, stored, options.outside_view)
