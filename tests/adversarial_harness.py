@@ -33,6 +33,7 @@ short enough (see ``LONG_NAME``).
 
 from __future__ import annotations
 
+import decimal
 import functools
 import itertools
 import math
@@ -63,6 +64,7 @@ __all__ = [
     "CATALOG_TOML",
     "ENGINES",
     "TARGET_ID",
+    "TARGET_PRICES",
     "TARGET_ROWS",
     "WORLDS",
     "Drawn",
@@ -120,6 +122,7 @@ amount = { type = "float", lower = 0, upper = 100 }
 age = { type = "int", lower = 0, upper = 120, user_constant = true }
 birth_year = { type = "int", user_constant = true }
 x = { type = "float", lower = 0, upper = 1 }
+price = { type = "decimal", precision = 15, scale = 2, lower = 0, upper = 100 }
 
 [tables.dim]
 public = true
@@ -159,6 +162,7 @@ _VISITS_SCHEMA = pa.schema(
         ("age", pa.int64()),
         ("birth_year", pa.int64()),
         ("x", pa.float64()),
+        ("price", pa.decimal128(15, 2)),  # an exact DECIMAL (issue 32): the amount, to the cent
     ]
 )
 _PEOPLE_SCHEMA = pa.schema(
@@ -180,6 +184,17 @@ TARGET_ROWS: tuple[tuple[str | None, str | None, str | None, float | None, float
     ("d", "T'; --\"", "-0", -0.0, -0.0),
     ("e", "T%_\\%", "0x1F", -math.inf, 1e-300),
 )
+#: the target's prices, one per row of TARGET_ROWS: the ends of DECIMAL(15, 2), a cent either side of 0, 0
+TARGET_PRICES = (
+    "9999999999999.99",
+    "-9999999999999.99",
+    None,
+    "0.01",
+    "1000000000000.00",
+    "0.00",
+    "-0.01",
+    "100.01",
+)
 
 
 def base_tables() -> dict[str, pa.Table]:
@@ -200,6 +215,8 @@ def base_tables() -> dict[str, pa.Table]:
                 rows["age"].append(age)
                 rows["birth_year"].append(birth_year)
                 rows["x"].append(0.5 if rng.random() < 0.1 else round(float(rng.random()), 3))
+                amount = rows["amount"][-1]
+                rows["price"].append(None if amount is None else decimal.Decimal(f"{amount:.2f}"))
     visits = pa.table(rows, schema=_VISITS_SCHEMA)
     dim = pa.table(
         {
@@ -234,6 +251,7 @@ def target_tables() -> dict[str, pa.Table]:
             "age": [TARGET_AGE] * len(TARGET_ROWS),
             "birth_year": [TARGET_BIRTH_YEAR] * len(TARGET_ROWS),
             "x": [r[4] for r in TARGET_ROWS],
+            "price": [None if p is None else decimal.Decimal(p) for p in TARGET_PRICES],
         },
         schema=_VISITS_SCHEMA,
     )
@@ -707,6 +725,12 @@ NUMERIC_LITERALS = (
     "0.00000000000000000000000000000000001",
     "121.000000000000000000000000000000001",
     "1e400",
+    # decimal literals at the scale and range of price's DECIMAL(15, 2) (issue 32)
+    "100.01",
+    "10.005",
+    "9999999999999.99",
+    "99999999999999.99",
+    "-0.01",
 )
 #: text literals with quotes, backslashes, LIKE wildcards, non-ASCII and the target's own values
 TEXT_LITERALS = (
@@ -733,8 +757,8 @@ TEXT_LITERALS = (
 LIKE_PIECES = ("T", "z", "a", "\\", "%", "_", "'", "ü", "!", "B1", "%_")
 #: columns of ``visits`` by catalog type (the privacy unit is only ever compared, never aggregated)
 TEXT_COLUMNS = ("category", "name", "building", "level")
-NUMBER_COLUMNS = ("user_id", "amount", "age", "birth_year", "x")
-BOUNDED_COLUMNS = ("amount", "age", "x")
+NUMBER_COLUMNS = ("user_id", "amount", "age", "birth_year", "x", "price")
+BOUNDED_COLUMNS = ("amount", "age", "x", "price")
 EPSILONS = (1, 0.5, 2, 1000, 1000, "1e-3")
 #: HAVING operands kakeibo computes on the released table (issue 32): ``{c}`` an output or an aggregate,
 #: ``{k}`` any output (a text key: read through a cast), ``{l}`` a literal
@@ -757,6 +781,19 @@ SOURCES = (
 )
 #: ORDER BY items kakeibo computes on the released table, ``{o}`` an output
 ORDER_TERMS = ("CAST({o} AS TEXT)", "{o} * -1", "CAST({o} AS INT) * -1", "{o} / ({o} - 1)")
+#: aggregates of per-person totals ``s`` (a SUM), ``c`` (COUNT(*)) and ``k`` (a COUNT of a column), read
+#: back as aggregates of the table (issue 32), and some refused (a mean of SUMs, a maximum, a total itself)
+PER_PERSON_AGGREGATES = (
+    "SUM(s)",
+    "COUNT(*)",
+    "AVG(c)",
+    "SUM(c)",
+    "SUM(k)",
+    "AVG(k)",
+    "SUM(s) / COUNT(*)",
+    "AVG(s)",
+    "MAX(s)",
+)
 #: BigQuery's DP clause (issue 32, :mod:`kakeibo.sql.dp_clause`): its options beside epsilon, and the bounds
 #: its calls give (within the catalog's limits, past them, and at the edges of the double range)
 CLAUSE_OPTIONS = (
@@ -935,7 +972,8 @@ def queries(clause_every: int = 7) -> Any:
     ladder's statement runs). One in ``clause_every`` calls without a join is written with BigQuery's ``SELECT
     WITH DIFFERENTIAL_PRIVACY OPTIONS (...)`` (``CLAUSE_OPTIONS``) and calls bounded by
     ``contribution_bounds_per_group`` or ``_per_row`` (``CLAUSE_CALLS``, ``CLAUSE_BOUNDS``), epsilon given
-    in the clause alone or again as the keyword.
+    in the clause alone or again as the keyword. A tenth of the calls without a join aggregate per-person
+    totals of a subquery grouped by ``user_id`` (``PER_PERSON_AGGREGATES``).
     """
     from hypothesis import strategies as st
 
@@ -1001,10 +1039,29 @@ def queries(clause_every: int = 7) -> Any:
         return f"({draw(predicate(prefix, depth - 1))} {kind} {draw(predicate(prefix, depth - 1))})"
 
     @st.composite
+    def per_person(draw: Any, dialect: str) -> Drawn:
+        """Totals of per-person totals (issue 32): an inner query grouped by the person (and a key)."""
+        key = draw(st.sampled_from(("", "category", "building")))
+        by = f"user_id{', ' + key if key else ''}"
+        value = draw(st.sampled_from(BOUNDED_COLUMNS))
+        inner = f"SELECT {by}, SUM({value}) AS s, COUNT(*) AS c, COUNT({value}) AS k FROM visits"
+        if draw(st.booleans()):
+            inner += f" WHERE {draw(predicate('', 1))}"
+        totals = draw(st.lists(st.sampled_from(PER_PERSON_AGGREGATES), min_size=1, max_size=3))
+        select = ([key] if key else []) + [f"{a} AS a{i}" for i, a in enumerate(totals)]
+        sql = f"SELECT {', '.join(select)} FROM ({inner} GROUP BY {by}) t"
+        if key and draw(st.booleans()):
+            sql += f" WHERE {key} = {sql_text(draw(st.sampled_from(TEXT_LITERALS)))}"
+        sql += f" GROUP BY {key}" if key else ""
+        return Drawn(sql, draw(st.sampled_from(EPSILONS)), dialect, draw(st.booleans()))
+
+    @st.composite
     def query(draw: Any) -> Drawn:
         join = draw(st.sampled_from(("", "", "", "using", "on")))
         prefix = "visits." if join == "on" else ""
         dialect = draw(st.sampled_from(FUZZ_DIALECTS))
+        if not join and draw(st.integers(0, 9)) == 0:
+            return draw(per_person(dialect))
         group_choices = ["category", "name", "building", "age"] + (["dim.label"] if join else [])
         groups = draw(st.lists(st.sampled_from(group_choices), max_size=2, unique=True))
         key = st.one_of(

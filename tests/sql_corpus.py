@@ -215,6 +215,15 @@ def _accepted() -> list[str]:
         "SELECT band, AVG(income) AS a FROM (SELECT CASE WHEN age < 40 THEN 'under 40' ELSE '40+' END "
         "AS band, income FROM census WHERE married = 1) t GROUP BY band",
     ]
+    # totals of per-person totals, read as aggregates of the table (issue 32)
+    queries += [
+        "SELECT SUM(s) AS total, COUNT(*) AS people FROM (SELECT person_id, SUM(sessions) AS s FROM "
+        "telemetry GROUP BY person_id) t",
+        "SELECT device, AVG(c) AS rows_per_person FROM (SELECT person_id, device, COUNT(*) AS c FROM "
+        "telemetry GROUP BY person_id, device) t GROUP BY device",
+        "WITH p AS (SELECT person_id, SUM(duration) AS d FROM telemetry WHERE battery > 20 GROUP BY "
+        "person_id) SELECT SUM(d) / COUNT(*) AS mean_total FROM p",
+    ]
     # BigQuery's and ZetaSQL's DP syntax, read onto the catalog's limits (issue 32)
     options = "OPTIONS(epsilon=1, delta=1e-6, max_groups_contributed=3, privacy_unit_column=person_id)"
     queries += [
@@ -255,7 +264,7 @@ REFUSED: list[tuple[str, str]] = [
     ("SELECT SUM(age) + age AS bad FROM census", "outside an aggregate"),
     ("SELECT SUM(ABS(age)) AS s FROM census", "ABS(age) is not supported inside an aggregate"),
     ("SELECT COUNT(*) AS n FROM census c1 JOIN census c2 ON c1.age = c2.age", "join"),
-    ("SELECT COUNT(*) AS n FROM (SELECT sex, COUNT(*) AS c FROM census GROUP BY sex) t", "uses GROUP BY"),
+    ("SELECT COUNT(*) AS n FROM (SELECT sex, COUNT(*) AS c FROM census GROUP BY sex) t", "one privacy unit"),
     ("WITH t AS (SELECT * FROM census LIMIT 5) SELECT COUNT(*) AS n FROM t", "the subquery uses LIMIT"),
     ("SELECT COUNT(*) AS n FROM census UNION SELECT COUNT(*) FROM census", "UNION"),
     ("SELECT COUNT(*) OVER () AS n FROM census", "window"),

@@ -405,6 +405,26 @@ SURFACE = [
     ),
 ]
 
+#: a DECIMAL(15, 2) column (issue 32): the target's prices at both ends of its range, compared with literals
+#: written in its scale, summed and averaged through the cast to DOUBLE, and literals it cannot hold
+DECIMAL = [
+    Case("decimal-sum-target", f"SELECT SUM(price) AS s, AVG(price) AS a FROM visits WHERE {T}", 1000),
+    Case("decimal-at-top", "SELECT COUNT(*) AS n FROM visits WHERE price = 9999999999999.99", 1000),
+    Case(
+        "decimal-cent-edge", "SELECT COUNT(*) AS n FROM visits WHERE price > -0.01 AND price < 100.01", 1000
+    ),
+    Case(
+        "decimal-between-in",
+        "SELECT COUNT(*) AS n FROM visits WHERE price BETWEEN 1e2 AND 1e12 OR price IN ('0.01', -0.01)",
+        1000,
+    ),
+    Case("decimal-expression", f"SELECT SUM(price * 2 - amount) AS s FROM visits WHERE {T}", 1000),
+    Case("decimal-median-target", f"SELECT MEDIAN(price) AS m FROM visits WHERE {T}", 1000),
+    Case("decimal-scale-refused", "SELECT COUNT(*) AS n FROM visits WHERE price < 10.005", refused=True),
+    Case("decimal-range-refused", "SELECT COUNT(*) AS n FROM visits WHERE price < 1e13", refused=True),
+    Case("decimal-key-refused", "SELECT price, COUNT(*) AS n FROM visits GROUP BY price", refused=True),
+]
+
 #: BigQuery's DP clause (issue 32): the target's 1e308, inf, NaN and 5e-324 amounts under a SUM's per-group
 #: threshold (each person's total truncated at it), a count's and a row bound, and refused widenings
 _DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1000, privacy_unit_column=user_id"
@@ -470,6 +490,7 @@ CLASSES = {
     "dropped-groups": DROPPED_GROUPS,
     "surface": SURFACE,
     "dp-clause": DP_CLAUSE,
+    "decimal": DECIMAL,
 }
 CASES = [case for cases in CLASSES.values() for case in cases]
 assert len({case.id for case in CASES}) == len(CASES), "case ids must be unique"

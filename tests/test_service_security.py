@@ -420,10 +420,10 @@ ATTACKS = [
     refused(
         "window-per-user", "SELECT SUM(amount) OVER (PARTITION BY user_id) FROM visits", "window functions"
     ),
-    refused(  # per-person values as rows (a subquery over rows one by one is flattened: issue 32)
+    refused(  # one person's total read as a value (per-person totals are summed or counted: issue 32)
         "subquery-in-from",
-        "SELECT COUNT(*) FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY user_id)",
-        "the subquery uses GROUP BY",
+        "SELECT COUNT(*) FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY user_id) WHERE s > 50",
+        "is one person's total",
     ),
     refused("subquery-in-where", DEEP + "amount IN (SELECT amount FROM visits)", SUBQUERY),
     refused("scalar-subquery", "SELECT COUNT(*), (SELECT MAX(amount) FROM visits) FROM visits", SUBQUERY),

@@ -132,7 +132,7 @@ def neighbours() -> tuple[pa.Table, pa.Table]:
         ({"amount": {"type": "float", "lower": "auto", "upper": 10}}, 'needs both bounds "auto"'),
         (
             {"amount": {"type": "str", "lower": "auto", "upper": "auto"}},
-            "only int and float columns take bounds",
+            "only int, float and decimal columns take bounds",
         ),
         ({"bounds_share": 1.0}, "bounds_share of table 'visits' must lie strictly between 0 and 1"),
         ({"bounds_share": "a lot"}, "bounds_share of table 'visits' must lie strictly between 0 and 1"),

@@ -1,7 +1,8 @@
 """Nested queries read as the flat query they mean (issue 32; :mod:`kakeibo.sql.nested`).
 
 A subquery in FROM or a common table expression that selects, computes and filters its table's rows one by
-one is replaced by its definitions before analysis, so the engine statement, the noise and the charge are
+one, or that sums and counts each person's rows (per-person totals, aggregated again outside), is replaced
+by what it means before analysis, so the engine statement, the noise and the charge are
 those of the flat query (the privacy claim is the flat query's: checked here by equality of the compiled
 statements and of seeded releases). The differential fuzzer reads ``visits`` through both forms on DuckDB,
 PostgreSQL and Spark (``tests/adversarial_harness.py``: ``SOURCES``)."""
@@ -65,6 +66,21 @@ PAIRS = [
         "SELECT t.category, COUNT(*) AS n FROM (SELECT category FROM visits) t GROUP BY t.category",
         "SELECT category, COUNT(*) AS n FROM visits GROUP BY category",
     ),
+    # per-person totals: totals of totals are the table's aggregates (the flat query truncates each
+    # person's total as any query on the table does)
+    (
+        "SELECT SUM(s) AS total, COUNT(*) AS people, AVG(c) AS per_person FROM (SELECT user_id, "
+        "SUM(amount) AS s, COUNT(*) AS c FROM visits WHERE age > 30 GROUP BY user_id) t",
+        "SELECT SUM(amount) AS total, COUNT(DISTINCT user_id) AS people, COUNT(*) / COUNT(DISTINCT "
+        "user_id) AS per_person FROM visits WHERE (age > 30)",
+    ),
+    (
+        "WITH p AS (SELECT user_id, category, SUM(amount * 2) AS s, COUNT(amount) AS c FROM visits "
+        "GROUP BY user_id, category) SELECT category, SUM(s) / COUNT(*) AS mean_total, SUM(c) AS n "
+        "FROM p WHERE category = 'a' GROUP BY category HAVING n > 1 ORDER BY mean_total",
+        "SELECT category, SUM(amount * 2) / COUNT(DISTINCT user_id) AS mean_total, COUNT(amount) AS n "
+        "FROM visits WHERE (category = 'a') GROUP BY category HAVING n > 1 ORDER BY mean_total",
+    ),
 ]
 
 
@@ -99,8 +115,31 @@ def test_a_nested_query_releases_what_the_flat_query_releases(tmp_path: Path) ->
     ("sql", "fragment"),
     [
         (
-            "SELECT COUNT(*) AS n FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY user_id) t",
-            "the subquery uses GROUP BY",
+            "SELECT COUNT(*) AS n FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY user_id) t "
+            "WHERE s > 5",
+            "is one person's total",
+        ),
+        (
+            "SELECT AVG(s) AS a FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY user_id) t",
+            "write SUM(s) / COUNT(*)",
+        ),
+        (
+            "SELECT MEDIAN(s) AS m FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY user_id) t",
+            "is not a total of per-person totals",
+        ),
+        (
+            "SELECT s AS m, COUNT(*) AS n FROM (SELECT user_id, SUM(amount) AS s FROM visits GROUP BY "
+            "user_id) t GROUP BY s",
+            "is not a GROUP BY key of the per-person subquery",
+        ),
+        (
+            "SELECT COUNT(*) AS n FROM (SELECT category, COUNT(*) AS c FROM visits GROUP BY category) t",
+            "one privacy unit",
+        ),
+        (
+            "SELECT COUNT(*) AS n FROM (SELECT user_id, COUNT(*) AS c FROM visits GROUP BY user_id "
+            "HAVING COUNT(*) > 2) t",
+            "the per-person subquery uses HAVING",
         ),
         ("SELECT COUNT(*) AS n FROM (SELECT amount FROM visits LIMIT 5) t", "the subquery uses LIMIT"),
         ("SELECT COUNT(*) AS n FROM (SELECT DISTINCT amount FROM visits) t", "the subquery uses DISTINCT"),

@@ -158,7 +158,18 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) FROM categories", "the query reads only public data (categories)"),
     # --- subqueries, CTEs, set operations, windows -----------------------------------------------------
     # a subquery in FROM or WITH that reads its table's rows one by one is flattened (issue 32)
-    ("SELECT COUNT(*) FROM (SELECT user_id, COUNT(*) AS c FROM visits GROUP BY user_id)", "uses GROUP BY"),
+    (
+        "SELECT COUNT(*) FROM (SELECT user_id, COUNT(*) AS c FROM visits GROUP BY user_id) WHERE c > 3",
+        "is one person's total",
+    ),
+    (
+        "SELECT MAX(c) FROM (SELECT user_id, COUNT(*) AS c FROM visits GROUP BY user_id)",
+        "is not a total of per-person totals",
+    ),
+    (
+        "SELECT COUNT(*) FROM (SELECT category, COUNT(*) AS c FROM visits GROUP BY category)",
+        "one privacy unit",
+    ),
     ("SELECT COUNT(*) FROM (SELECT * FROM visits LIMIT 3) AS v", "the subquery uses LIMIT"),
     ("SELECT (SELECT COUNT(*) FROM visits)", SUBQUERY),
     ("(SELECT COUNT(*) FROM visits)", "a parenthesised query is a subquery"),

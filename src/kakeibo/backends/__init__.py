@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from ..errors import StatementTimeout
-from ._base import DEFAULT_STATEMENT_TIMEOUT, Backend, database_name
+from ._base import DEFAULT_STATEMENT_TIMEOUT, Backend, database_name, table_schema
 from .duckdb import DuckDBBackend
 
-__all__ = ["DEFAULT_STATEMENT_TIMEOUT", "Backend", "DuckDBBackend", "StatementTimeout", "database_name"]
+__all__ = [
+    "DEFAULT_STATEMENT_TIMEOUT",
+    "Backend",
+    "DuckDBBackend",
+    "StatementTimeout",
+    "database_name",
+    "table_schema",
+]

@@ -135,6 +135,26 @@ class Backend(Protocol):
         ...
 
 
+def table_schema(backend: Backend, table: str) -> pa.Schema:
+    """The engine's declared types of the columns of ``table`` (a quoted name in the backend's dialect),
+    read from an empty result: the backend's own ``table_schema`` when it has one (PostgreSQL's, which
+    reads ``numeric``'s declared digits that its results drop), else the schema :meth:`Backend.execute`
+    gives ``SELECT * ... LIMIT 0``.
+
+    >>> from kakeibo.backends import DuckDBBackend
+    >>> duck = DuckDBBackend(":memory:")
+    >>> _ = duck.execute("CREATE TABLE t AS SELECT CAST(1.5 AS DECIMAL(15, 2)) AS price")
+    >>> table_schema(duck, '"t"').field("price").type
+    Decimal128Type(decimal128(15, 2))
+    """
+    method = getattr(backend, "table_schema", None)
+    if callable(method):
+        schema = method(table)
+        if isinstance(schema, pa.Schema):
+            return schema
+    return backend.execute(f"SELECT * FROM {table} LIMIT 0").schema
+
+
 def database_name(backend: Backend) -> str | None:
     """The name of the database ``backend`` reads its tables from, which a three-part table name may start
     with; ``None`` when the backend has none or cannot tell (see the module docstring).

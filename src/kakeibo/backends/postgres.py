@@ -298,6 +298,27 @@ class PostgresBackend:
                 raise StatementTimeout(timeout) from exc
             raise
 
+    def table_schema(self, table: str) -> pa.Schema:
+        """The declared types of ``table``'s columns (a quoted name), as results type them but for
+        ``numeric``: ``numeric(p, s)`` with ``p <= 38`` (and not the ``int64`` of ``s = 0, p <= 18``) is
+        ``decimal128(p, s)``, and a ``numeric`` of more digits or of none declared is ``decimal256(76, 0)``,
+        which no catalog type takes (its values may lie beyond the double range, where a cast fails on their
+        rows only). Read by :func:`~kakeibo.backends.table_schema` to check the catalog's types."""
+        with self._lock, self._cursor(self.statement_timeout) as cur:
+            cur.execute(f"SELECT * FROM {table} LIMIT 0".encode())
+            description = cur.description or []
+        fields = []
+        for d in description:
+            kind = _column((), d.type_code, d.precision, d.scale).type
+            if d.type_code == _NUMERIC:
+                precision, scale = d.precision or 0, d.scale or 0
+                declared = d.precision is not None and d.scale is not None and precision <= 38
+                kind = pa.decimal256(76, 0) if not declared else kind
+                if declared and not (scale == 0 and precision <= 18):
+                    kind = pa.decimal128(precision, scale)
+            fields.append(pa.field(d.name, kind))
+        return pa.schema(fields)
+
     def database_name(self) -> str:
         """The name of the database the connection reads its tables from, PostgreSQL's
         ``current_database()`` (a connection stays in one database). Read on the first call, then cached."""

@@ -294,7 +294,7 @@ class AggregateReader:
                 if self.tables.is_unit(ref)
                 else f"{text} aggregates {spec.name}, which identifies people's rows; aggregate values."
             )
-        if spec.type not in ("int", "float"):
+        if spec.type not in ("int", "float", "decimal"):
             raise QueryRefused(f"{text} needs a numeric column, but {spec.name} has type {spec.type}.")
         if not spec.bounded:
             raise QueryRefused(

@@ -62,7 +62,7 @@ from sqlglot import exp
 
 from ..errors import ArgumentTypeError
 from .aggregate_calls import AggregateReader
-from .catalog import Catalog, ColumnSpec, QueryRefused
+from .catalog import Catalog, ColumnSpec, QueryRefused, person_columns
 from .condition_types import having_condition, where_condition
 from .outputs import Outputs, limit
 from .region import where_box
@@ -106,7 +106,7 @@ def analyze(
     if not isinstance(catalog, Catalog):
         raise ArgumentTypeError(f"catalog must be a Catalog, got {type(catalog).__name__}.")
     dialect = check_dialect(dialect)
-    select = plain_strings(parse_select(sql, dialect))
+    select = plain_strings(parse_select(sql, dialect, person_columns(catalog)))
     tables = Tables(select, catalog, dialect, database)
     reader = AggregateReader(tables, sql)
     outputs = Outputs(select, tables, reader)

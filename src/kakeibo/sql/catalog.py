@@ -98,9 +98,10 @@ row adds to the aggregate (:mod:`kakeibo.sql.truncation`)::
     bound_selection = "race"
     max_rows_bound = 10000            # no person has more than 10,000 purchases in a group
 
-Column types must be the engine's (``int``: any integer type, ``float``: REAL or DOUBLE, not DECIMAL,
-``str``, ``bool``, ``date``); the session checks them against the engine's schema before the first query
-on a table, since a mismatch makes the engine convert the column row by row.
+Column types must be the engine's (``int``: any integer type, ``float``: REAL or DOUBLE, ``decimal`` with
+its ``precision`` and ``scale``: DECIMAL(p, s) or PostgreSQL's numeric(p, s), ``str``, ``bool``, ``date``);
+the session checks the columns a query reads against the engine's schema before it runs, since a mismatch
+makes the engine convert the column row by row.
 
 With a ``correlation`` section, SUM, COUNT and AVG on the table are calibrated against every Bayesian
 adversary of the Gaussian correlation model on that graph; :mod:`kakeibo.sql.correlation` states the exact
@@ -148,9 +149,12 @@ __all__ = [
     "with_public_values",
 ]
 
-ColumnType = Literal["int", "float", "str", "bool", "date"]
+ColumnType = Literal["int", "float", "str", "bool", "date", "decimal"]
 _COLUMN_TYPES: tuple[str, ...] = get_args(ColumnType)
-_NUMERIC = ("int", "float")
+_NUMERIC = ("int", "float", "decimal")
+#: the most digits a ``decimal`` column may have: every engine's DECIMAL holds 38 (PostgreSQL's ``numeric``
+#: more, which a double cannot hold: ``CAST(x AS DOUBLE)`` of a larger value fails on its row)
+MAX_DECIMAL_PRECISION = 38
 
 #: the share of a query's epsilon spent choosing its "auto" limits and column bounds (:mod:`.bounds`)
 DEFAULT_SHARE = 0.1
@@ -259,6 +263,14 @@ class ColumnSpec:
     declaration against the engine before the join runs). ``bins`` is how many equal-width bins a view
     (:mod:`kakeibo.sql.views`) cuts ``[lower, upper]`` into.
 
+    A ``decimal`` column (issue 32) is the engine's exact ``DECIMAL(precision, scale)`` (PostgreSQL's
+    ``numeric(precision, scale)``), at most :data:`MAX_DECIMAL_PRECISION` digits: aggregates read it as the
+    double nearest to each value (``CAST(c AS DOUBLE)``, finite for every such value), and a literal it is
+    compared with is written exactly in its scale (:mod:`kakeibo.sql.predicates`).
+
+    >>> ColumnSpec("price", "decimal", lower=0, upper=1e6, precision=15, scale=2).scale
+    2
+
     >>> ColumnSpec("amount", "float", lower=0, upper=100)  # doctest: +NORMALIZE_WHITESPACE
     ColumnSpec(name='amount', type='float', lower=0.0, upper=100.0, public_values=None, user_constant=False,
                unique=False, auto_bounds=False)
@@ -279,6 +291,10 @@ class ColumnSpec:
     # equal-width bins over [lower, upper] when a view discretises the column (kakeibo.sql.views); it
     # changes no query's answer, so it stays out of the repr that release ids digest
     bins: int | None = field(default=None, repr=False)
+    # a decimal column's digits and digits after the point (None for every other type); out of the repr,
+    # which older release ids digest: :attr:`digits` joins the digest of a decimal column's table
+    precision: int | None = field(default=None, repr=False)
+    scale: int | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a column name")
@@ -287,6 +303,7 @@ class ColumnSpec:
             raise ArgumentError(
                 f"column {name!r} has type {self.type!r}; the types are {', '.join(_COLUMN_TYPES)}."
             )
+        self._check_digits(name)
         auto = cast(object, self.lower) == "auto", cast(object, self.upper) == "auto"
         never_negative = auto == (False, True) and _is_number(self.lower) and self.lower == 0
         if auto[0] != auto[1] and not never_negative:
@@ -305,12 +322,12 @@ class ColumnSpec:
             raise ArgumentError(f"column {name!r} needs both lower and upper bounds, or neither.")
         if self.auto_bounds and self.type not in _NUMERIC:
             raise ArgumentError(
-                f"column {name!r} has type {self.type}; only int and float columns take bounds."
+                f"column {name!r} has type {self.type}; only int, float and decimal columns take bounds."
             )
         if self.lower is not None and self.upper is not None:
             if self.type not in _NUMERIC:
                 raise ArgumentError(
-                    f"column {name!r} has type {self.type}; only int and float columns take bounds."
+                    f"column {name!r} has type {self.type}; only int, float and decimal columns take bounds."
                 )
             bounds: list[float] = []
             for side, value in (("lower", self.lower), ("upper", self.upper)):
@@ -353,6 +370,29 @@ class ColumnSpec:
                 raise ArgumentError(f"public_values of column {name!r} lists a value twice.")
             object.__setattr__(self, "public_values", values)
 
+    def _check_digits(self, name: str) -> None:
+        """A decimal column's precision and scale; no other type has them."""
+        if self.type != "decimal":
+            if self.precision is not None or self.scale is not None:
+                raise ArgumentError(
+                    f"column {name!r} has type {self.type}; only decimal columns take digits."
+                )
+            return
+        precision, scale = self.precision, self.scale
+        whole = all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (precision, scale))
+        if not whole or not 1 <= cast(int, precision) <= MAX_DECIMAL_PRECISION:
+            raise ArgumentError(
+                f"decimal column {name!r} needs a whole precision from 1 to {MAX_DECIMAL_PRECISION} and a "
+                f"scale, as the engine declares it (DECIMAL(15, 2): precision = 15, scale = 2)."
+            )
+        if not 0 <= cast(int, scale) <= cast(int, precision):
+            raise ArgumentError(f"the scale of decimal column {name!r} lies from 0 to its precision.")
+
+    @property
+    def digits(self) -> tuple[int, int] | None:
+        """A decimal column's ``(precision, scale)``; ``None`` for every other type."""
+        return None if self.type != "decimal" else (cast(int, self.precision), cast(int, self.scale))
+
     @property
     def auto_lower(self) -> bool:
         """Whether the lower bound is chosen too (``"auto"``), not declared 0: the column may be negative."""
@@ -366,6 +406,8 @@ class ColumnSpec:
     def to_dict(self) -> dict[str, Any]:
         """The catalog entry (inverse of the per-column part of :meth:`Catalog.from_dict`)."""
         out: dict[str, Any] = {"type": self.type}
+        if self.type == "decimal":
+            out["precision"], out["scale"] = self.precision, self.scale
         if self.auto_bounds:
             out["lower"], out["upper"] = "auto" if self.lower is None else 0, "auto"
         elif self.lower is not None:
@@ -718,7 +760,9 @@ _TABLE_KEYS = frozenset(
     }
 )
 _CORRELATION_KEYS = frozenset({"edges", "tau"})
-_COLUMN_KEYS = frozenset({"type", "lower", "upper", "public_values", "user_constant", "unique", "bins"})
+_COLUMN_KEYS = frozenset(
+    {"type", "lower", "upper", "public_values", "user_constant", "unique", "bins", "precision", "scale"}
+)
 
 
 def refuse_unknown_keys(keys: Iterable[str], allowed: frozenset[str], where: str) -> None:
@@ -755,6 +799,8 @@ def _column_from_dict(table: str, name: str, data: object) -> ColumnSpec:
         user_constant=data.get("user_constant", False),
         unique=data.get("unique", False),
         bins=data.get("bins"),
+        precision=data.get("precision"),
+        scale=data.get("scale"),
     )
 
 
@@ -1020,6 +1066,21 @@ class Catalog:
 #: the most values a public table's grouping column may hold to be released as public keys
 #: (:func:`with_public_values`; more go through partition selection)
 PUBLIC_TABLE_KEYS = 10_000
+
+
+def person_columns(catalog: Catalog) -> frozenset[str]:
+    """The names of the columns that name a person: each privacy unit, and each reference to one.
+
+    >>> tables = {"t": {"privacy_unit": "uid", "columns": {"uid": "int"}}}
+    >>> person_columns(Catalog.from_dict({"tables": tables}))
+    frozenset({'uid'})
+    """
+    tables = catalog.tables.values()
+    units = {(t.name, t.privacy_unit) for t in tables if t.privacy_unit is not None}
+    return frozenset(
+        {unit for _, unit in units}
+        | {r.column for t in tables for r in t.references if (r.table, r.key) in units}
+    )
 
 
 def with_public_values(catalog: Catalog, values: Mapping[tuple[str, str], tuple[Any, ...]]) -> Catalog:

@@ -161,11 +161,11 @@ class Outputs:
                         f"grouping by the privacy unit {ref.column.name} would release one group per user; "
                         "group by other columns."
                     )
-                if ref.column.type == "float" and ref.column.public_values is None:
+                if ref.column.type in ("float", "decimal") and ref.column.public_values is None:
+                    declare = " or declare public_values" if ref.column.type == "float" else ""
                     raise QueryRefused(
-                        f"grouping by the float column {ref.column.name} is not supported, since nearly "
-                        "every value would be its own group; group by a coarser column or declare "
-                        "public_values."
+                        f"grouping by the {ref.column.type} column {ref.column.name} is not supported, since "
+                        f"nearly every value would be its own group; group by a coarser column{declare}."
                     )
         selected: set[tuple[str, str]] = set()
         grouped_columns = {ref.column.name for ref in refs if isinstance(ref, ColumnRef)}

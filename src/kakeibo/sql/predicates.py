@@ -26,6 +26,10 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   same double with correct rounding. Decimal literals would be read at each engine's own scale (DuckDB
   reads one of more than 38 digits as a DOUBLE, Spark refuses it), so that two literals distinct as exact
   numbers could select the same rows;
+* a ``decimal`` column (``DECIMAL(p, s)``, issue 32) is compared with a literal written exactly in its
+  scale (``price < 10.5`` on ``DECIMAL(15, 2)`` sends ``10.50``), which every engine reads as an exact
+  decimal of at most p digits; a literal the column cannot hold (more than s digits after the point, or
+  beyond its range) is refused;
 * a LIKE pattern has no escape character (as in DuckDB; every ``\\`` is a plain character), at most
   :data:`MAX_LIKE_PERCENT` ``%`` wildcards (the second one at its end) and :data:`MAX_LIKE_CHARS`
   characters, and is sent with an explicit ``ESCAPE '!'`` (``!``, and a ``%`` or ``_`` meant literally,
@@ -96,7 +100,12 @@ INT_RANGE = 2**63
 
 _NUMBER = re.compile(r"(?P<digits>[0-9]*\.?[0-9]*)(?:[eE](?P<exponent>[+-]?[0-9]+))?")
 #: operand kinds that compare without a row-by-row conversion (catalog types and literal kinds)
-_SAME_KIND = ({"int", "float", "number"}, {"str", "text"}, {"bool", "boolean"}, {"date", "date_literal"})
+_SAME_KIND = (
+    {"int", "float", "decimal", "number"},
+    {"str", "text"},
+    {"bool", "boolean"},
+    {"date", "date_literal"},
+)
 #: the comparisons a condition may make
 COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 _SMALLEST_NORMAL = Fraction(sys.float_info.min)
@@ -215,9 +224,9 @@ class TotalPredicate:
     engine-exact form.
 
     ``clause`` names the clause in messages; ``column_type`` gives the catalog type (``int``, ``float``,
-    ``str``, ``bool``, ``date``) of a column reference, refusing unknown columns itself, and
+    ``str``, ``bool``, ``date``, ``decimal``) of a column reference, refusing unknown columns itself,
     ``public_values`` its declared public values (``None``: not declared), which convert literals of
-    another type (module docstring).
+    another type (module docstring), and ``digits`` a decimal column's ``(precision, scale)``.
     """
 
     def __init__(
@@ -226,11 +235,13 @@ class TotalPredicate:
         column_type: Callable[[exp.Column], str],
         dialect: str,
         public_values: Callable[[exp.Column], tuple[object, ...] | None] = lambda column: None,
+        digits: Callable[[exp.Column], tuple[int, int] | None] = lambda column: None,
     ) -> None:
         self.clause = clause
         self.column_type = column_type
         self.dialect = dialect
         self.public_values = public_values
+        self.digits = digits
 
     def check(self, predicate: exp.Expr) -> exp.Expression:
         """The rewritten predicate; :class:`QueryRefused` when it is not total."""
@@ -357,7 +368,29 @@ class TotalPredicate:
             if 0 < abs(Fraction(double)) < _SMALLEST_NORMAL or (double == 0 and value != 0):
                 raise self._refuse(node, f"{shown} is too close to zero for a double; compare with 0")
             return exp.Literal.number(double_text(double))
+        if kind == "decimal":
+            return exp.Literal.number(self._decimal_text(node, value, shown, column))
         return literal
+
+    def _decimal_text(self, node: exp.Expr, value: Fraction, shown: str, column: exp.Column | None) -> str:
+        """``value`` written exactly in the scale of the DECIMAL(p, s) ``column``: every engine reads
+        ``12.50`` as an exact decimal of at most p digits and compares it with the column exactly, with no
+        conversion and no precision to widen past 38 (a literal of more digits could make Spark cut the
+        scale). A value the column cannot hold exactly is refused."""
+        digits = None if column is None else self.digits(column)
+        if digits is None:
+            raise self._refuse(node, f"{shown} faces a decimal column kakeibo cannot tell the scale of")
+        precision, scale = digits
+        units = value * 10**scale
+        if units.denominator != 1 or abs(units) >= 10**precision:
+            raise self._refuse(
+                node,
+                f"{shown} is not a value of the column's DECIMAL({precision}, {scale}): write it with at "
+                f"most {scale} digits after the point and {precision - scale} before",
+            )
+        whole, fraction = divmod(abs(units.numerator), 10**scale)
+        text = f"{whole}.{fraction:0{scale}d}" if scale else str(whole)
+        return ("-" if units < 0 else "") + text
 
     def _converted(self, kind: str, literal: exp.Expr, column: exp.Column | None) -> exp.Expr | None:
         """``literal`` converted to the type ``kind`` of its column where the module docstring's rules make
@@ -372,7 +405,11 @@ class TotalPredicate:
             truths = _truth_spellings(declared)
             if truths is not None and isinstance(literal, exp.Boolean):
                 return exp.Literal.string(truths[0] if literal.this else truths[1])
-        if kind in ("int", "float") and is_text(literal) and _PLAIN_NUMERAL.fullmatch(literal.name):
+        if (
+            kind in ("int", "float", "decimal")
+            and is_text(literal)
+            and _PLAIN_NUMERAL.fullmatch(literal.name)
+        ):
             return exp.Literal.number(literal.name.strip())
         if kind == "bool" and value in (0, 1) and not is_text(literal):
             return exp.Boolean(this=value == 1)
@@ -490,4 +527,4 @@ def _truth_spellings(declared: tuple[object, ...] | None) -> tuple[str, str] | N
 
 def _is_column_kind(kind: str) -> bool:
     """Whether ``kind`` is a catalog column type (as opposed to a literal's kind)."""
-    return kind in ("int", "float", "str", "bool", "date")
+    return kind in ("int", "float", "decimal", "str", "bool", "date")

@@ -235,7 +235,7 @@ def _filtered(plan: NoisePlan, clamp: bool = True) -> tuple[str, list[str], list
     for col in value_columns:
         read = query.value(col)
         spec, computed = read.spec, read.sql.sql("duckdb")
-        numeric = spec.type in ("int", "float")
+        numeric = spec.type in ("int", "float", "decimal")
         if numeric and spec.auto_bounds and not clamp:  # binned by comparisons only (bound_histograms_sql)
             value = f"CAST({computed} AS DOUBLE)"
         elif numeric and spec.lower is not None and spec.upper is not None:

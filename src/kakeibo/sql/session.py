@@ -44,7 +44,7 @@ from sqlglot import exp
 
 from .. import release
 from ..accounting import Box, Ledger, LedgerEntry, Scope
-from ..backends import Backend, DuckDBBackend, database_name
+from ..backends import Backend, DuckDBBackend, database_name, table_schema
 from ..errors import ArgumentTypeError, ConfigurationError
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
@@ -53,7 +53,7 @@ from ..views.hdpview import HDPViewParameters
 from . import execute
 from .analyze import QueryRefused, analyze
 from .bounds import BoundChoice, ChosenBounds, bound_choice, provisional, with_bounds
-from .catalog import PUBLIC_TABLE_KEYS, Catalog, TableSpec, with_public_values
+from .catalog import PUBLIC_TABLE_KEYS, Catalog, ColumnSpec, TableSpec, with_public_values
 from .dp_clause import read_clause
 from .execute import read_release
 from .explain import explanation
@@ -61,7 +61,7 @@ from .options import QueryOptions
 from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .region import constant_check_sql, declared_constants
 from .rewrite import public_values_sql
-from .shape import AnalyzedQuery, check_dialect
+from .shape import AnalyzedQuery, check_dialect, named_columns
 from .views import (
     NOTE_KEY,
     VIEW_CONFIDENCE,
@@ -176,7 +176,8 @@ class Session:
         # which data the releases are about: stored releases are keyed by it, so two databases sharing a
         # catalog (monthly snapshots, regions) never answer with each other's release
         self.source = source if source is not None else f"{backend.dialect}:{id(backend)}"
-        self._checked_tables: set[str] = set()
+        self._schemas: dict[str, dict[str, pa.DataType]] = {}
+        self._checked_columns: set[tuple[str, str]] = set()
         self._default_delta: Fraction | None = None
         self._checked_unique: set[tuple[str, str]] = set()
         self._checked_constant: set[tuple[str, str]] = set()
@@ -515,8 +516,9 @@ class Session:
         tables, and the keys references lead to), the columns declared constant per person that the charge's
         region relies on."""
         query = plan.query
+        read = named_columns(query)
         for table in query.tables:
-            self._check_types(table)
+            self._check_types(table, read)
         names = {table.name for table in query.tables}
         for join in query.joins:
             if join.kind == "public":  # every public join is on a declared-unique key (tables.py)
@@ -530,27 +532,42 @@ class Session:
         for table, column in () if region is None else declared_constants(region, query):
             self._check_constant(table, column)
 
-    def _check_types(self, table: TableSpec) -> None:
-        """Refuse a table whose engine column types differ from the catalog's (read from an empty result:
-        the schema only, no row)."""
-        if table.name in self._checked_tables:
-            return
-        name = exp.to_identifier(table.name, quoted=True).sql(self.backend.dialect)
-        schema = self.backend.execute(f"SELECT * FROM {name} LIMIT 0").schema
-        engine = {field.name.lower(): field.type for field in schema}
-        for column in table.columns.values():
+    def _check_types(self, table: TableSpec, read: frozenset[str] | None = None) -> None:
+        """Refuse a table whose engine column types differ from the catalog's, for the columns ``read``
+        names (``None``: every column) and the columns that find its persons (privacy unit, references),
+        read from an empty result: the schema only, no row. A column no query reads may be of a type the
+        catalog does not take (issue 32)."""
+        columns = [
+            column
+            for column in table.columns.values()
+            if (read is None or column.name in read or column.name == table.privacy_unit)
+            and (table.name, column.name) not in self._checked_columns
+        ]
+        columns += [
+            table.column(reference.column)
+            for reference in table.references
+            if (table.name, reference.column) not in self._checked_columns
+            and table.column(reference.column) not in columns
+        ]
+        engine = self._schemas.get(table.name)
+        if engine is None:  # read once per table, whatever the query reads: a missing table fails here, free
+            quoted = exp.to_identifier(table.name, quoted=True).sql(self.backend.dialect)
+            engine = {field.name.lower(): field.type for field in table_schema(self.backend, quoted)}
+            self._schemas[table.name] = engine
+        for column in columns:
             found = engine.get(column.name)
             if found is None:
                 raise CatalogMismatch(
                     f"the catalog's column {table.name}.{column.name} is not in the engine."
                 )
-            if not _ARROW_KINDS[column.type](found):
+            if not _engine_holds(column, found):
+                declared = column.type if column.digits is None else "decimal({}, {})".format(*column.digits)
                 raise CatalogMismatch(
-                    f"column {table.name}.{column.name} is {found} in the engine but {column.type} in the "
+                    f"column {table.name}.{column.name} is {found} in the engine but {declared} in the "
                     "catalog; declare the engine's type (or convert the column), since comparisons would "
                     "convert it row by row."
                 )
-        self._checked_tables.add(table.name)
+            self._checked_columns.add((table.name, column.name))
 
     def _check_unique(self, table: TableSpec, column: str) -> None:
         """Refuse a join on a column declared unique that is not. Reading a public table is free; the key a
@@ -598,6 +615,7 @@ class Session:
             + ((t.references,) if t.references else ())
             + ((t.max_rows_bound, t.truncation_base) if t.auto_truncation else ())
             + ((t.max_rows_bound, t.bounds_share) if t.chooses_bounds else ())
+            + (tuple((c.name, c.digits) for c in t.columns.values() if c.digits is not None) or ())
             for t in declared
         ]
         if plan.correlation is not None:  # the graph itself, not only where it was declared
@@ -634,7 +652,7 @@ class Session:
         self.close()
 
 
-#: which engine (Arrow) types hold each catalog type
+#: which engine (Arrow) types hold each catalog type but decimal (:func:`_engine_holds`)
 _ARROW_KINDS: dict[str, Callable[[pa.DataType], bool]] = {
     "int": pa.types.is_integer,
     "float": pa.types.is_floating,
@@ -642,6 +660,14 @@ _ARROW_KINDS: dict[str, Callable[[pa.DataType], bool]] = {
     "bool": pa.types.is_boolean,
     "date": pa.types.is_date,
 }
+
+
+def _engine_holds(column: ColumnSpec, found: pa.DataType) -> bool:
+    """Whether the engine's type ``found`` is the catalog's type of ``column``: a decimal column's
+    DECIMAL has its declared precision and scale exactly (the scale is what its literals are written in)."""
+    if column.digits is None:
+        return _ARROW_KINDS[column.type](found)
+    return isinstance(found, pa.Decimal128Type) and (found.precision, found.scale) == column.digits
 
 
 def _session_dialect(dialect: object, catalog: Catalog) -> str:

@@ -35,6 +35,7 @@ __all__ = [
     "GroupExpression",
     "JoinSpec",
     "check_dialect",
+    "named_columns",
     "parse_select",
 ]
 
@@ -302,6 +303,24 @@ _ALLOWED_SELECT_ARGS = frozenset(
 )
 
 
+def named_columns(query: AnalyzedQuery) -> frozenset[str] | None:
+    """The lower-case names the query's text gives anything (columns, and with them tables and aliases),
+    plus the keys its tables' references join on: a superset of the columns its statement reads; ``None``
+    when a ``*`` other than COUNT's may read every column (the session checks the types of these,
+    :meth:`~kakeibo.sql.session.Session._check_tables`).
+
+    >>> from kakeibo.sql import Catalog, analyze
+    >>> catalog = Catalog.from_dict({"tables": {"t": {"columns": {"a": "int", "b": "str"}}}})
+    >>> sorted(named_columns(analyze("SELECT b, COUNT(*) AS n FROM t GROUP BY b", catalog)))
+    ['b', 'n', 't']
+    """
+    tree = sqlglot.parse_one(query.sql, read=query.dialect)
+    if any(not isinstance(star.parent, exp.Count) for star in tree.find_all(exp.Star)):
+        return None
+    keys = {reference.key for table in query.tables for reference in table.references}
+    return frozenset({identifier.name.lower() for identifier in tree.find_all(exp.Identifier)} | keys)
+
+
 def check_dialect(dialect: object) -> str:
     """``dialect`` as one of :data:`DIALECTS` (in any case), else :class:`QueryRefused`."""
     name = dialect.lower() if isinstance(dialect, str) else ""
@@ -313,9 +332,11 @@ def check_dialect(dialect: object) -> str:
     return name
 
 
-def parse_select(sql: str, dialect: str) -> exp.Select:
-    """``sql`` parsed as one SELECT statement whose clauses kakeibo knows, else :class:`QueryRefused`."""
-    select = flatten(_statement(sql, check_dialect(dialect)), dialect)
+def parse_select(sql: str, dialect: str, units: frozenset[str] = frozenset()) -> exp.Select:
+    """``sql`` parsed as one SELECT statement whose clauses kakeibo knows, else :class:`QueryRefused`;
+    a nested query flattened first (:func:`~kakeibo.sql.nested.flatten`, which reads ``units``, the
+    columns that name a person)."""
+    select = flatten(_statement(sql, check_dialect(dialect)), dialect, units)
     _clauses(select)
     _global_checks(select)
     return select

@@ -536,6 +536,7 @@ class Tables:
             lambda c: self.resolve(c).column.type,
             self.dialect,
             lambda c: self.resolve(c).column.public_values,
+            lambda c: self.resolve(c).column.digits,
         ).check(predicate)
 
     def engine_column(self, column: exp.Column) -> exp.Column:

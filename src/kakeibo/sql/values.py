@@ -173,7 +173,7 @@ class _Reader:
         spec, table = ref.column, ref.source.spec
         if spec.name == table.privacy_unit or any(r.column == spec.name for r in table.references):
             raise self.refuse(f"{spec.name} identifies people's rows, so kakeibo does not compute with it.")
-        if spec.type not in ("int", "float"):
+        if spec.type not in ("int", "float", "decimal"):
             raise self.refuse(f"the column {spec.name} has type {spec.type}; expressions compute on numbers.")
         if spec.auto_bounds:
             raise self.refuse(
