@@ -33,6 +33,7 @@ short enough (see ``LONG_NAME``).
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import functools
 import itertools
@@ -63,6 +64,7 @@ __all__ = [
     "CATALOG",
     "CATALOG_TOML",
     "ENGINES",
+    "TARGET_DAYS",
     "TARGET_ID",
     "TARGET_PRICES",
     "TARGET_ROWS",
@@ -123,6 +125,7 @@ age = { type = "int", lower = 0, upper = 120, user_constant = true }
 birth_year = { type = "int", user_constant = true }
 x = { type = "float", lower = 0, upper = 1 }
 price = { type = "decimal", precision = 15, scale = 2, lower = 0, upper = 100 }
+day = { type = "date", lower = "2025-01-01", upper = "2025-12-31" }
 
 [tables.dim]
 public = true
@@ -163,6 +166,7 @@ _VISITS_SCHEMA = pa.schema(
         ("birth_year", pa.int64()),
         ("x", pa.float64()),
         ("price", pa.decimal128(15, 2)),  # an exact DECIMAL (issue 32): the amount, to the cent
+        ("day", pa.date32()),  # a date declared within 2025 (issue 32: its days are public keys)
     ]
 )
 _PEOPLE_SCHEMA = pa.schema(
@@ -183,6 +187,18 @@ TARGET_ROWS: tuple[tuple[str | None, str | None, str | None, float | None, float
     ("a", None, "", None, 0.0),
     ("d", "T'; --\"", "-0", -0.0, -0.0),
     ("e", "T%_\\%", "0x1F", -math.inf, 1e-300),
+)
+#: the target's days, one per row of TARGET_ROWS: the ends of the declared 2025 and of the date range,
+#: the days either side of 2025, NULL, and a Monday whose week starts in the year before
+TARGET_DAYS = (
+    "2025-01-01",
+    "2025-12-31",
+    "0001-01-01",
+    "9999-12-31",
+    "2024-12-31",
+    None,
+    "2026-01-01",
+    "2024-12-30",
 )
 #: the target's prices, one per row of TARGET_ROWS: the ends of DECIMAL(15, 2), a cent either side of 0, 0
 TARGET_PRICES = (
@@ -217,6 +233,7 @@ def base_tables() -> dict[str, pa.Table]:
                 rows["x"].append(0.5 if rng.random() < 0.1 else round(float(rng.random()), 3))
                 amount = rows["amount"][-1]
                 rows["price"].append(None if amount is None else decimal.Decimal(f"{amount:.2f}"))
+                rows["day"].append(datetime.date(2025, 1, 1) + datetime.timedelta(days=(user * 7) % 365))
     visits = pa.table(rows, schema=_VISITS_SCHEMA)
     dim = pa.table(
         {
@@ -252,6 +269,7 @@ def target_tables() -> dict[str, pa.Table]:
             "birth_year": [TARGET_BIRTH_YEAR] * len(TARGET_ROWS),
             "x": [r[4] for r in TARGET_ROWS],
             "price": [None if p is None else decimal.Decimal(p) for p in TARGET_PRICES],
+            "day": [None if d is None else datetime.date.fromisoformat(d) for d in TARGET_DAYS],
         },
         schema=_VISITS_SCHEMA,
     )
@@ -852,6 +870,9 @@ KEY_TEMPLATES = (
     "{p}age + {p}birth_year",
     "UPPER({p}name)",
     "{p}age // 0",
+    "DATE_TRUNC('month', {p}day)",
+    "DATE_TRUNC('week', {p}day)",
+    "DATE_TRUNC('year', {p}day)",
 )
 
 
@@ -1062,7 +1083,7 @@ def queries(clause_every: int = 7) -> Any:
         dialect = draw(st.sampled_from(FUZZ_DIALECTS))
         if not join and draw(st.integers(0, 9)) == 0:
             return draw(per_person(dialect))
-        group_choices = ["category", "name", "building", "age"] + (["dim.label"] if join else [])
+        group_choices = ["category", "name", "building", "age", "day"] + (["dim.label"] if join else [])
         groups = draw(st.lists(st.sampled_from(group_choices), max_size=2, unique=True))
         key = st.one_of(
             st.sampled_from(KEY_TEMPLATES).map(lambda t: t.format(p=prefix)),

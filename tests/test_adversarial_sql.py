@@ -425,6 +425,19 @@ DECIMAL = [
     Case("decimal-key-refused", "SELECT price, COUNT(*) AS n FROM visits GROUP BY price", refused=True),
 ]
 
+#: a date column declared within 2025 (issue 32): its 365 days are public keys; the target's rows lie on
+#: its ends, outside it (0001-01-01, 9999-12-31, the days either side) and in a week that starts in 2024
+DATE_KEYS = [
+    Case("date-day-target", f"SELECT day, COUNT(*) AS n FROM visits WHERE {T} GROUP BY day", 1000),
+    Case("date-month", "SELECT DATE_TRUNC('month', day) AS m, SUM(amount) AS s FROM visits GROUP BY 1", 1000),
+    Case(
+        "date-week-target",
+        f"SELECT DATE_TRUNC('week', day) AS w, COUNT(*) AS n FROM visits WHERE {T} GROUP BY 1",
+        1000,
+    ),
+    Case("date-year-pure", "SELECT DATE_TRUNC('year', day) AS y, COUNT(*) AS n FROM visits GROUP BY 1", 1),
+]
+
 #: BigQuery's DP clause (issue 32): the target's 1e308, inf, NaN and 5e-324 amounts under a SUM's per-group
 #: threshold (each person's total truncated at it), a count's and a row bound, and refused widenings
 _DP = "SELECT WITH DIFFERENTIAL_PRIVACY OPTIONS(epsilon=1000, privacy_unit_column=user_id"
@@ -491,6 +504,7 @@ CLASSES = {
     "surface": SURFACE,
     "dp-clause": DP_CLAUSE,
     "decimal": DECIMAL,
+    "date-keys": DATE_KEYS,
 }
 CASES = [case for cases in CLASSES.values() for case in cases]
 assert len({case.id for case in CASES}) == len(CASES), "case ids must be unique"

@@ -9,9 +9,12 @@ values, so a key is one of them whatever the private tables hold."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 import pytest
 
 import kakeibo
@@ -104,3 +107,70 @@ def test_the_keys_are_read_whatever_the_tables_and_columns_are_named(tmp_path: P
     )
     rows = session.sql(sql, epsilon=1).to_arrow().to_pylist()
     assert sorted(r['na"me'] for r in rows) == ["x", "z"]  # "z": a key no person has
+
+
+# -- keys a date column's declared bounds make public -------------------------------------------------
+
+DATED = Catalog.from_dict(
+    {
+        "tables": {
+            "orders": {
+                "privacy_unit": "cust",
+                "max_partitions": 3,
+                "max_rows_per_partition": 5,
+                "columns": {
+                    "cust": "int",
+                    "order_date": {"type": "date", "lower": "2025-01-01", "upper": "2025-12-31"},
+                },
+            }
+        }
+    }
+)
+BY_MONTH = (
+    "SELECT DATE_TRUNC('month', order_date) AS m, COUNT(*) AS n FROM orders "
+    "GROUP BY DATE_TRUNC('month', order_date)"
+)
+
+
+def _orders(extra: tuple[tuple[int, str], ...] = ()) -> pa.Table:
+    """Orders from March to May 2025 only (the other months are empty), plus ``extra`` rows."""
+    rng = np.random.default_rng(2)
+    days = datetime.date(2025, 3, 1) + np.array(
+        [datetime.timedelta(days=int(d)) for d in rng.integers(0, 90, 800)]
+    )
+    rows = [(int(c), d) for c, d in zip(rng.integers(0, 300, 800), days, strict=True)]
+    rows += [(c, datetime.date.fromisoformat(d)) for c, d in extra]
+    return pa.table({"cust": [r[0] for r in rows], "order_date": pa.array([r[1] for r in rows], pa.date32())})
+
+
+def test_a_date_columns_bounds_make_its_days_and_months_public_keys() -> None:
+    column = DATED.table("orders").column("order_date")
+    assert len(column.public_values) == 365 and column.days == (
+        datetime.date(2025, 1, 1),
+        datetime.date(2025, 12, 31),
+    )
+    assert Catalog.from_dict(DATED.to_dict()).table("orders").column("order_date").days == column.days
+    for bad in (
+        {"lower": "2025-12-31", "upper": "2025-01-01"},
+        {"lower": "1990-01-01", "upper": "2025-12-31"},  # more than 10,000 days
+        {"lower": "2025-01-01", "upper": "next year"},
+        {"lower": "2025-01-01", "upper": "2025-12-31", "public_values": ["2025-01-01"]},
+    ):
+        with pytest.raises(kakeibo.ArgumentError):
+            Catalog.from_dict({"tables": {"t": {"columns": {"d": {"type": "date", **bad}}}}})
+
+
+def test_months_of_a_bounded_date_release_under_pure_epsilon_whatever_the_data() -> None:
+    """Every month of 2025 is released (nine of them empty), with no selection and no delta, and a
+    neighbour with a row outside the bounds (or at their ends) releases the same keys."""
+    keys = []
+    for extra in ((), ((9_999, "1999-01-01"), (9_999, "2025-12-31"))):
+        backend = DuckDBBackend()
+        backend.load_table("orders", _orders(extra))
+        session = kakeibo.connect(backend, catalog=DATED, ledger=":memory:", budget=10.0)
+        result = session.sql(BY_MONTH, epsilon=1)
+        assert isinstance(result.privacy_loss, PureDP)
+        keys.append([r["m"] for r in result.to_arrow().to_pylist()])
+        plan = session.plan(BY_MONTH, epsilon=1)
+        assert plan.selection is None and plan.public_keys is not None
+    assert keys[0] == keys[1] == [datetime.date(2025, month, 1) for month in range(1, 13)]

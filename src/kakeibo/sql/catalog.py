@@ -155,6 +155,8 @@ _NUMERIC = ("int", "float", "decimal")
 #: the most digits a ``decimal`` column may have: every engine's DECIMAL holds 38 (PostgreSQL's ``numeric``
 #: more, which a double cannot hold: ``CAST(x AS DOUBLE)`` of a larger value fails on its row)
 MAX_DECIMAL_PRECISION = 38
+#: the most days a date column's declared bounds may span: each day is a public key (issue 32)
+MAX_DATE_DAYS = 10_000
 
 #: the share of a query's epsilon spent choosing its "auto" limits and column bounds (:mod:`.bounds`)
 DEFAULT_SHARE = 0.1
@@ -271,6 +273,13 @@ class ColumnSpec:
     >>> ColumnSpec("price", "decimal", lower=0, upper=1e6, precision=15, scale=2).scale
     2
 
+    A ``date`` column's ``lower`` and ``upper`` (ISO dates, issue 32) declare the range of its values:
+    every day between them is a public key (``GROUP BY d`` and ``DATE_TRUNC('month', d)`` release all of
+    them, empty ones included, with no private selection), and a row outside is in no group.
+
+    >>> len(ColumnSpec("day", "date", lower="2025-01-01", upper="2025-12-31").public_values)
+    365
+
     >>> ColumnSpec("amount", "float", lower=0, upper=100)  # doctest: +NORMALIZE_WHITESPACE
     ColumnSpec(name='amount', type='float', lower=0.0, upper=100.0, public_values=None, user_constant=False,
                unique=False, auto_bounds=False)
@@ -295,6 +304,8 @@ class ColumnSpec:
     # which older release ids digest: :attr:`digits` joins the digest of a decimal column's table
     precision: int | None = field(default=None, repr=False)
     scale: int | None = field(default=None, repr=False)
+    # a date column's declared bounds (its public values are every day between them), for to_dict
+    days: tuple[datetime.date, datetime.date] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a column name")
@@ -324,6 +335,8 @@ class ColumnSpec:
             raise ArgumentError(
                 f"column {name!r} has type {self.type}; only int, float and decimal columns take bounds."
             )
+        if self.lower is not None and self.upper is not None and self.type == "date":
+            self._date_bounds(name)
         if self.lower is not None and self.upper is not None:
             if self.type not in _NUMERIC:
                 raise ArgumentError(
@@ -388,6 +401,33 @@ class ColumnSpec:
         if not 0 <= cast(int, scale) <= cast(int, precision):
             raise ArgumentError(f"the scale of decimal column {name!r} lies from 0 to its precision.")
 
+    def _date_bounds(self, name: str) -> None:
+        """A date column's bounds: every day from ``lower`` to ``upper`` is a public key (so GROUP BY the
+        column, or a DATE_TRUNC of it, releases all of them with no private selection), kept in
+        ``public_values``; rows outside are in no group. ``lower`` and ``upper`` become ``None`` (a date
+        is never clamped) and :attr:`days` keeps them."""
+        ends = []
+        for side, value in (("lower", self.lower), ("upper", self.upper)):
+            try:
+                ends.append(_public_value(name, "date", value))
+            except ArgumentError:
+                raise ArgumentError(
+                    f"the {side} bound of date column {name!r} is a date (YYYY-MM-DD), got {value!r}."
+                ) from None
+        first, last = cast(list[datetime.date], ends)
+        if self.public_values is not None and self.days is None:  # (days: derived from older bounds)
+            raise ArgumentError(f"date column {name!r} declares bounds or public_values, not both.")
+        if not first <= last or (last - first).days >= MAX_DATE_DAYS:
+            raise ArgumentError(
+                f"the bounds of date column {name!r} span from 1 to {MAX_DATE_DAYS:,} days in order, got "
+                f"{first} to {last}."
+            )
+        days = tuple(first + datetime.timedelta(days=i) for i in range((last - first).days + 1))
+        object.__setattr__(self, "public_values", days)
+        object.__setattr__(self, "days", (first, last))
+        object.__setattr__(self, "lower", None)
+        object.__setattr__(self, "upper", None)
+
     @property
     def digits(self) -> tuple[int, int] | None:
         """A decimal column's ``(precision, scale)``; ``None`` for every other type."""
@@ -412,7 +452,9 @@ class ColumnSpec:
             out["lower"], out["upper"] = "auto" if self.lower is None else 0, "auto"
         elif self.lower is not None:
             out["lower"], out["upper"] = self.lower, self.upper
-        if self.public_values is not None:
+        if self.days is not None:
+            out["lower"], out["upper"] = (day.isoformat() for day in self.days)
+        elif self.public_values is not None:
             out["public_values"] = list(self.public_values)
         if self.user_constant:
             out["user_constant"] = True
