@@ -535,15 +535,13 @@ def _cheap_public_texts(query: str, epsilon: object) -> list[str]:
 @functools.lru_cache(maxsize=256)
 def _statements(query: str, epsilon_key: str, epsilon: object, dialect: str | None) -> tuple[str, ...]:
     try:
-        import sqlglot
-
         from kakeibo.sql import analyze, plan_query
-        from kakeibo.sql.rewrite import bounded_sql
+        from kakeibo.sql.rewrite import bounded_sql, engine_sql
 
         analyzed = analyze(query, CATALOG, dialect=dialect)
         plan = plan_query(analyzed, epsilon=epsilon, delta=DEFAULT_DELTA)  # type: ignore[arg-type]
         statement = bounded_sql(plan)
-        translated = [sqlglot.transpile(statement, read="duckdb", write=d)[0] for d in ("postgres", "spark")]
+        translated = [engine_sql(statement, d) for d in ("postgres", "spark")]
         return (statement, *translated, str(plan.privacy_loss))
     except Exception:
         return ()
