@@ -48,10 +48,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 import adversarial_harness as harness  # noqa: E402
 
 LIKE_TIMING = (
+    # refused until issue 32 (more than two '%'), answered since: on Spark as the RLIKE of
+    # kakeibo.sql.predicates.linear_like, whose time is linear in the row's length
     "SELECT COUNT(*) AS n FROM visits WHERE name LIKE '%_%_%_%_%_%_%_%_%_%_%_!'",
     "SELECT COUNT(*) AS n FROM visits WHERE name LIKE '%_%_%_%_%_%_%_%_%_%_%_%_%_!'",
     "SELECT COUNT(*) AS n FROM people WHERE city LIKE '%_%_!'",
-    # still accepted: at most two '%', the second at the end (linear in the row's length on Spark)
+    # 3, 5 and 11 '%' over the target's 4,096-character row, failing only at the end: Spark's own LIKE
+    # would try every split of the row (issue 32)
+    "SELECT COUNT(*) AS n FROM people WHERE city LIKE '%z%z%q'",
+    "SELECT COUNT(*) AS n FROM people WHERE city LIKE '%z%z_z%z%z%q'",
+    "SELECT COUNT(*) AS n FROM people WHERE city LIKE '%z%z%z%z%z%z%z%z%z%z%q'",
+    # at most two '%', the second at the end: Spark's own LIKE, linear in the row's length
     "SELECT COUNT(*) AS n FROM people WHERE city LIKE '%z_z%'",
     "SELECT COUNT(*) AS n FROM people WHERE city LIKE 'T%z!'",
 )

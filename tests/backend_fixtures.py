@@ -468,11 +468,10 @@ def check_bounded_rows(rows: list[dict[str, Any]]) -> frozenset[int]:
 
 
 def to_dialect(sql: str, dialect: str) -> str:
-    """Translate a DuckDB-dialect statement the way kakeibo does."""
-    import sqlglot
+    """Translate a DuckDB-dialect statement the way kakeibo does (:func:`kakeibo.sql.rewrite.engine_sql`)."""
+    from kakeibo.sql.rewrite import engine_sql
 
-    translated: str = sqlglot.transpile(sql, read="duckdb", write=dialect)[0]
-    return translated
+    return engine_sql(sql, dialect)
 
 
 def run(backend: Any, duckdb_sql: str) -> Any:

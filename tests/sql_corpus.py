@@ -169,6 +169,10 @@ def _accepted() -> list[str]:
         "SELECT COUNT(*) AS n FROM census WHERE sex = '1'",
         "SELECT COUNT(*) AS n FROM census WHERE region IN ('north', 'south')",
         "SELECT COUNT(*) AS n FROM census WHERE region LIKE 'n%'",
+        # any number of '%' (issue 32), as in TPC-H Q13's o_comment NOT LIKE '%special%requests%'
+        "SELECT COUNT(*) AS n FROM census WHERE region NOT LIKE '%o%t%h'",
+        "SELECT sex, COUNT(*) AS n FROM census WHERE region LIKE '%e%s%' OR region ILIKE '%N%R%' "
+        "GROUP BY sex",
         "SELECT AVG(income) AS a FROM census WHERE educ BETWEEN 10 AND 16",
         "SELECT sex, AVG(income) AS a FROM census WHERE married = 1 GROUP BY sex",
         "SELECT device, AVG(battery) AS a FROM telemetry WHERE os = 'ios' GROUP BY device",

@@ -227,6 +227,22 @@ LIKE = [
     Case("like-brackets", f"{COUNT} WHERE name LIKE '[a-z]%'"),
     Case("like-people-backslash", "SELECT COUNT(*) AS n FROM people WHERE city LIKE 'T\\'", 1000),
     Case("like-people-long-row", "SELECT COUNT(*) AS n FROM people WHERE city LIKE '%_%_!'", 1000),
+    # any number of '%' (issue 32), on Spark as an expression linear in the text (predicates.linear_like);
+    # the long rows are the target's 4,096 characters, where Spark's own LIKE would run for hours
+    Case("like-special-requests", f"{COUNT} WHERE name NOT LIKE '%special%requests%'"),
+    Case("like-wildcards-target", f"{COUNT} WHERE {T} AND name LIKE '%T%z%z%'", 1000),
+    Case("ilike-wildcards-target", f"{COUNT} WHERE {T} AND name ILIKE '%t%Z_%z%'", 1000),
+    Case("like-wildcards-non-bmp-target", f"{COUNT} WHERE {T} AND name LIKE '%ü%本%😀'", 1000),
+    Case(
+        "like-people-long-row-wildcards",
+        "SELECT COUNT(*) AS n FROM people WHERE city LIKE '%z%z%z%z%q'",
+        1000,
+    ),
+    Case(
+        "like-people-long-row-underscores",
+        "SELECT COUNT(*) AS n FROM people WHERE city NOT LIKE '%z_z%z_z%z_z%T'",
+        1000,
+    ),
 ]
 
 COUNT_TEXT = [

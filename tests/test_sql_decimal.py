@@ -25,7 +25,7 @@ from kakeibo.audit import audit
 from kakeibo.backends import DuckDBBackend
 from kakeibo.errors import ArgumentError
 from kakeibo.sql import Catalog, QueryRefused
-from kakeibo.sql.rewrite import bounded_sql
+from kakeibo.sql.rewrite import bounded_sql, engine_sql
 from kakeibo.sql.session import CatalogMismatch
 
 CATALOG_TOML = """
@@ -175,8 +175,6 @@ def test_the_sums_interval_covers_the_exact_sum_at_its_rate() -> None:
 def test_the_engines_read_decimals_alike(postgres_server: str, spark_backend: Any) -> None:
     """DuckDB, PostgreSQL (numeric(15, 2)) and Spark (decimal(15, 2)) select the same rows for literals at
     the scale's edges and sum the same doubles; the rows match Python's exact Decimal comparisons."""
-    import sqlglot
-
     from kakeibo.backends.postgres import PostgresBackend
     from kakeibo.backends.spark import SparkBackend
     from tpch_fixtures import postgres_database_with
@@ -201,7 +199,7 @@ def test_the_engines_read_decimals_alike(postgres_server: str, spark_backend: An
             statement = bounded_sql(plan)
             counts = []
             for backend in (duck.backend, postgres, spark):
-                sql = sqlglot.transpile(statement, read="duckdb", write=backend.dialect)[0]
+                sql = engine_sql(statement, backend.dialect)
                 row = backend.execute(sql).to_pylist()[0]
                 counts.append((int(row["rows"]), round(float(row["s_price"]), 6)))
             expected = sum(1 for p in table.column("price").to_pylist() if p is not None and test(p))

@@ -492,9 +492,7 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) FROM visits WHERE amount > 1e10000000", "numbers may have at most 100 characters"),
     ("SELECT COUNT(*) FROM visits WHERE amount > 0." + "0" * 100 + "1", "numbers may have at most 100"),
     ("SELECT COUNT(*) FROM visits LIMIT 1e10000000", "the number 1e10000000 is out of range"),
-    # LIKE patterns every engine matches alike and in linear time
-    ("SELECT COUNT(*) FROM visits WHERE category LIKE '%a%b%'", "2 '%' wildcards"),
-    ("SELECT COUNT(*) FROM visits WHERE category LIKE '%_%_!'", "the second one at its end"),  # quadratic
+    # LIKE patterns every engine matches alike and in linear time (any number of '%': test_sql_like_wildcards)
     ("SELECT COUNT(*) FROM visits WHERE category LIKE '" + "a" * 257 + "'", "at most 256 characters"),
     # HAVING and ORDER BY compare as WHERE does, and what they compute kakeibo computes, totally: an error
     # after the noise was drawn would be a free read

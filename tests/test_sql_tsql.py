@@ -136,8 +136,9 @@ ONE_CHARACTER_CLASSES: list[tuple[str, str, Callable[[str], bool]]] = [
     ("]%", "]%", lambda r: r.startswith("]")),
     ("^%", "^%", lambda r: r.startswith("^")),
     ("[[]ns]%", "[ns]%", lambda r: r.startswith("[ns]")),
-    # escaped wildcards are characters: two '%' wildcards, the second at the end, as the limits ask
+    # escaped wildcards are characters, and the wildcards beside them wildcards, as many as written
     ("[%]%[%]%", "!%%!%%", lambda r: r.startswith("%") and "%" in r[1:]),
+    ("%[%]%[%]%", "%!%%!%%", lambda r: r.count("%") >= 2),
     ("[%]a%", "!%a%", lambda r: r.startswith("%a")),
     ("_[_]%", "_!_%", lambda r: len(r) >= 2 and r[1] == "_"),
 ]
@@ -224,20 +225,20 @@ def test_outside_tsql_a_bracket_is_a_plain_character(
 @pytest.mark.parametrize(
     ("pattern", "accepted"),
     [
-        ("[%]a%b%", True),  # two '%' wildcards, the second at the end: the bracketed one is a character
-        ("%a%[%]", False),  # the second wildcard is not at the end
-        ("%a%b%", False),  # three wildcards
+        ("%a%[%]", True),  # wildcards and a character '%': any number of wildcards (issue 32)
+        ("%[%]" * (MAX_LIKE_CHARS // 2), True),  # as many characters as allowed, half of them wildcards
+        ("%[%]" * (MAX_LIKE_CHARS // 2) + "%", False),
         ("[a]" * MAX_LIKE_CHARS, True),  # as many characters as allowed, each written as a class
         ("[a]" * (MAX_LIKE_CHARS + 1), False),
     ],
-    ids=["escaped-percent-is-no-wildcard", "wildcard-before-escaped-end", "three-wildcards", "max", "max+1"],
+    ids=["escaped-percent-is-a-character", "max-wildcards", "max+1-wildcards", "max", "max+1"],
 )
 def test_the_pattern_limits_count_what_the_engine_matches(pattern: str, accepted: bool) -> None:
     query = f"SELECT COUNT(*) AS n FROM notes WHERE region LIKE '{pattern}'"
     if accepted:
         analyze(query, CATALOG, dialect="tsql")
         return
-    with pytest.raises(QueryRefused, match="at most 256 characters and 2 '%' wildcards") as info:
+    with pytest.raises(QueryRefused, match="at most 256 characters, since") as info:
         analyze(query, CATALOG, dialect="tsql")
     assert_one_sentence(str(info.value))
 

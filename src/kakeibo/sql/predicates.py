@@ -30,13 +30,16 @@ composition builds a region from it, :mod:`kakeibo.accounting.overlap`):
   scale (``price < 10.5`` on ``DECIMAL(15, 2)`` sends ``10.50``), which every engine reads as an exact
   decimal of at most p digits; a literal the column cannot hold (more than s digits after the point, or
   beyond its range) is refused;
-* a LIKE pattern has no escape character (as in DuckDB; every ``\\`` is a plain character), at most
-  :data:`MAX_LIKE_PERCENT` ``%`` wildcards (the second one at its end) and :data:`MAX_LIKE_CHARS`
-  characters, and is sent with an explicit ``ESCAPE '!'`` (``!``, and a ``%`` or ``_`` meant literally,
-  escaped with ``!``), so every engine reads it alike and no row can make it fail. Spark matches LIKE as a
-  backtracking regular expression (``%`` is ``.*``): ``A%B``, ``%A%`` and ``A%B%`` match in time linear in
-  the text (times the pattern), while ``%A%B`` tries every split of the text, quadratic, and more ``%``
-  raise the power;
+* a LIKE pattern has no escape character (as in DuckDB; every ``\\`` is a plain character) and at most
+  :data:`MAX_LIKE_CHARS` characters (a row's match takes time proportional to the pattern's length too),
+  and is sent with an explicit ``ESCAPE '!'`` (``!``, and a ``%`` or ``_`` meant literally, escaped with
+  ``!``), so every engine reads it alike and no row can make it fail. It may have any number of ``%``
+  wildcards, and every engine matches it in time linear in the text (times the pattern), since a row's
+  time is what an analyst sees (latency) and must not grow faster for a row of one neighbouring world:
+  DuckDB and PostgreSQL never go back over an earlier ``%`` (``like_matching``). Spark matches LIKE as a
+  backtracking regular expression (``%`` is ``.*``), in which ``A%B``, ``%A%`` and ``A%B%`` are linear but
+  ``%A%B`` tries every split of the text, quadratic (more ``%`` raise the power), so Spark gets a pattern
+  with more than one ``%`` before its end as the expression of :func:`linear_like` instead;
 * in a query read as T-SQL, ``[`` opens a character class, as SQL Server reads it (its ``like_classes``,
   :mod:`kakeibo.sql.dialects.tsql`): a class of one character (``[%]``, ``[_]``, ``[[]``, ``[a]``: T-SQL's
   way to write a wildcard or ``[`` literally) is sent as that character, escaped when needed, and counts
@@ -83,18 +86,17 @@ from .dialects import LIKE_ESCAPE, double_text, query_dialect
 __all__ = [
     "COMPARISONS",
     "MAX_LIKE_CHARS",
-    "MAX_LIKE_PERCENT",
     "CharacterClassError",
     "TotalPredicate",
     "double_text",
     "is_text",
     "like_units",
+    "linear_like",
     "numeric_literal",
     "strip",
 ]
 
 MAX_LIKE_CHARS = 256
-MAX_LIKE_PERCENT = 2
 _WILDCARDS = "%_"
 INT_RANGE = 2**63
 
@@ -217,6 +219,103 @@ def _tsql_class(pattern: str, start: int) -> tuple[str, int]:
 def _literal(char: str) -> str:
     """``char`` matched literally under ``ESCAPE '!'``."""
     return LIKE_ESCAPE + char if char in _WILDCARDS + LIKE_ESCAPE else char
+
+
+def linear_like(node: exp.Expr) -> exp.Expr:
+    r"""``node``; but a LIKE or ILIKE as kakeibo sends it (its pattern written for ``ESCAPE '!'``) with more
+    than one ``%`` before its end becomes the same condition as a regular expression that a backtracking
+    matcher runs in time linear in the text, times the pattern (for Spark, whose LIKE is such a matcher:
+    ``like_matching``; :func:`kakeibo.sql.rewrite.engine_sql` applies it to every node of a statement).
+
+    Why it is exact: split at its ``%``, the pattern is a first piece, middle pieces and a last piece, each
+    of fixed length (one character per literal or ``_``). A text matches if and only if it starts with the
+    first piece, ends with the last, and holds the middle ones in order between them without overlap; and
+    then the greedy choice works too, each middle piece at its leftmost place after the one before, since a
+    later place only leaves the rest less room. ``(?s)^F(?>.*?M1)...(?>.*?Mk).*?L\z`` makes that choice:
+    ``.*?`` tries the places left to right, and the atomic group ``(?>...)`` keeps the first that matches,
+    so that no later failure makes the matcher try another. ``(?s)`` makes ``.`` any character, line
+    terminators too, and ``_`` is ``.``, as in Spark's own translation of LIKE
+    (``StringUtils.escapeLikeRegex``); literal characters are quoted (``\Q...\E``, as ``Pattern.quote``
+    does). Why it is linear: a piece is tried at most once at each place of the text, at the cost of its
+    length, and a failure is final (no atomic group is entered again, and ``^`` fails at once at every
+    other start of RLIKE's search). Why it is total: the expression is a constant, well formed by
+    construction, and RLIKE fails on no text.
+
+    An ILIKE is Spark's ``lower(text) LIKE lower(pattern)``: the text is lowered, and each run of literal
+    characters by ``LOWER`` in the statement. That is Java's lower case of the whole pattern, since a run
+    ends at a ``%``, ``_`` or ``!``, which are no letters and end a word for Java (the one letter Java
+    lowers by its neighbours, the capital sigma, looks no further than its word); and a run in lower case
+    holds no ``E``, so no ``\E`` in it ends its quote early.
+
+    >>> like = exp.Like(this=exp.column("s"), expression=exp.Literal.string("%a%b_"))
+    >>> print(linear_like(exp.Escape(this=like, expression=exp.Literal.string("!"))).sql("spark"))
+    s RLIKE '(?s)^(?>.*?\\Qa\\E).*?\\Qb\\E.\\z'
+    >>> ilike = exp.ILike(this=exp.column("s"), expression=exp.Literal.string("%a%b_"))
+    >>> print(linear_like(exp.Escape(this=ilike, expression=exp.Literal.string("!"))).sql("spark"))
+    LOWER(s) RLIKE CONCAT('(?s)^(?>.*?\\Q', LOWER('a'), '\\E).*?\\Q', LOWER('b'), '\\E.\\z')
+    """
+    if not isinstance(node, exp.Escape) or not isinstance(node.this, (exp.Like, exp.ILike)):
+        return node
+    like = node.this
+    pieces = _pieces(like.expression.name)
+    if len(pieces) < 3 or (len(pieces) == 3 and not pieces[-1]):  # LIKE is linear: A%B, %A%, A%B%
+        return node
+    folded = isinstance(like, exp.ILike)
+    parts: list[str | exp.Expr] = []
+
+    def syntax(text: str) -> None:
+        if parts and isinstance(parts[-1], str):
+            parts[-1] += text
+        else:
+            parts.append(text)
+
+    def piece(units: list[str | None]) -> None:
+        for unit in units:
+            if unit is None:
+                syntax(".")
+            elif folded:
+                syntax("\\Q")
+                parts.append(exp.Lower(this=exp.Literal.string(unit)))
+                syntax("\\E")
+            else:
+                syntax("\\Q" + unit.replace("\\E", "\\E\\\\E\\Q") + "\\E")
+
+    first, *middle, last = pieces
+    syntax("(?s)^")
+    piece(first)
+    for units in filter(None, middle):
+        syntax("(?>.*?")
+        piece(units)
+        syntax(")")
+    syntax(".*?")
+    piece(last)
+    syntax("\\z")
+    regex = [exp.Literal.string(part) if isinstance(part, str) else part for part in parts]
+    text = exp.Lower(this=like.this) if folded else like.this
+    matched = exp.RegexpLike(
+        this=text, expression=regex[0] if len(regex) == 1 else exp.Concat(expressions=regex)
+    )
+    return exp.Not(this=matched) if like.args.get("negate") else matched
+
+
+def _pieces(pattern: str) -> list[list[str | None]]:
+    """The pattern (written for ``ESCAPE '!'``) split at its ``%`` wildcards: each piece its runs of literal
+    characters, with None for each ``_``."""
+    pieces: list[list[str | None]] = [[]]
+    chars = iter(pattern)
+    for char in chars:
+        units = pieces[-1]
+        if char == "%":
+            pieces.append([])
+        elif char == "_":
+            units.append(None)
+        else:
+            literal = next(chars) if char == LIKE_ESCAPE else char
+            if units and isinstance(units[-1], str):
+                units[-1] += literal
+            else:
+                units.append(literal)
+    return pieces
 
 
 class TotalPredicate:
@@ -429,13 +528,11 @@ class TotalPredicate:
                 "or LIKE conditions joined by OR instead (a class of one character, such as [%], is read as "
                 "that character)."
             ) from None
-        percents = units.count("%")
-        if len(units) > MAX_LIKE_CHARS or percents > MAX_LIKE_PERCENT or (percents == 2 and units[-1] != "%"):
+        if len(units) > MAX_LIKE_CHARS:
             raise self._refuse(
                 like,
-                f"a LIKE pattern may have at most {MAX_LIKE_CHARS} characters and {MAX_LIKE_PERCENT} '%' "
-                "wildcards, the second one at its end, since some engines match others in time that grows "
-                "faster than the text",
+                f"a LIKE pattern may have at most {MAX_LIKE_CHARS} characters, since the time to match each "
+                "row grows with the pattern's length",
             )
         like.set("expression", exp.Literal.string("".join(units)))
         return exp.Escape(this=like, expression=exp.Literal.string(LIKE_ESCAPE))

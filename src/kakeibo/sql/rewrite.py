@@ -43,17 +43,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import sqlglot
 from sqlglot import exp
 
 from .aggregates import Operands, StatisticKind, Weights
-from .dialects import double_text
+from .dialects import double_text, engine
+from .dialects.semantics import LikeMatching
 from .plan import NoisePlan
+from .predicates import linear_like
 from .values import clamped_sql
 
 __all__ = [
     "bound_histograms_sql",
     "bounded_sql",
     "bucket_name",
+    "engine_sql",
     "group_name",
     "ladder_name",
     "ladder_sql",
@@ -61,6 +65,24 @@ __all__ = [
     "public_values_sql",
     "race_name",
 ]
+
+
+def engine_sql(statement: str, dialect: str) -> str:
+    r"""``statement``, written in DuckDB's dialect like every statement here, as the engine whose backends
+    have ``dialect`` runs it: translated by sqlglot and, on an engine whose LIKE backtracks
+    (``like_matching``), with each LIKE it would match in more than linear time as
+    :func:`~kakeibo.sql.predicates.linear_like` writes it.
+
+    >>> statement = "SELECT COUNT(*) FROM t WHERE s LIKE '%a%' ESCAPE '!' AND s NOT LIKE '%a%b' ESCAPE '!'"
+    >>> print(engine_sql(statement, "postgres"))
+    SELECT COUNT(*) FROM t WHERE s LIKE '%a%' ESCAPE '!' AND s NOT LIKE '%a%b' ESCAPE '!'
+    >>> print(engine_sql(statement, "spark"))
+    SELECT COUNT(*) FROM t WHERE s LIKE '%a%' ESCAPE '!' AND NOT s RLIKE '(?s)^(?>.*?\\Qa\\E).*?\\Qb\\E\\z'
+    """
+    tree = sqlglot.parse_one(statement, read="duckdb")
+    if engine(dialect).like_matching is LikeMatching.BACKTRACKING_REGEX:
+        tree = tree.transform(linear_like)
+    return tree.sql(dialect=dialect)
 
 
 def _q(name: str) -> str:

@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
-import sqlglot
 from sqlglot import exp
 
 from .. import release
@@ -60,7 +59,7 @@ from .explain import explanation
 from .options import QueryOptions
 from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .region import constant_check_sql, declared_constants
-from .rewrite import public_values_sql
+from .rewrite import engine_sql, public_values_sql
 from .shape import AnalyzedQuery, check_dialect, named_columns
 from .views import (
     NOTE_KEY,
@@ -506,10 +505,9 @@ class Session:
         )
 
     def _execute(self, statement: str) -> pa.Table:
-        """Run a statement written in DuckDB's dialect on the session's engine."""
-        return self.backend.execute(
-            sqlglot.transpile(statement, read="duckdb", write=self.backend.dialect)[0]
-        )
+        """Run a statement written in DuckDB's dialect on the session's engine, as :func:`.rewrite.engine_sql`
+        writes it there."""
+        return self.backend.execute(engine_sql(statement, self.backend.dialect))
 
     def _check_tables(self, plan: NoisePlan) -> None:
         """The engine's public facts the plan relies on: catalog types, declared-unique join keys (of public

@@ -29,8 +29,9 @@ What the compiler derives (each rule is there because of the row that names it):
   written ``NULLIF(d, 0)`` (:mod:`kakeibo.sql.values`): PostgreSQL raises on underflow and overflow, and
   PostgreSQL and Spark on a division by 0;
 * a LIKE pattern is sent with an explicit ``ESCAPE`` (:data:`LIKE_ESCAPE`), since PostgreSQL and Spark
-  would read ``\\`` as one, with at most two ``%`` (Spark's backtracking), and classes are read only in a
-  dialect that has them (:func:`query_dialect`, :mod:`kakeibo.sql.predicates`);
+  would read ``\\`` as one; to Spark, whose LIKE backtracks, a pattern with more than one ``%`` before its
+  end goes as a regular expression that does not (:func:`kakeibo.sql.rewrite.engine_sql`); and classes are
+  read only in a dialect that has them (:func:`query_dialect`, :mod:`kakeibo.sql.predicates`);
 * a double is spelled in exponent form (:func:`double_text`): DOUBLE in DuckDB and Spark, an exact numeric
   that PostgreSQL converts to the same double; decimal literals would be typed at each engine's own scale;
 * an int column is compared with integers only: DuckDB casts it to the scale of a decimal literal;

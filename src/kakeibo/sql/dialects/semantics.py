@@ -68,10 +68,12 @@ class LikeMatching(enum.Enum):
     """How the engine matches a LIKE pattern against a text."""
 
     #: a scan that tries the text's positions for each ``%`` in turn without backtracking over earlier ones:
-    #: time linear in the text for the patterns kakeibo admits
+    #: time linear in the text (times the pattern), whatever the number of ``%``
     DIRECT = "direct"
     #: the pattern becomes a regular expression (``%`` is ``.*``) run by a backtracking matcher: a pattern
-    #: with ``k`` interior ``%`` may try every split of the text, time growing as its length to the ``k``
+    #: with ``k`` interior ``%`` may try every split of the text, time growing as its length to the ``k``;
+    #: kakeibo sends such a pattern as a regular expression that never goes back
+    #: (:func:`kakeibo.sql.predicates.linear_like`)
     BACKTRACKING_REGEX = "backtracking regular expression"
 
 
@@ -121,7 +123,9 @@ class EngineSemantics(QueryDialect):
     #: a LIKE pattern into a ``java.util.regex`` pattern (``StringUtils.escapeLikeRegex``; ``%`` becomes
     #: ``.*``), and Java's matcher backtracks; PostgreSQL's ``MatchText`` gives up as soon as the rest of
     #: the pattern cannot match anywhere (``LIKE_ABORT``), and DuckDB's LIKE matched ``%A%B`` against a
-    #: text of ``n`` letters A in time linear in ``n`` when this table was written.
+    #: text of ``n`` letters A in time linear in ``n`` when this table was written (and, with
+    #: ``ESCAPE '!'``, ``%A%B%`` and patterns of up to 12 ``%`` with and without ``_`` over texts of
+    #: 160,000 characters in at most 3 ms; issue 32).
     like_matching: LikeMatching
     #: the type of a literal in exponent form (``0.1e0``)
     exponent_literal: LiteralType

@@ -18,7 +18,9 @@ SPARK = semantics.EngineSemantics(
     division_by_zero=semantics.DivisionByZero.RAISES,  # ANSI mode: [DIVIDE_BY_ZERO] (NULL without it)
     integer_division=semantics.IntegerDivision.EXACT,  # `/` casts both sides to DOUBLE; `div` truncates
     like_escape="\\",  # StringUtils.escapeLikeRegex with escapeChar '\\'
-    like_matching=semantics.LikeMatching.BACKTRACKING_REGEX,  # the pattern runs as a java.util.regex
+    # the pattern runs as a java.util.regex; kakeibo sends one with more than one '%' before its end as a
+    # regular expression with atomic groups instead (predicates.linear_like), linear in the text
+    like_matching=semantics.LikeMatching.BACKTRACKING_REGEX,
     exponent_literal=semantics.LiteralType.DOUBLE,  # typeof(0.1e0) is double
     decimal_literal=semantics.LiteralType.DECIMAL,  # decimal(precision, scale) of the digits written
     long_decimal_literal=semantics.LiteralType.RAISES,  # [DECIMAL_PRECISION_EXCEEDS_MAX_PRECISION]
