@@ -155,7 +155,7 @@ def test_float_public_values_make_grouping_keys() -> None:
         (
             {"type": "date", "lower": 0, "upper": 1},
             ValueError,
-            "only int, float and decimal columns take bounds",
+            "the lower bound of date column 'c' is a date (YYYY-MM-DD), got 0",
         ),
         ({"type": "int", "lower": 0.5, "upper": 10}, ValueError, "must be a whole number"),
         ({"type": "numeric"}, ValueError, "the types are int, float, str, bool, date, decimal"),

@@ -23,7 +23,7 @@ from kakeibo.backends import DuckDBBackend
 from kakeibo.sql import Catalog, QueryRefused
 from kakeibo.sql.analyze import analyze
 from kakeibo.sql.plan import plan_query
-from kakeibo.sql.rewrite import bounded_sql
+from kakeibo.sql.rewrite import bounded_sql, engine_sql
 
 CATALOG = Catalog.from_dict(
     {
@@ -122,11 +122,7 @@ def test_the_interval_covers_the_exact_count_at_its_rate(tmp_path: Path) -> None
 def test_the_engines_count_alike(column: str, postgres_server: str, spark_backend: Any) -> None:
     """DuckDB, PostgreSQL and Spark count the same distinct values of text (NULL, '', case and accents
     apart), int, date and bool columns."""
-    import sqlglot
-
-    from kakeibo.backends.postgres import PostgresBackend
-    from kakeibo.backends.spark import SparkBackend
-    from tpch_fixtures import postgres_database_with
+    from tpch_fixtures import three_engines
 
     table = _people()
     statement = bounded_sql(
@@ -136,19 +132,11 @@ def test_the_engines_count_alike(column: str, postgres_server: str, spark_backen
     )
 
     def counts(backend: Any) -> dict[str, int]:
-        sql = sqlglot.transpile(statement, read="duckdb", write=backend.dialect)[0]
+        sql = engine_sql(statement, backend.dialect)
         return {r["__g0"]: int(r[f"d_{column}"]) for r in backend.execute(sql).to_pylist()}
 
-    duck = DuckDBBackend()
-    duck.load_table("people", table)
-    postgres = PostgresBackend(postgres_database_with(postgres_server, {"people": table}))
-    spark = SparkBackend(session=spark_backend.session)
-    spark.load_table("people", table)
-    try:
-        assert counts(duck) == counts(postgres) == counts(spark)
-    finally:
-        postgres.close()
-        spark.close()
+    with three_engines(postgres_server, spark_backend, {"people": table}) as engines:
+        assert counts(engines["duckdb"]) == counts(engines["postgres"]) == counts(engines["spark"])
 
 
 @pytest.mark.parametrize(

@@ -175,9 +175,7 @@ def test_the_sums_interval_covers_the_exact_sum_at_its_rate() -> None:
 def test_the_engines_read_decimals_alike(postgres_server: str, spark_backend: Any) -> None:
     """DuckDB, PostgreSQL (numeric(15, 2)) and Spark (decimal(15, 2)) select the same rows for literals at
     the scale's edges and sum the same doubles; the rows match Python's exact Decimal comparisons."""
-    from kakeibo.backends.postgres import PostgresBackend
-    from kakeibo.backends.spark import SparkBackend
-    from tpch_fixtures import postgres_database_with
+    from tpch_fixtures import three_engines
 
     table = _sales()
     conditions = {
@@ -186,27 +184,26 @@ def test_the_engines_read_decimals_alike(postgres_server: str, spark_backend: An
         "price > 0.001e1": lambda p: p > decimal.Decimal("0.01"),
         "price BETWEEN 0 AND 0.01": lambda p: decimal.Decimal(0) <= p <= CENTS,
     }
-    duck = _session(table)
-    postgres = PostgresBackend(postgres_database_with(postgres_server, {"sales": table}))
-    spark = SparkBackend(session=spark_backend.session)
-    spark.load_table("sales", table)
-    try:
-        for backend in (postgres, spark):
-            session = kakeibo.connect(backend, catalog=CATALOG, ledger=":memory:", budget=(10_000.0, 0.5))
-            assert session.sql("SELECT COUNT(*) AS n FROM sales WHERE price > 1", epsilon=1).to_arrow()
+    with three_engines(postgres_server, spark_backend, {"sales": table}) as engines:
+        sessions = [
+            kakeibo.connect(engines[name], catalog=CATALOG, ledger=":memory:", budget=(10_000.0, 0.5))
+            for name in ("duckdb", "postgres", "spark")
+        ]
+        for session in sessions:  # the type check passes on every engine
+            assert (
+                session.sql("SELECT COUNT(*) AS n FROM sales WHERE price > 1", epsilon=1).to_arrow().num_rows
+                == 1
+            )
         for condition, test in conditions.items():
-            plan = duck.plan(f"SELECT COUNT(*) AS n, SUM(price) AS s FROM sales WHERE {condition}", epsilon=1)
-            statement = bounded_sql(plan)
+            query = f"SELECT COUNT(*) AS n, SUM(price) AS s FROM sales WHERE {condition}"
+            statement = bounded_sql(sessions[0].plan(query, epsilon=1))
             counts = []
-            for backend in (duck.backend, postgres, spark):
+            for backend in engines.values():
                 sql = engine_sql(statement, backend.dialect)
                 row = backend.execute(sql).to_pylist()[0]
                 counts.append((int(row["rows"]), round(float(row["s_price"]), 6)))
             expected = sum(1 for p in table.column("price").to_pylist() if p is not None and test(p))
             assert counts[0] == counts[1] == counts[2] and counts[0][0] == expected, (condition, counts)
-    finally:
-        postgres.close()
-        spark.close()
 
 
 def test_postgres_numeric_of_unbounded_digits_is_refused(postgres_server: str) -> None:

@@ -291,9 +291,7 @@ def test_text_that_only_spells_the_clause_is_not_read() -> None:
 def test_the_engines_sum_the_bounded_totals_alike(postgres_server: str, spark_backend: Any) -> None:
     """The statement of a clause's bounded COUNT, SUM and AVG (every professor's three items kept, so no
     random choice of groups) gives the same statistics on DuckDB, PostgreSQL and Spark."""
-    from kakeibo.backends.postgres import PostgresBackend
-    from kakeibo.backends.spark import SparkBackend
-    from tpch_fixtures import postgres_database_with
+    from tpch_fixtures import three_engines
 
     table = _professors()
     plan = _session(table).plan(
@@ -308,14 +306,7 @@ def test_the_engines_sum_the_bounded_totals_alike(postgres_server: str, spark_ba
         rows = backend.execute(sql).to_pylist()
         return {r["__g0"]: tuple(round(float(r[s.name]), 6) for s in plan.statistics) for r in rows}
 
-    duck = DuckDBBackend()
-    duck.load_table("professors", table)
-    postgres = PostgresBackend(postgres_database_with(postgres_server, {"professors": table}))
-    spark = SparkBackend(session=spark_backend.session)
-    spark.load_table("professors", table)
-    try:
-        assert statistics(duck) == statistics(postgres) == statistics(spark)
-        assert {s.name for s in plan.statistics} == {"s_quantity", "rows"}
-    finally:
-        postgres.close()
-        spark.close()
+    with three_engines(postgres_server, spark_backend, {"professors": table}) as engines:
+        duck, postgres, spark = (statistics(engines[name]) for name in ("duckdb", "postgres", "spark"))
+    assert duck == postgres == spark
+    assert {s.name for s in plan.statistics} == {"s_quantity", "rows"}

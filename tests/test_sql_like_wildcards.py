@@ -407,24 +407,10 @@ CONDITIONS: list[tuple[str, str, Callable[[str | None], bool]]] = [
 def backends(postgres_server: str, spark_backend: Any) -> Iterator[dict[str, Backend]]:
     """``orders`` on each engine: in memory (DuckDB), a database of its own (PostgreSQL), a session of its
     own (Spark)."""
-    from kakeibo.backends.postgres import PostgresBackend
-    from kakeibo.backends.spark import SparkBackend
-    from tpch_fixtures import postgres_database_with
+    from tpch_fixtures import three_engines
 
-    duck = DuckDBBackend()
-    duck.load_table("orders", DATA)
-    spark = SparkBackend(session=spark_backend.session.newSession())
-    spark.load_table("orders", DATA)
-    built = {
-        "duckdb": duck,
-        "postgres": PostgresBackend(postgres_database_with(postgres_server, {"orders": DATA})),
-        "spark": spark,
-    }
-    try:
+    with three_engines(postgres_server, spark_backend, {"orders": DATA}) as built:
         yield built
-    finally:
-        for backend in built.values():
-            backend.close()
 
 
 def _releases(backends: dict[str, Backend], tmp_path: Path, query: str, dialect: str) -> dict[str, list[Any]]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,30 @@ def postgres_database_with(server_conninfo: str, tables: dict[str, pa.Table]) ->
     finally:
         backend.close()
     return conninfo
+
+
+@contextmanager
+def three_engines(server_conninfo: str, spark: Any, tables: dict[str, pa.Table]) -> Iterator[dict[str, Any]]:
+    """``tables`` on each engine, by its dialect name: in memory (DuckDB), a new database on the server of
+    ``server_conninfo`` (PostgreSQL), a new session of the ``spark`` test backend's context (Spark);
+    closed on leaving."""
+    from kakeibo.backends import DuckDBBackend
+    from kakeibo.backends.postgres import PostgresBackend
+    from kakeibo.backends.spark import SparkBackend
+
+    built: dict[str, Any] = {
+        "duckdb": DuckDBBackend(),
+        "postgres": PostgresBackend(postgres_database_with(server_conninfo, tables)),
+        "spark": SparkBackend(session=spark.session.newSession()),
+    }
+    for name in ("duckdb", "spark"):
+        for table, data in tables.items():
+            built[name].load_table(table, data)
+    try:
+        yield built
+    finally:
+        for backend in built.values():
+            backend.close()
 
 
 @pytest.fixture(scope="session")
