@@ -340,8 +340,7 @@ def test_the_session_dialect_is_the_default_and_a_query_may_override_it(
     assert tsql.plan(top, epsilon=1).query.limit == 1
     assert "LIMIT" not in tsql.explain(top)  # LIMIT is applied to the released rows, not in the engine
     assert len(tsql.sql(top, epsilon=EPSILON)) == 1
-    with pytest.raises(QueryRefused, match="could not be parsed"):
-        tsql.plan(top, epsilon=1, dialect="duckdb")
+    assert tsql.plan(top, epsilon=1, dialect="duckdb").query.limit == 1  # TOP n is LIMIT n in every dialect
     fetch = "SELECT sex, COUNT(*) AS n FROM census GROUP BY sex ORDER BY sex LIMIT 1"
     assert len(tsql.sql(fetch, epsilon=EPSILON, dialect="duckdb")) == 1
 
@@ -382,7 +381,8 @@ def test_an_unknown_dialect_is_refused_with_the_accepted_ones(
 @pytest.mark.parametrize(
     ("query", "fragment", "dialect"),
     [
-        ("SELECT TOP 1 sex, COUNT(*) FROM census GROUP BY sex", "could not be parsed", "duckdb"),
+        ("SELECT TOP 50 PERCENT sex, COUNT(*) FROM census GROUP BY sex", "could not be parsed", "duckdb"),
+        ("SELECT TOP 1 sex, COUNT(*) FROM census GROUP BY sex LIMIT 2", "could not be parsed", "duckdb"),
         ("SELECT TOP 50 PERCENT sex, COUNT(*) FROM census GROUP BY sex", "percentage or WITH TIES", "tsql"),
         (
             "SELECT TOP 1 WITH TIES sex, COUNT(*) AS n FROM census GROUP BY sex ORDER BY n",

@@ -1,13 +1,15 @@
 """The shape of a query kakeibo answers, and the :class:`AnalyzedQuery` an accepted one becomes.
 
 :func:`parse_select` reads the analyst's text, in one of the SQL dialects of :data:`DIALECTS` (sqlglot's
-names), as exactly one plain SELECT statement: T-SQL's ``SELECT TOP n`` and ``FETCH FIRST n ROWS ONLY``
-are its LIMIT, and an ``OFFSET 0`` (as T-SQL writes before FETCH) skips nothing. The rest of the analysis
-works on the parsed statement, and the engine statement is written from it, so a dialect changes how the
-query is read, never what is computed from it. Subqueries, CTEs, set operations, window functions, query
-parameters and clauses outside ``SELECT ... FROM ... [WHERE] [GROUP BY] [HAVING] [ORDER BY] [LIMIT]`` are
-refused: they would break the contribution bounds the noise is
-calibrated to (each is a transformation whose stability kakeibo does not track). The dataclasses describe
+names), as exactly one plain SELECT statement: T-SQL's ``SELECT TOP n`` (in every dialect, as
+SmartNoise's users write it) and ``FETCH FIRST n ROWS ONLY`` are its LIMIT, and an ``OFFSET 0`` (as
+T-SQL writes before FETCH) skips nothing. The rest of the analysis works on the parsed statement, and
+the engine statement is written from it, so a dialect changes how the query is read, never what is
+computed from it. A subquery in FROM or one WITH is first read as the flat query it means
+(:mod:`kakeibo.sql.nested`); other subqueries and CTEs, set operations, window functions, query parameters
+and clauses outside ``SELECT ... FROM ... [WHERE] [GROUP BY] [HAVING] [ORDER BY] [LIMIT]`` are refused:
+they would break the contribution bounds the noise is calibrated to (each is a transformation whose
+stability kakeibo does not track). The dataclasses describe
 the accepted query, as the rewriter and the noise planner need it.
 """
 
@@ -19,6 +21,7 @@ from typing import Literal
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.tokenizer_core import TokenType
 
 from ..accounting.overlap import Box
 from ..errors import ArgumentError
@@ -342,7 +345,41 @@ def parse_select(sql: str, dialect: str, units: frozenset[str] = frozenset()) ->
     return select
 
 
+def _top_as_limit(sql: str, dialect: str) -> str:
+    """``sql`` with T-SQL's ``SELECT [DISTINCT] TOP n`` of its outermost SELECT written as a ``LIMIT n`` at
+    its end, for the dialects whose parser has no TOP (SmartNoise's and SQL Server users write it whatever
+    the engine); ``sql`` itself otherwise, or when it has a LIMIT or FETCH of its own already.
+
+    >>> _top_as_limit("SELECT TOP 5 educ, COUNT(*) AS n FROM t GROUP BY educ ORDER BY n;", "duckdb")
+    'SELECT educ, COUNT(*) AS n FROM t GROUP BY educ ORDER BY n LIMIT 5'
+    """
+    if dialect == "tsql":  # its parser reads TOP itself
+        return sql
+    try:
+        tokens = sqlglot.Dialect.get_or_raise(dialect).tokenize(sql)
+    except SqlglotError:
+        return sql
+    depth, top = 0, None
+    for i, token in enumerate(tokens):
+        depth += (token.token_type == TokenType.L_PAREN) - (token.token_type == TokenType.R_PAREN)
+        if depth or token.token_type != TokenType.SELECT or top is not None:
+            if depth == 0 and top is not None and token.token_type in (TokenType.LIMIT, TokenType.FETCH):
+                return sql
+            continue
+        at = i + 1 + (i + 1 < len(tokens) and tokens[i + 1].token_type == TokenType.DISTINCT)
+        counted = at + 1 < len(tokens) and tokens[at + 1].token_type == TokenType.NUMBER
+        plain = at + 2 >= len(tokens) or tokens[at + 2].text.upper() not in ("PERCENT", "WITH")
+        if counted and plain and tokens[at].text.upper() == "TOP":
+            top = (tokens[at].start, tokens[at + 1].end + 1, tokens[at + 1].text)
+    if top is None:
+        return sql
+    start, end, count = top
+    rest = sql[end:].lstrip().rstrip().rstrip(";").rstrip()
+    return f"{sql[:start]}{rest} LIMIT {count}"
+
+
 def _statement(sql: str, dialect: str) -> exp.Select:
+    sql = _top_as_limit(sql, dialect)
     try:
         parsed = sqlglot.parse(sql, dialect=dialect)
     except ParseError as exc:
