@@ -341,6 +341,7 @@ def test_the_session_dialect_is_the_default_and_a_query_may_override_it(
     assert "LIMIT" not in tsql.explain(top)  # LIMIT is applied to the released rows, not in the engine
     assert len(tsql.sql(top, epsilon=EPSILON)) == 1
     assert tsql.plan(top, epsilon=1, dialect="duckdb").query.limit == 1  # TOP n is LIMIT n in every dialect
+    assert len(tsql.sql(top, epsilon=EPSILON, dialect="duckdb")) == 1  # and runs (its columns are checked)
     fetch = "SELECT sex, COUNT(*) AS n FROM census GROUP BY sex ORDER BY sex LIMIT 1"
     assert len(tsql.sql(fetch, epsilon=EPSILON, dialect="duckdb")) == 1
 

@@ -317,7 +317,10 @@ def named_columns(query: AnalyzedQuery) -> frozenset[str] | None:
     >>> sorted(named_columns(analyze("SELECT b, COUNT(*) AS n FROM t GROUP BY b", catalog)))
     ['b', 'n', 't']
     """
-    tree = sqlglot.parse_one(query.sql, read=query.dialect)
+    try:  # read as parse_select read it (TOP n included)
+        tree = sqlglot.parse_one(_top_as_limit(query.sql, query.dialect), read=query.dialect)
+    except SqlglotError:  # the analysed text always parses; were it not to, every column is checked
+        return None
     if any(not isinstance(star.parent, exp.Count) for star in tree.find_all(exp.Star)):
         return None
     keys = {reference.key for table in query.tables for reference in table.references}
