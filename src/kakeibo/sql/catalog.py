@@ -275,7 +275,8 @@ class ColumnSpec:
 
     A ``date`` column's ``lower`` and ``upper`` (ISO dates, issue 32) declare the range of its values:
     every day between them is a public key (``GROUP BY d`` and ``DATE_TRUNC('month', d)`` release all of
-    them, empty ones included, with no private selection), and a row outside is in no group.
+    them, empty ones included, with no private selection), and a row whose key is none of them is in no
+    group (a week that starts before ``lower`` counts its days before it too).
 
     >>> len(ColumnSpec("day", "date", lower="2025-01-01", upper="2025-12-31").public_values)
     365
@@ -404,8 +405,8 @@ class ColumnSpec:
     def _date_bounds(self, name: str) -> None:
         """A date column's bounds: every day from ``lower`` to ``upper`` is a public key (so GROUP BY the
         column, or a DATE_TRUNC of it, releases all of them with no private selection), kept in
-        ``public_values``; rows outside are in no group. ``lower`` and ``upper`` become ``None`` (a date
-        is never clamped) and :attr:`days` keeps them."""
+        ``public_values``; a row whose key is none of them is in no group. ``lower`` and ``upper`` become
+        ``None`` (a date is never clamped) and :attr:`days` keeps them."""
         ends = []
         for side, value in (("lower", self.lower), ("upper", self.upper)):
             try:

@@ -255,6 +255,8 @@ def read_clause(query: str, options: QueryOptions) -> tuple[str, QueryOptions]:
     bounds, and ``options`` with what they say (:meth:`DPClause.options`); a query without the clause comes
     back as it is. The bounds are checked against the catalog when the query is planned
     (:meth:`DPClause.applied`)."""
+    if not isinstance(query, str):  # the analyser refuses it (ArgumentTypeError)
+        return query, options
     try:
         tokens = BigQuery().tokenize(query)
     except TokenError:
