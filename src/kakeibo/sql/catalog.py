@@ -124,6 +124,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
+from sqlglot import exp
+
 from ..errors import ArgumentError, ArgumentTypeError, ConfigurationError, Error
 from .correlation import CorrelationSpec
 from .truncation import DEFAULT_BASE, DEFAULT_BOUND
@@ -550,10 +552,19 @@ class TableSpec:
     truncation_base: float = DEFAULT_BASE
     bound_selection: Literal["histogram", "ladder", "race"] = "ladder"
     bounds_share: float = DEFAULT_SHARE
+    # the engine schema the table lives in (issue 32: SmartNoise's ``PUMS.PUMS``); None: the default one
+    schema: str | None = None
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "a table name")
         object.__setattr__(self, "name", name)
+        if self.schema is not None:
+            object.__setattr__(self, "schema", _check_name(self.schema, f"the schema of table {name!r}"))
+            if self.source is not None:
+                raise ArgumentError(
+                    f"table {name!r} is loaded from {self.source}, into the engine's default schema; drop "
+                    "its schema, or its source."
+                )
         if not isinstance(self.columns, Mapping):
             raise ArgumentTypeError(
                 f"the columns of table {name!r} must be a mapping from name to ColumnSpec."
@@ -758,9 +769,20 @@ class TableSpec:
         except KeyError:
             raise QueryRefused(f"table {self.name} has no column {name.lower()!r}.") from None
 
+    def engine_name(self, dialect: str = "duckdb") -> str:
+        """The table as the engine statements name it, quoted, in ``dialect``: after its schema when the
+        catalog declares one (a query may name it with or without that schema, :mod:`.tables`).
+
+        >>> TableSpec("pums", {"age": ColumnSpec("age", "int")}, schema="PUMS").engine_name()
+        '"pums"."pums"'
+        """
+        return exp.table_(self.name, db=self.schema, quoted=True).sql(dialect)
+
     def to_dict(self) -> dict[str, Any]:
         """The catalog entry of this table (inverse of :meth:`Catalog.from_dict` for one table)."""
         out: dict[str, Any] = {}
+        if self.schema is not None:
+            out["schema"] = self.schema
         if self.privacy_unit is not None:
             out["privacy_unit"] = self.privacy_unit
         if not self.row_level:
@@ -788,6 +810,7 @@ class TableSpec:
 
 _TABLE_KEYS = frozenset(
     {
+        "schema",
         "privacy_unit",
         "max_partitions",
         "max_rows_per_partition",
@@ -870,6 +893,7 @@ def _table_from_dict(name: str, data: object, base: Path | None) -> TableSpec:
         truncation_base=data.get("truncation_base", DEFAULT_BASE),
         bound_selection=data.get("bound_selection", "ladder"),
         bounds_share=data.get("bounds_share", DEFAULT_SHARE),
+        schema=data.get("schema"),
     )
 
 

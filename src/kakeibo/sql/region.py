@@ -148,10 +148,10 @@ def constant_check_sql(catalog: Catalog, table: TableSpec, column: str) -> str:
     """
     tables = Tables(exp.select("1").from_(exp.to_table(_quoted(table.name))), catalog, "duckdb")
     assert tables.unit is not None, "a user-level region reaches a person"
-    source = [_quoted(table.name)]
+    source = [f"{table.engine_name()} AS {_quoted(table.name)}"]
     for join in tables.joins:
         source.append(
-            f"JOIN {_quoted(join.table.name)} AS {_quoted(join.qualifier)} "
+            f"JOIN {join.table.engine_name()} AS {_quoted(join.qualifier)} "
             f"ON {_quoted(join.qualifier, join.column)} = {_quoted(join.left_qualifier, join.left_column)}"
         )
     unit = _quoted(*tables.unit)

@@ -47,6 +47,7 @@ import sqlglot
 from sqlglot import exp
 
 from .aggregates import Operands, StatisticKind, Weights
+from .catalog import TableSpec
 from .dialects import double_text, engine
 from .dialects.semantics import LikeMatching
 from .plan import NoisePlan
@@ -127,11 +128,12 @@ def ladder_sql(plan: NoisePlan, ladders: Sequence[tuple[StatisticKind, str | Non
     )
 
 
-def public_values_sql(table: str, column: str, limit: int) -> str:
+def public_values_sql(table: TableSpec, column: str, limit: int) -> str:
     """The distinct non-NULL values of a public table's column, at most ``limit`` of them (DuckDB's
     dialect): the keys a grouping column of a public table releases (``Session._public_table_keys``)."""
     value = _q(column)
-    return f"SELECT DISTINCT {value} AS v FROM {_q(table)} WHERE {value} IS NOT NULL LIMIT {int(limit)}"
+    source = table.engine_name()
+    return f"SELECT DISTINCT {value} AS v FROM {source} WHERE {value} IS NOT NULL LIMIT {int(limit)}"
 
 
 def group_name(i: int) -> str:
@@ -298,14 +300,16 @@ def _sources(plan: NoisePlan) -> tuple[str, dict[str, str]]:
     query = plan.query
     root = _q(query.table_alias or query.table.name)
     if not query.joins:
-        return _q(query.table.name), {query.table.name: root}
+        return query.table.engine_name() + (f" AS {root}" if query.table.schema else ""), {
+            query.table.name: root
+        }
     qualify = {query.table.name: root}
-    parts = [f"{_q(query.table.name)} AS {root}"]
+    parts = [f"{query.table.engine_name()} AS {root}"]
     for join in query.joins:
         qualifier = _q(join.qualifier)
         qualify[join.table.name] = qualifier
         parts.append(
-            f"JOIN {_q(join.table.name)} AS {qualifier} "
+            f"JOIN {join.table.engine_name()} AS {qualifier} "
             f"ON {qualifier}.{_q(join.column)} = {_q(join.left_qualifier)}.{_q(join.left_column)}"
         )
     return " ".join(parts), qualify

@@ -270,7 +270,7 @@ class Session:
             declared = spec.column(column)
             if declared.public_values is not None or declared.type not in ("str", "int"):
                 continue
-            values = self._execute(public_values_sql(table, column, PUBLIC_TABLE_KEYS + 1))["v"].to_pylist()
+            values = self._execute(public_values_sql(spec, column, PUBLIC_TABLE_KEYS + 1))["v"].to_pylist()
             if 0 < len(values) <= PUBLIC_TABLE_KEYS:
                 found[(table, column)] = tuple(sorted(values))
         if not found:
@@ -549,7 +549,7 @@ class Session:
         ]
         engine = self._schemas.get(table.name)
         if engine is None:  # read once per table, whatever the query reads: a missing table fails here, free
-            quoted = exp.to_identifier(table.name, quoted=True).sql(self.backend.dialect)
+            quoted = table.engine_name(self.backend.dialect)
             engine = {field.name.lower(): field.type for field in table_schema(self.backend, quoted)}
             self._schemas[table.name] = engine
         for column in columns:
@@ -574,7 +574,7 @@ class Session:
         if (table.name, column) in self._checked_unique:
             return
         dialect = self.backend.dialect
-        name, col = (exp.to_identifier(n, quoted=True).sql(dialect) for n in (table.name, column))
+        name, col = table.engine_name(dialect), exp.to_identifier(column, quoted=True).sql(dialect)
         repeated = self.backend.execute(f"SELECT COUNT({col}) - COUNT(DISTINCT {col}) AS r FROM {name}")
         if repeated.column(0)[0].as_py() != 0:
             raise CatalogMismatch(

@@ -205,7 +205,7 @@ class Tables:
                 "query a catalog table by name."
             )
         name = node.name
-        other = self._other_qualifier(node)
+        other = self._other_qualifier(node, self.catalog.tables.get(name.lower()))
         if other:
             raise QueryRefused(f"{other}, where kakeibo reads its tables; {self._naming()}.")
         if node.args.get("sample"):
@@ -234,10 +234,21 @@ class Tables:
             alias = lower_name(alias_node.this) or None
         return Source(spec, alias)
 
-    def _other_qualifier(self, node: exp.Table | exp.Column) -> str:
-        """What names another schema or database than the engine's default ones in ``node`` (``""`` when
-        nothing does), as the start of a refusal."""
+    def _other_qualifier(self, node: exp.Table | exp.Column, spec: TableSpec | None = None) -> str:
+        """What names another schema or database than the one the table lives in (``spec``'s schema when
+        the catalog declares one, else the engine's default ones) in ``node`` (``""`` when nothing does),
+        as the start of a refusal."""
         schema, database = lower_name(node.args.get("db")), lower_name(node.args.get("catalog"))
+        if spec is None and isinstance(node, exp.Column):
+            table = lower_name(node.args.get("table"))
+            sources = getattr(self, "sources", ())  # (None while FROM itself is read)
+            spec = next((s.spec for s in sources if s.spec.name == table and s.alias is None), None)
+        if spec is not None and spec.schema is not None:
+            if database and database != self.database:
+                return f"the database {database} is not the session's"
+            if schema and schema != spec.schema:
+                return f"table {spec.name} lives in the schema {spec.schema}, not {schema}"
+            return ""
         if database and database != self.database:
             known = (
                 f"the session's database {self.database}" if self.database else "known to be the session's"

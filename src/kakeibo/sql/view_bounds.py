@@ -105,7 +105,7 @@ def histogram_sql(table: TableSpec, top: int) -> str:
     """The engine statement (DuckDB's dialect) of the histogram of persons by rows: ``(__bin, __n)`` for the
     non-empty bins. Total: integer comparisons of ``COUNT(*)`` with integer literals, no division, no cast."""
     assert table.privacy_unit is not None, "a table without a privacy unit has one row per person"
-    name = exp.to_identifier(table.name, quoted=True).sql("duckdb")
+    name = table.engine_name()
     person = exp.to_identifier(table.privacy_unit, quoted=True).sql("duckdb")
     firsts, _ = bin_edges(top)
     cases = " ".join(f"WHEN __rows >= {int(firsts[j])} THEN {j}" for j in range(firsts.size - 1, 0, -1))

@@ -298,7 +298,7 @@ def stored_views(
 def view_counts_sql(definition: ViewDefinition, rows_per_person: int) -> str:
     """The engine statement (DuckDB's dialect) of the view's count tensor: the non-zero cells and their
     counts, after each person is bounded to ``rows_per_person`` rows."""
-    table = exp.to_identifier(definition.table.name, quoted=True).sql("duckdb")
+    table = definition.table.engine_name()
     bins = [axis.bin_sql(exp.to_identifier(axis.name, quoted=True).sql("duckdb")) for axis in definition.axes]
     cells = ", ".join(f"{b} AS __c{i}" for i, b in enumerate(bins))
     keys = ", ".join(f"__c{i}" for i in range(len(bins)))
