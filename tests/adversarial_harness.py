@@ -128,6 +128,24 @@ x = { type = "float", lower = 0, upper = 1 }
 price = { type = "decimal", precision = 15, scale = 2, lower = 0, upper = 100 }
 day = { type = "date", lower = "2025-01-01", upper = "2025-12-31" }
 
+[tables.ledger]
+schema = "archive"
+privacy_unit = "user_id"
+max_partitions = 3
+max_rows_per_partition = 4
+[tables.ledger.columns]
+user_id = { type = "int" }
+category = { type = "str", public_values = ["a", "b", "c", "d", "e"] }
+name = { type = "str" }
+building = { type = "str" }
+level = { type = "str", public_values = ["1", "2", "3", "5", "8", "12", "21", "40"] }
+amount = { type = "float", lower = 0, upper = 100 }
+age = { type = "int", lower = 0, upper = 120, user_constant = true }
+birth_year = { type = "int", user_constant = true }
+x = { type = "float", lower = 0, upper = 1 }
+price = { type = "decimal", precision = 15, scale = 2, lower = 0, upper = 100 }
+day = { type = "date", lower = "2025-01-01", upper = "2025-12-31" }
+
 [tables.dim]
 public = true
 [tables.dim.columns]
@@ -144,6 +162,9 @@ category = { type = "str" }
 income = { type = "float", lower = 0, upper = 1000 }
 """
 CATALOG = Catalog.from_toml(CATALOG_TOML)
+#: the schema and name of ``ledger``, a copy of ``visits`` the catalog declares in a schema of its own
+#: (Spark's backend serves only its own temporary views, in no schema: there its queries are refused alike)
+ARCHIVE = ("archive", "ledger")
 #: the users of ``visits`` correlated under seed 001's Gaussian model (``kakeibo.sql.correlation``): a path
 #: over users 1..10 that ends at the target, so the target's neighbours are correlated with them
 CORRELATION_TOML = (
@@ -316,6 +337,13 @@ class Worlds:
 def _load(backend: Backend, world: str) -> None:
     for name, table in world_tables(world).items():
         backend.load_table(name, table)
+    if backend.dialect in ("duckdb", "postgres"):  # visits again, in a schema of its own (issue 32)
+        for statement in (
+            f"CREATE SCHEMA IF NOT EXISTS {ARCHIVE[0]}",
+            f"DROP TABLE IF EXISTS {ARCHIVE[0]}.{ARCHIVE[1]}",
+            f"CREATE TABLE {ARCHIVE[0]}.{ARCHIVE[1]} AS SELECT * FROM visits",
+        ):
+            backend.execute(statement)
 
 
 def duckdb_worlds() -> Worlds:
@@ -795,6 +823,7 @@ SOURCES = (
     "(SELECT * FROM visits) AS visits",
     "(SELECT * FROM visits WHERE TRUE) visits",
     "WITH visits AS (SELECT * FROM visits)",
+    "archive.ledger AS visits",  # the same rows in a schema of their own (issue 32)
 )
 #: ORDER BY items kakeibo computes on the released table, ``{o}`` an output
 ORDER_TERMS = ("CAST({o} AS TEXT)", "{o} * -1", "CAST({o} AS INT) * -1", "{o} / ({o} - 1)")

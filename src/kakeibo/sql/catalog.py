@@ -107,6 +107,9 @@ With a ``correlation`` section, SUM, COUNT and AVG on the table are calibrated a
 adversary of the Gaussian correlation model on that graph; :mod:`kakeibo.sql.correlation` states the exact
 neighbour relation, adversary model and what is refused.
 
+A table may live in an engine schema of its own (``schema = "pums"``, issue 32): every statement reads it
+there, and a query names it with that schema (SmartNoise's ``FROM PUMS.PUMS``) or without one.
+
 A column may also be given by its type alone (``user_id = "int"``). Unknown keys are rejected, so a typo
 in a privacy setting cannot pass silently. Table and column names are case-insensitive and stored in
 lower case.

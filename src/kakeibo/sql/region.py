@@ -143,7 +143,7 @@ def constant_check_sql(catalog: Catalog, table: TableSpec, column: str) -> str:
     ...                "columns": {"cust": "int", "region": {"type": "int", "user_constant": True}}}}})
     >>> statement = constant_check_sql(catalog, catalog.table("orders"), "region")
     >>> print(statement)  # doctest: +NORMALIZE_WHITESPACE
-    SELECT 1 AS r FROM (SELECT COUNT(DISTINCT "orders"."region") AS n FROM "orders"
+    SELECT 1 AS r FROM (SELECT COUNT(DISTINCT "orders"."region") AS n FROM "orders" AS "orders"
     WHERE "orders"."cust" IS NOT NULL GROUP BY "orders"."cust") AS __values WHERE n > 1 LIMIT 1
     """
     tables = Tables(exp.select("1").from_(exp.to_table(_quoted(table.name))), catalog, "duckdb")
