@@ -110,7 +110,7 @@ VERY_LONG = "T" + "z" * 4095
 LEDGER_BUDGET = ApproxDP(10**6, Fraction(1, 2))
 DEFAULT_DELTA = "1e-6"
 
-CATALOG_TOML = """
+_VISITS_TOML = """
 [tables.visits]
 privacy_unit = "user_id"
 max_partitions = 3
@@ -127,25 +127,14 @@ birth_year = { type = "int", user_constant = true }
 x = { type = "float", lower = 0, upper = 1 }
 price = { type = "decimal", precision = 15, scale = 2, lower = 0, upper = 100 }
 day = { type = "date", lower = "2025-01-01", upper = "2025-12-31" }
-
-[tables.ledger]
-schema = "archive"
-privacy_unit = "user_id"
-max_partitions = 3
-max_rows_per_partition = 4
-[tables.ledger.columns]
-user_id = { type = "int" }
-category = { type = "str", public_values = ["a", "b", "c", "d", "e"] }
-name = { type = "str" }
-building = { type = "str" }
-level = { type = "str", public_values = ["1", "2", "3", "5", "8", "12", "21", "40"] }
-amount = { type = "float", lower = 0, upper = 100 }
-age = { type = "int", lower = 0, upper = 120, user_constant = true }
-birth_year = { type = "int", user_constant = true }
-x = { type = "float", lower = 0, upper = 1 }
-price = { type = "decimal", precision = 15, scale = 2, lower = 0, upper = 100 }
-day = { type = "date", lower = "2025-01-01", upper = "2025-12-31" }
-
+"""
+CATALOG_TOML = (
+    _VISITS_TOML
+    # the same table again, as ``ledger`` in the schema ``archive`` (issue 32; ARCHIVE)
+    + _VISITS_TOML.replace("[tables.visits]", '[tables.ledger]\nschema = "archive"').replace(
+        "[tables.visits.", "[tables.ledger."
+    )
+    + """
 [tables.dim]
 public = true
 [tables.dim.columns]
@@ -161,6 +150,7 @@ city = { type = "str" }
 category = { type = "str" }
 income = { type = "float", lower = 0, upper = 1000 }
 """
+)
 CATALOG = Catalog.from_toml(CATALOG_TOML)
 #: the schema and name of ``ledger``, a copy of ``visits`` the catalog declares in a schema of its own
 #: (Spark's backend serves only its own temporary views, in no schema: there its queries are refused alike)
