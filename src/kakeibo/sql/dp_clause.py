@@ -60,7 +60,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from .bounds import LIMITS, column_of, with_bounds
-from .catalog import Catalog, QueryRefused
+from .catalog import Catalog, QueryRefused, TableSpec
 
 if TYPE_CHECKING:
     from .options import QueryOptions
@@ -215,7 +215,7 @@ class DPClause:
                 f"{person}.{query.unit[1]}; name it, or leave the option out."
             )
 
-    def _limit(self, grain: object, name: str, value: int, what: str) -> int:
+    def _limit(self, grain: TableSpec | None, name: str, value: int, what: str) -> int:
         """A limit the clause sets, refused above the one the catalog declares (``"auto"`` or undeclared:
         the clause's)."""
         declared = getattr(grain, name, None)
@@ -229,7 +229,7 @@ class DPClause:
             )
         return value
 
-    def _threshold(self, grain: object, bound: CallBound, upper: object) -> float:
+    def _threshold(self, grain: TableSpec | None, bound: CallBound, upper: object) -> float:
         """The threshold at which a SUM's per-group bounds truncate each person's total, refused above what
         the catalog's declared limits allow one person in a group (``grain``'s kappa rows of at most the
         column's declared ``upper``)."""

@@ -184,11 +184,11 @@ def _per_person(
     source = inner.args.get("from_")
     if source is None or not isinstance(source.this, exp.Table):
         raise QueryRefused("the subquery must read a catalog table (one level of nesting).")
-    grouped = [strip_column(g, dialect, "the subquery's GROUP BY") for g in inner.args["group"].expressions]
+    grouped = [_plain_column(g, dialect, "the subquery's GROUP BY") for g in inner.args["group"].expressions]
     keys = {c.name.lower(): c for c in grouped}
     totals = _totals(inner, keys, dialect)
     outer_keys = [
-        _defined_key(strip_column(g, dialect, "GROUP BY"), keys, alias, dialect)
+        _defined_key(_plain_column(g, dialect, "GROUP BY"), keys, alias, dialect)
         for g in (outer.args["group"].expressions if outer.args.get("group") else [])
     ]
     person = sorted(set(keys) - set(outer_keys))
@@ -240,7 +240,7 @@ def _per_person(
     return flat
 
 
-def strip_column(node: exp.Expr, dialect: str, clause: str) -> exp.Column:
+def _plain_column(node: exp.Expr, dialect: str, clause: str) -> exp.Column:
     """``node`` as a plain column, refused otherwise."""
     if not isinstance(node, exp.Column) or isinstance(node.this, exp.Star):
         raise QueryRefused(
