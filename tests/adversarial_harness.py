@@ -998,7 +998,8 @@ def queries(clause_every: int = 7) -> Any:
             of them, constants> FROM visits [JOIN dim ...]
         [WHERE <boolean combination of comparisons, BETWEEN, IN, LIKE, IS NULL>] [GROUP BY ...]
         [HAVING <output column, aggregate not selected, or an expression over them (HAVING_TERMS)> op
-        literal] [ORDER BY <output columns, or expressions over them (ORDER_TERMS)>] [LIMIT n]
+        literal, or any output (a text key read as a number) op / IN numbers] [ORDER BY <output columns,
+        or expressions over them (ORDER_TERMS)>] [LIMIT n]
 
     The select list may hold keys alone (a key release by partition selection), written as a GROUP BY or as
     ``SELECT DISTINCT``; each call is read in a drawn dialect and may ask for ``nonnegative`` clamping.
@@ -1220,6 +1221,12 @@ def queries(clause_every: int = 7) -> Any:
                 )
             op = draw(st.sampled_from(("=", "<", ">", ">=", "<>")))
             sql += f" HAVING {column} {op} {draw(st.sampled_from(NUMERIC_LITERALS))}"
+        elif having == 4 and outputs:  # any output with numbers: a text key is compared as one (issue 32)
+            numbers = draw(st.lists(st.sampled_from(NUMERIC_LITERALS), min_size=1, max_size=3))
+            column, op = draw(st.sampled_from(outputs)), draw(st.sampled_from(("=", "<", ">=", "<>")))
+            sql += f" HAVING {column} " + (
+                f"IN ({', '.join(numbers)})" if len(numbers) > 1 else f"{op} {numbers[0]}"
+            )
         if draw(st.integers(0, 3)) == 0:
             order = draw(st.lists(st.sampled_from(outputs), min_size=1, max_size=2, unique=True))
             order = [  # an output, or an expression kakeibo computes from it

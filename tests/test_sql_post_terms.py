@@ -8,6 +8,7 @@ Spark (``tests/adversarial_harness.py``: ``HAVING_TERMS``, ``ORDER_TERMS``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -150,6 +151,51 @@ def test_what_cannot_be_computed_is_null_never_an_error(session: kakeibo.Session
     assert (
         len(tiny) == 1
     )  # n * 1e9 is beyond TINYINT: NULL, so the first comparison is unknown, the second true
+
+
+@pytest.mark.parametrize(
+    ("having", "keep"),
+    [
+        ("educ_text = 3", lambda v: v == 3),
+        ("educ_text > 14", lambda v: v > 14),
+        ("NOT educ_text >= 2.5", lambda v: not v >= 2.5),
+        ("educ_text IN (1, 16, -4)", lambda v: v in (1, 16, -4)),
+        ("educ_text BETWEEN 2 AND 4", lambda v: 2 <= v <= 4),
+        ("educ_text <> 1e308", lambda v: v != 1e308),
+    ],
+)
+def test_a_text_key_compared_with_numbers_is_read_as_a_number_by_kakeibo(
+    session: kakeibo.Session, having: str, keep: Callable[[float], bool]
+) -> None:
+    """``HAVING educ_text = 3`` (SmartNoise's PUMS metadata types sex and educ as text, its tests compare
+    them with numbers): each released key is parsed by kakeibo, a numeral compares as its number, "n/a" is
+    NULL and kept by no comparison (nor by its negation); the engine statement and the charge are those of
+    the query without HAVING."""
+    plain = "SELECT educ_text, COUNT(*) AS n FROM pums GROUP BY educ_text"
+    base = _rows(session, plain, 8)
+    assert "n/a" in [r["educ_text"] for r in base]
+    kept = _rows(session, f"{plain} HAVING {having}", 8)
+    assert kept == [r for r in base if r["educ_text"] != "n/a" and keep(float(r["educ_text"]))]
+    assert 0 < len(kept) < len(base)
+    assert bounded_sql(session.plan(f"{plain} HAVING {having}", epsilon=1)) == bounded_sql(
+        session.plan(plain, epsilon=1)
+    )
+
+
+def test_having_reads_a_name_as_the_grouping_column_and_order_by_as_the_output(
+    session: kakeibo.Session,
+) -> None:
+    """``SELECT sex AS educ, educ AS sex ... HAVING educ > 14 ORDER BY educ``: HAVING filters on the column
+    educ (released as the output sex), ORDER BY sorts by the output educ, as DuckDB does on the same text."""
+    sql = "SELECT sex AS educ, educ AS sex, COUNT(*) AS n FROM pums GROUP BY sex, educ"
+    base = _rows(session, sql, 9)
+    rows = _rows(session, f"{sql} HAVING educ > 14 ORDER BY educ DESC, sex", 9)
+    assert rows == sorted([r for r in base if r["sex"] > 14], key=lambda r: (-r["educ"], r["sex"]))
+    assert {r["sex"] for r in rows} == {15, 16} and {r["educ"] for r in rows} == {1, 2}
+    engine = DuckDBBackend()
+    engine.load_table("pums", pa.table({"sex": [1, 2], "educ": [16, 3]}))
+    exact = engine.execute(f"{sql} HAVING educ > 14 ORDER BY educ DESC, sex").to_pylist()
+    assert exact == [{"educ": 1, "sex": 16, "n": 1}]
 
 
 @pytest.mark.parametrize(

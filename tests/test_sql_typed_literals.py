@@ -66,9 +66,24 @@ def test_a_converted_condition_sends_the_statement_of_the_condition_written_in_t
     assert bounded_sql(converted) == bounded_sql(written)
 
 
-def test_having_converts_against_a_keys_public_values() -> None:
-    query = analyze("SELECT sex, COUNT(*) AS n FROM pums GROUP BY sex HAVING sex = 1 OR sex > 1", CATALOG)
-    assert query.having is not None and query.having.sql("duckdb") == "\"sex\" = '1' OR \"sex\" IN ('2')"
+@pytest.mark.parametrize(
+    ("key", "having"),
+    [
+        ("sex", '"__term" = 1e0 OR "__term" > 1e0'),
+        ("race", '"__term" = 1e0 OR "__term" > 1e0'),
+        ("educ", '"__term" = 2.5e0 OR "__term" > 1e0'),
+    ],
+)
+def test_having_reads_a_text_key_as_a_number_whatever_its_public_values(key: str, having: str) -> None:
+    """HAVING filters released keys, so kakeibo parses them (``tests/test_sql_post_terms.py``) instead of
+    converting the literal: the declared numerals of ``sex`` and the undeclared ``race`` read alike, and a
+    fraction the numerals do not hold (refused in WHERE) keeps no key."""
+    number = "2.5" if key == "educ" else "1"
+    query = analyze(
+        f"SELECT {key}, COUNT(*) AS n FROM pums GROUP BY {key} HAVING {key} = {number} OR {key} > 1", CATALOG
+    )
+    assert [t.expression.sql("duckdb") for t in query.terms] == [f"CAST({key} AS DOUBLE)"]
+    assert query.having is not None and query.having.sql("duckdb") == having
 
 
 @pytest.mark.parametrize(

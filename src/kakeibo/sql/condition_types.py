@@ -55,11 +55,17 @@ def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | N
         _deterministic(node, "HAVING", dialect)
 
     def lift(node: exp.Expr) -> exp.Expr:
-        """A comparison's computed operand (``n * 100 / 2``) as the hidden column kakeibo computes it in."""
+        """A comparison's computed operand (``n * 100 / 2``), or a text key compared with numbers
+        (``sex = 1``, read as ``CAST(sex AS DOUBLE) = 1``), as the hidden column kakeibo computes it in."""
         if isinstance(node, (*COMPARISONS, exp.Between, exp.In, exp.Is)):
+            text_key = _text_key_against_numbers(node, outputs)
             for key in ("this", "expression", "low", "high"):
                 operand = node.args.get(key)
-                if isinstance(operand, exp.Expr) and computed(operand) and not _engine_operand(operand):
+                if not isinstance(operand, exp.Expr):
+                    continue
+                if operand is text_key and text_key is not None:
+                    node.set(key, exp.column(outputs.term(exp.cast(text_key.copy(), "DOUBLE"), "HAVING")))
+                elif computed(operand) and not _engine_operand(operand):
                     node.set(key, exp.column(outputs.term(operand, "HAVING")))
         return node
 
@@ -92,6 +98,37 @@ def having_condition(select: exp.Select, outputs: Outputs) -> exp.Expression | N
     return TotalPredicate("HAVING", lambda c: types[c.name], dialect, lambda c: declared.get(c.name)).check(
         rewritten
     )
+
+
+def _text_key_against_numbers(node: exp.Expr, outputs: Outputs) -> exp.Column | None:
+    """The operand of HAVING's comparison, BETWEEN or IN ``node`` that names a text grouping key when every
+    other operand is a number literal, else None.
+
+    Such a key is compared as a number: kakeibo parses each released key (a decimal numeral, else NULL:
+    :mod:`kakeibo.sql.derived`), so the engine converts nothing and the comparison is post-processing on
+    released keys. A key whose public values are plain numerals reads the same way: its released keys are
+    those numerals, so this agrees with WHERE's reading of the literal as one of them
+    (:mod:`kakeibo.sql.predicates`)."""
+    if isinstance(node, exp.In) and {k for k, v in node.args.items() if v} != {"this", "expressions"}:
+        return None  # a subquery or UNNEST: refused by the checks after
+    operands = [node.args.get(k) for k in ("this", "expression", "low", "high")] + list(
+        node.expressions if isinstance(node, exp.In) else []
+    )
+    present = [o for o in operands if isinstance(o, exp.Expr)]
+    columns = [o for o in present if isinstance(o, exp.Column)]
+    numbers = all(o is columns[0] or _number_literal(o) for o in present) if len(columns) == 1 else False
+    if len(present) < 2 or not numbers:
+        return None
+    name = outputs.name(columns[0], "HAVING")
+    return columns[0] if name is not None and outputs.output_types()[name] == "str" else None
+
+
+def _number_literal(node: exp.Expr) -> bool:
+    """A number literal, possibly negated."""
+    node = strip(node)
+    if isinstance(node, exp.Neg):
+        node = strip(node.this)
+    return isinstance(node, exp.Literal) and not node.is_string
 
 
 def _engine_operand(operand: exp.Expr) -> bool:

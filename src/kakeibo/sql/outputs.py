@@ -332,7 +332,11 @@ class Outputs:
     def name(self, node: exp.Expr, clause: str) -> str | None:
         """The released column ``node`` names (by name, grouping column or aggregate), else None. An
         aggregate that is not selected (``HAVING COUNT(*) > 7``) is released hidden: noised and charged
-        like a selected one, filtered or sorted on, and not shown."""
+        like a selected one, filtered or sorted on, and not shown.
+
+        A bare name that is both an output name and a selected grouping column of another output means, in
+        HAVING, the grouping column (as in SQL, DuckDB and PostgreSQL: ``SELECT sex AS educ, educ AS sex ...
+        HAVING educ > 2`` filters on ``educ``) and, in ORDER BY, the output (as in SQL)."""
         node = strip(node)
         if is_aggregate(node):
             spec = self.reader.read(node)
@@ -345,15 +349,24 @@ class Outputs:
             return alias
         if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
             name = node.name.lower()
+            key = self._key_output(node)
+            if clause == "HAVING" and key is not None:
+                return key
             if not node.args.get("table") and name in self.output:
                 return name
-            try:
-                ref = self.tables.resolve(node)
-            except QueryRefused:
-                return None
-            for group_ref, alias in zip(self.group_refs, self.group_aliases, strict=True):
-                if group_ref.key == ref.key and alias in self.output:
-                    return alias
+            return key
+        return None
+
+    def _key_output(self, column: exp.Column) -> str | None:
+        """The output name of the selected grouping column ``column`` names in the query's tables, else
+        None."""
+        try:
+            ref = self.tables.resolve(column)
+        except QueryRefused:
+            return None
+        for group_ref, alias in zip(self.group_refs, self.group_aliases, strict=True):
+            if group_ref.key == ref.key and alias in self.output:
+                return alias
         return None
 
     def term(self, node: exp.Expr, clause: str) -> str:
@@ -368,7 +381,8 @@ class Outputs:
         def output(part: exp.Expr) -> exp.Expr:
             if is_aggregate(part) or isinstance(part, exp.Column):
                 known = isinstance(part, exp.Column) and not part.table and part.name in types
-                name = part.name if known else self.name(part, clause)  # HAVING's hidden columns
+                name = self.name(part, clause) if clause == "HAVING" or not known else None
+                name = part.name if name is None and known else name  # HAVING's hidden columns
                 if name is None:
                     raise QueryRefused(
                         f"{clause} can only name output columns ({', '.join(self.output)}), and "
@@ -390,6 +404,9 @@ class Outputs:
         as_text = check_term(expression, f"{clause} {text}", numbers, texts, clause)
         if as_text and clause != "ORDER BY":
             raise QueryRefused(f"{clause} {text} casts to text, which kakeibo does only to sort (ORDER BY).")
+        for known_term in self.terms:  # ``sex = 1 OR sex > 2`` computes CAST(sex AS DOUBLE) once
+            if known_term.expression == expression and known_term.text == as_text:
+                return known_term.alias
         name = self._unique("__term")
         self.terms = (*self.terms, Derived(name, expression, tuple(dict.fromkeys(read)), as_text))
         return name
