@@ -1,0 +1,237 @@
+"""R2T's linear program: the truncated answer when one join result references several persons.
+
+Dong, Fang, Yi, Tao and Machanavajjhala, "R2T: Instance-optimal Truncation for Differentially Private Query
+Evaluation with Foreign Keys", SIGMOD 2022, Section 5 (seed 002, slides 91-93). When every join result
+belongs to one person, truncating each person's total at ``tau`` is a stable answer
+(:mod:`kakeibo.sql.truncation`). A result of a self-join (a transfer between two customers, a triangle of
+friends) references several persons, and clipping one person's total changes another's: a fixed ``tau``
+has unbounded bias on one neighbour. R2T's truncated answer is instead the value of the linear program
+
+    Q(I, tau) = max sum_q u_q   subject to   0 <= u_q <= psi(q)            for each join result q,
+                                             sum_{q references t} u_q <= tau  for each person t,
+
+with ``psi(q) >= 0`` the result's weight (1 for a count). Under person-level neighbours (a person and every
+join result that references them), its sensitivity is ``tau``: the optimum for the larger instance,
+restricted to the smaller one's results, loses at most the new person's constraint ``tau``, and the smaller
+one's optimum stays feasible for the larger one. ``Q(I, tau) <= Q(I)``, with equality once ``tau`` reaches
+the largest per-person total ``max_t sum_{q references t} psi(q)``.
+
+**Exactness.** A solver returns a floating-point point, not the optimum. kakeibo releases a *certified*
+value: the solver's point repaired into the feasible region (clipped into the boxes, each over-full person's
+results scaled down), whose value ``L`` is a lower bound, and the dual bound ``U`` from the solver's row
+duals ``y >= 0`` with ``z_q = max(0, 1 - sum_{t in q} y_t)`` (always dual feasible, so ``U >= Q(I, tau)``).
+When ``U - L <= TOLERANCE * tau``, ``L`` lies within ``TOLERANCE * tau`` below the optimum, so the released
+function's sensitivity is at most ``(1 + 2 TOLERANCE) tau`` (:data:`SENSITIVITY_FACTOR`), which is what
+the race's noise is calibrated to. A point not certified is solved again with tighter tolerances; still not
+certified, it is an error inside the draw (charged, a fixed sentence), never a value with a broken bound.
+
+**Size.** A person whose total is at most ``tau`` cannot bind, and a result all of whose persons are such
+persons takes ``u_q = psi(q)`` in an optimum; so the program is solved over the results that reference a
+person above ``tau`` and the rows of those persons only, and not at all once ``tau`` reaches the largest
+total. The rows of one model serve every threshold of the race (HiGHS's incremental interface: only the
+row bounds change, and each solve starts from the previous basis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ..errors import ArgumentError, Error
+
+__all__ = ["SENSITIVITY_FACTOR", "TOLERANCE", "Incidence", "NotCertified", "truncated_values"]
+
+FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
+
+#: the largest gap, relative to tau, between a released value and the program's optimum
+TOLERANCE = 1e-6
+#: the sensitivity of a certified value, relative to tau (see the module docstring)
+SENSITIVITY_FACTOR = 1 + 2 * TOLERANCE
+#: repair margin: an over-full person's results are scaled to this share of tau, so that rounding in the
+#: sums cannot leave them above it
+_MARGIN = 1 - 1e-12
+#: column generation: the most rounds, the least columns a round adds, and the reduced cost that prices
+#: a column in
+_ROUNDS = 60
+_BATCH = 20_000
+_PRICING = 1e-9
+
+
+class NotCertified(Error):  # noqa: N818 -- the name reads as the event it reports
+    """The solver's point could not be certified within :data:`TOLERANCE` (raised inside a draw only)."""
+
+
+@dataclass(frozen=True)
+class Incidence:
+    """Join results and the persons each references: ``weights[q] = psi(q)`` per result, and one
+    ``(results[i], persons[i])`` pair per reference (each pair once; persons numbered ``0 .. n_persons -
+    1``)."""
+
+    weights: FloatArray
+    results: IntArray
+    persons: IntArray
+    n_persons: int
+
+    @classmethod
+    def from_columns(cls, person_columns: Sequence[ArrayLike], weights: ArrayLike | None = None) -> Incidence:
+        """The incidence of results whose persons are ``person_columns[c][q]`` (one column per reference;
+        a person named twice by one result is one reference), weighted ``weights`` (default 1)."""
+        columns = [np.asarray(c) for c in person_columns]
+        if not columns:
+            raise ArgumentError("a join result references at least one person")
+        m = len(columns[0])
+        if any(len(c) != m for c in columns):
+            raise ArgumentError("every person column has one entry per join result")
+        psi = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64)
+        if psi.shape != (m,) or not bool(np.all(np.isfinite(psi) & (psi >= 0))):
+            raise ArgumentError("weights are finite, at least 0, one per join result")
+        names, persons = np.unique(np.concatenate(columns), return_inverse=True)
+        results = np.tile(np.arange(m, dtype=np.int64), len(columns))
+        pairs = np.unique(np.stack([results, persons.astype(np.int64)]), axis=1)
+        return cls(psi, pairs[0], pairs[1], len(names))
+
+    @classmethod
+    def distinct(cls, person_columns: Sequence[IntArray], n_persons: int) -> Incidence:
+        """The incidence of unit-weight results whose persons ``person_columns[c][q]`` are already numbered
+        ``0 .. n_persons - 1`` and distinct within each result (a graph pattern's nodes)."""
+        m = len(person_columns[0]) if person_columns else 0
+        results = np.tile(np.arange(m, dtype=np.int64), len(person_columns))
+        return cls(np.ones(m), results, np.concatenate(person_columns).astype(np.int64), n_persons)
+
+    @property
+    def size(self) -> int:
+        """The number of join results."""
+        return len(self.weights)
+
+    def totals(self) -> FloatArray:
+        """Each person's total ``sum_{q references t} psi(q)``."""
+        return np.asarray(
+            np.bincount(self.persons, weights=self.weights[self.results], minlength=self.n_persons),
+            dtype=np.float64,
+        )
+
+
+def truncated_values(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
+    """Certified values of ``Q(I, tau)`` for each threshold (module docstring), each within
+    ``TOLERANCE * tau`` below the optimum and feasible.
+
+    >>> triangle = Incidence.from_columns([[0, 0, 1], [1, 2, 2]])  # three edges of a triangle
+    >>> [round(float(v), 6) for v in truncated_values(triangle, [0.5, 1, 2])]
+    [0.75, 1.5, 3.0]
+    """
+    values = np.empty(len(taus))
+    totals = incidence.totals()
+    largest = float(totals.max(initial=0.0))
+    plain = float(incidence.weights.sum())
+    needed = [tau for tau in taus if tau < largest]
+    program = _Program(incidence, totals, min(needed)) if needed else None
+    for i, tau in enumerate(taus):
+        values[i] = plain if program is None or tau >= largest else program.value(float(tau))
+    return values
+
+
+class _Program:
+    """The program over the results that reference a person whose total exceeds ``floor`` (the smallest
+    threshold solved), one row per such person; the other results are fixed at ``psi``.
+
+    Solved by column generation: the program has few rows (persons) and many columns (results), so HiGHS
+    solves it over an active set of columns, and every result's reduced cost ``1 - sum_{t in q} y_t`` under
+    the duals ``y`` is priced in numpy; the violated ones join the active set until the certificate (module
+    docstring, over *all* columns) closes. A result outside the active set is at 0, so the point stays
+    feasible for the whole program."""
+
+    def __init__(self, incidence: Incidence, totals: FloatArray, floor: float) -> None:
+        heavy = totals > floor
+        reaches = np.zeros(incidence.size, dtype=bool)
+        reaches[incidence.results[heavy[incidence.persons]]] = True
+        self.fixed = float(incidence.weights[~reaches].sum())
+        columns = np.flatnonzero(reaches)
+        column_of = np.full(incidence.size, -1, dtype=np.int64)
+        column_of[columns] = np.arange(len(columns))
+        rows = np.flatnonzero(heavy)
+        row_of = np.full(incidence.n_persons, -1, dtype=np.int64)
+        row_of[rows] = np.arange(len(rows))
+        keep = reaches[incidence.results] & heavy[incidence.persons]
+        order = np.argsort(column_of[incidence.results[keep]], kind="stable")
+        self.col = column_of[incidence.results[keep]][order]  # sorted: each column's rows are contiguous
+        self.row = row_of[incidence.persons[keep]][order]
+        self.start = np.concatenate([[0], np.cumsum(np.bincount(self.col, minlength=len(columns)))])
+        self.psi = incidence.weights[columns]
+        self.n_rows = len(rows)
+        self.active = self._seed(floor)
+
+    def _seed(self, tau: float) -> NDArray[np.bool_]:
+        """A first active set: for each row, its first ``2 tau + 2`` columns (enough to fill it)."""
+        by_row = np.argsort(self.row, kind="stable")
+        first = np.concatenate([[0], np.cumsum(np.bincount(self.row, minlength=self.n_rows))])[:-1]
+        rank = np.arange(len(by_row)) - np.repeat(first, np.bincount(self.row, minlength=self.n_rows))
+        active = np.zeros(len(self.psi), dtype=bool)
+        active[self.col[by_row[rank < 2 * tau + 2]]] = True
+        return active
+
+    def value(self, tau: float) -> float:
+        """The certified value at ``tau`` (at least the floor this program was built for)."""
+        tight = False
+        for _ in range(_ROUNDS):
+            point, duals = self._solve(np.flatnonzero(self.active), tau, tight)
+            low, high, reduced = self._bounds(point, duals, tau)
+            if high - low <= TOLERANCE * tau:
+                return self.fixed + low
+            violated = np.flatnonzero(~self.active & (reduced > _PRICING))
+            if len(violated) == 0:
+                tight = True  # the active program is solved: only its tolerances keep the gap open
+                continue
+            most = violated[np.argsort(-reduced[violated] * self.psi[violated], kind="stable")]
+            self.active[most[: max(_BATCH, int(self.active.sum()))]] = True
+        raise NotCertified("the truncation program's solution could not be certified")
+
+    def _solve(self, active: IntArray, tau: float, tight: bool) -> tuple[FloatArray, FloatArray]:
+        """HiGHS's point over all columns (0 outside ``active``) and its row duals."""
+        highs = highspy.Highs()
+        highs.setOptionValue("output_flag", False)
+        if tight:
+            for option in ("primal_feasibility_tolerance", "dual_feasibility_tolerance"):
+                highs.setOptionValue(option, 1e-10)
+        counts = self.start[active + 1] - self.start[active]
+        entries = np.repeat(self.start[active], counts) + (
+            np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        )
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = len(active), self.n_rows
+        lp.sense_ = highspy.ObjSense.kMaximize
+        lp.col_cost_ = np.ones(len(active))
+        lp.col_lower_ = np.zeros(len(active))
+        lp.col_upper_ = self.psi[active]
+        lp.row_lower_ = np.full(self.n_rows, -highspy.kHighsInf)
+        lp.row_upper_ = np.full(self.n_rows, tau)
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        lp.a_matrix_.index_ = self.row[entries].astype(np.int32)
+        lp.a_matrix_.value_ = np.ones(len(entries))
+        highs.passModel(lp)
+        highs.run()
+        solution = highs.getSolution()
+        point = np.zeros(len(self.psi))
+        values, duals = np.asarray(solution.col_value), np.asarray(solution.row_dual)
+        if len(values) != len(active) or len(duals) != self.n_rows:
+            return point, np.full(self.n_rows, np.inf)
+        point[active] = values
+        return point, duals
+
+    def _bounds(self, point: FloatArray, duals: FloatArray, tau: float) -> tuple[float, float, FloatArray]:
+        """The value of ``point`` repaired into the feasible region, the dual bound of ``duals``, and each
+        column's reduced cost under them."""
+        u = np.clip(np.nan_to_num(point, nan=0.0), 0.0, self.psi)
+        load = np.bincount(self.row, weights=u[self.col], minlength=self.n_rows)
+        scale = np.where(load > tau * _MARGIN, tau * _MARGIN / np.maximum(load, 1e-300), 1.0)
+        shrink = np.minimum.reduceat(scale[self.row], self.start[:-1]) if len(self.row) else scale[:0]
+        u *= shrink
+        y = np.abs(np.nan_to_num(duals, nan=np.inf))
+        reduced = 1.0 - np.add.reduceat(y[self.row], self.start[:-1]) if len(self.row) else y[:0]
+        high = tau * float(y.sum()) + float((self.psi * np.maximum(0.0, reduced)).sum())
+        return float(u.sum()), high, reduced
