@@ -205,3 +205,40 @@ def test_a_release_is_charged_once_and_refusals_are_free() -> None:
             graphs.count(ledger=ledger, **arguments)  # type: ignore[arg-type]
         assert fragment in str(refused.value), str(refused.value)
     assert float(ledger.spent().epsilon) == 0.5
+
+
+def test_deferred_noise_releases_what_release_does() -> None:
+    """Same source words, same values, whatever the input (seed 18)."""
+    laplace = Laplace(sensitivity=3, epsilon=0.7, coordinates=1)
+    for value in (0.0, -2.5, 1e6, 123.456):
+        deferred = laplace.deferred(1, np.random.default_rng(18))
+        assert deferred([value])[0] == laplace.release(np.array([value]), rng=np.random.default_rng(18))[0]
+        assert deferred([value + 10])[0] >= deferred([value])[0]  # non-decreasing with the noise fixed
+
+
+def test_the_early_stop_releases_exactly_what_the_whole_race_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On 30 random graphs and seeds, :func:`graphs.race_release` returns the value and interval end that
+    solving every program and :meth:`Race.release` give, and it skips programs (seed 19)."""
+    rng = np.random.default_rng(19)
+    solved: list[float] = []
+    original = graphs.truncated_values
+
+    def counting(incidence: Incidence, taus: list[float]) -> np.ndarray:
+        solved.extend(taus)
+        return original(incidence, taus)
+
+    monkeypatch.setattr(graphs, "truncated_values", counting)
+    skipped = 0
+    for trial in range(30):
+        graph = nx.barabasi_albert_graph(60, int(rng.integers(1, 6)), seed=trial)
+        incidence, _ = graphs.occurrences(np.array(graph.edges()), "triangle")
+        race = graphs._race("triangle", float(rng.choice([0.1, 1, 10])), 30, 0.1, 10.0)
+        seed = int(rng.integers(2**32))
+        solved.clear()
+        value, high = graphs.race_release(race, incidence, resolve_source(np.random.default_rng(seed)))
+        skipped += race.candidates - len(solved)
+        whole = original(incidence, race.taus)[np.newaxis, :]
+        released, shifted = race.release(whole, resolve_source(np.random.default_rng(seed)))
+        low, top = race.interval(shifted, 0.1)
+        assert (value, high) == (float(released[0]), float(top[0])) and low[0] == max(value, 0.0)
+    assert skipped > 0

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -46,9 +46,9 @@ from .mechanisms import Laplace
 from .noise import RandomSource
 from .privacy import PureDP, as_fraction
 from .sql.truncation import DEFAULT_BASE, Race
-from .sql.truncation_lp import SENSITIVITY_FACTOR, Incidence, truncated_values
+from .sql.truncation_lp import SENSITIVITY_FACTOR, Incidence, truncated_values, upper_bounds
 
-__all__ = ["PATTERNS", "PatternCount", "count", "occurrences"]
+__all__ = ["PATTERNS", "PatternCount", "count", "occurrences", "race_release"]
 
 #: each pattern's nodes per occurrence, the exponent of the degree bound in its GS, and its occurrences as a
 #: DuckDB query over ``e(a, b)`` (each undirected edge once, ``a < b``) and ``d(s, t)`` (both directions);
@@ -141,16 +141,46 @@ def count(
     loss = PureDP(as_fraction(epsilon, "epsilon"))
     charge = release.Charge(loss, label or f"graphs.count({pattern})", dataset=dataset)
 
-    def draw(source: RandomSource) -> tuple[float, float, float]:
-        incidence, _ = occurrences(edges, pattern)
-        truncated = truncated_values(incidence, race.taus)[np.newaxis, :]
-        released, shifted = race.release(truncated, source)
-        low, high = race.interval(shifted, beta)
-        return float(released[0]), float(low[0]), float(high[0])
+    def draw(source: RandomSource) -> tuple[float, float]:
+        return race_release(race, occurrences(edges, pattern)[0], source)
 
     out = release.run(ledger, charge, draw, rng=rng)
-    value, low, high = out.value
-    return PatternCount(pattern, value, low, high, beta, float(epsilon), race.taus, out.ledger_entry)
+    value, high = out.value
+    return PatternCount(pattern, value, value, high, beta, float(epsilon), race.taus, out.ledger_entry)
+
+
+def race_release(race: Race, incidence: Incidence, source: RandomSource) -> tuple[float, float]:
+    """The race's release over the programs of ``incidence`` and the upper end of its ``1 - beta``
+    interval, solving only the programs that can matter (R2T's early stop).
+
+    Every candidate's noise is drawn first, in the order :meth:`Race.release` draws it
+    (:meth:`~kakeibo.mechanisms.Laplace.deferred`). From the largest threshold down, a candidate is released
+    at an upper bound of its program (:func:`~kakeibo.sql.truncation_lp.upper_bounds`, and the value at the
+    next larger threshold solved, since ``Q(I, tau)`` grows with ``tau``); if that cannot beat the best so
+    far, its program is not solved, since its release at the true value is no larger. The value returned
+    is therefore exactly ``max(0, max_j Q~_j)`` of :meth:`Race.release` with the same source, and so is
+    its privacy. The interval at the race's own ``beta`` is ``[value, Q~_K + 2 shift_K]``
+    (:meth:`Race.interval`: its lower end is then the released value itself), which needs the top
+    candidate only, always solved. What is skipped shows in the time only (module docstring)."""
+    laplaces = [cast(Laplace, mechanism) for mechanism in race.mechanisms]  # what _race builds
+    noisy = [laplace.deferred(1, source) for laplace in laplaces]
+
+    def releases_at(j: int, value: float) -> float:  # clamped as Race.release clamps (monotone)
+        return float(noisy[j]([min(value, laplaces[j].max_magnitude)])[0])
+
+    shifts = race.shifts(race.beta)
+    bounds = upper_bounds(incidence, race.taus)
+    best, above, high = 0.0, math.inf, math.nan
+    for j in reversed(range(race.candidates)):
+        bound = min(float(bounds[j]), above)
+        if j < race.candidates - 1 and releases_at(j, bound) - shifts[j] <= best:
+            continue
+        above = float(truncated_values(incidence, [race.taus[j]])[0])
+        candidate = releases_at(j, above) - shifts[j]
+        best = max(best, candidate)
+        if j == race.candidates - 1:
+            high = candidate + 2 * shifts[j]
+    return best, max(high, best)
 
 
 def _race(pattern: str, epsilon: Any, max_degree: Any, beta: Any, base: Any) -> Race:

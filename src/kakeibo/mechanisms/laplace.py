@@ -9,14 +9,15 @@ every coordinate is epsilon-DP. kakeibo adds the noise on a power-of-two grid wi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ArgumentError
-from ..noise import exact, exact_ratio, granularity_exponent, grid_laplace, resolve_source
+from ..noise import exact, exact_ratio, granularity_exponent, grid_laplace, resolve_source, round_to_grid
 from ..privacy import Number, PureDP, as_fraction
 from .base import (
     Mechanism,
@@ -125,6 +126,22 @@ class Laplace(Mechanism):
         arr = check_values(value)
         k, t = self._grid_for(arr.size)
         return as_output(grid_laplace(arr, k, t, resolve_source(rng)), value)
+
+    def deferred(self, size: int, rng: Rng = None) -> Callable[[ArrayLike], NDArray[np.float64]]:
+        """The noise of a release of ``size`` values, drawn now, and the function that releases values with
+        it: ``deferred(n, rng)(x)`` draws exactly what ``release(x, rng)`` draws (the same words of the
+        source, in the same order) and returns the same values. With the noise fixed, each released value
+        is non-decreasing in its input, so a caller that needs only the largest of several releases may skip
+        computing an input whose release, at an upper bound of that input, cannot be the largest (R2T's early
+        stop, :mod:`kakeibo.graphs`)."""
+        k, t = self._grid_for(size)
+        noise = exact.discrete_laplace(t, 1, size, resolve_source(rng))
+
+        def release_with_noise(value: ArrayLike) -> NDArray[np.float64]:
+            index = round_to_grid(check_values(value).reshape(size), k)
+            return np.ldexp((index + noise).astype(np.float64), k)
+
+        return release_with_noise
 
     def error_bound(self, beta: float) -> float:
         """``a`` with ``Pr(|y_i - x_i| > a) <= beta`` (seed 000 ch. 8, made exact).

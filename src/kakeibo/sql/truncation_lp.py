@@ -43,7 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ArgumentError, Error
 
-__all__ = ["SENSITIVITY_FACTOR", "TOLERANCE", "Incidence", "NotCertified", "truncated_values"]
+__all__ = ["SENSITIVITY_FACTOR", "TOLERANCE", "Incidence", "NotCertified", "truncated_values", "upper_bounds"]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -133,6 +133,18 @@ def truncated_values(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
     for i, tau in enumerate(taus):
         values[i] = plain if program is None or tau >= largest else program.value(float(tau))
     return values
+
+
+def upper_bounds(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
+    """Bounds ``Q(I, tau) <= min(sum psi, sum_t min(T_t, tau) / c)`` with ``T_t`` each person's total and
+    ``c`` the fewest persons one result references: each result's ``u_q`` counts in the load of each of its
+    ``c_q >= c`` persons, and a load is at most ``min(T_t, tau)``. Cheap: no program is solved."""
+    totals = incidence.totals()
+    if incidence.size == 0:
+        return np.zeros(len(taus))
+    fewest = int(np.bincount(incidence.results, minlength=incidence.size).min())
+    plain = float(incidence.weights.sum())
+    return np.array([min(plain, float(np.minimum(totals, tau).sum()) / max(fewest, 1)) for tau in taus])
 
 
 class _Program:
