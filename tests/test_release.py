@@ -20,7 +20,7 @@ import pytest
 
 import kakeibo
 from adversarial_harness import CATALOG, base_tables
-from kakeibo import release
+from kakeibo import graphs, release
 from kakeibo.accounting import BudgetExceeded, DuplicateRequest, Ledger
 from kakeibo.backends import DuckDBBackend
 from kakeibo.errors import ReleaseFailed, StatementTimeout
@@ -175,7 +175,7 @@ LOWER = (
 MAKE = {"resolve_source", "random_source", "SecureSource", "GeneratorSource", "KeyedSource", "default_rng"}
 #: Calls that draw; elsewhere their randomness (``rng=``, or an argument or receiver named ``source`` or
 #: ``rng``) must be a parameter of an enclosing function: the draw function handed to ``release.run``.
-DRAW = {"release", "release_each", "words", "sample_noise", "_noise_generator"}
+DRAW = {"release", "release_each", "deferred", "words", "sample_noise", "_noise_generator"}
 RANDOMNESS = {"source", "rng"}
 #: Randomness outside the release path that releases nothing, with the reason.
 EXEMPT = {
@@ -241,7 +241,7 @@ def test_only_the_release_module_draws_central_noise_and_returns_it() -> None:
             continue
         scanned.append(relative)
         problems.extend(_violations(path, exempted=exempted))
-    assert {"decorator.py", "sql/session.py", "sql/quantiles.py", "ml/erm.py"} <= set(scanned)
+    assert {"decorator.py", "sql/session.py", "sql/quantiles.py", "ml/erm.py", "graphs.py"} <= set(scanned)
     assert problems == []
     assert exempted == set(EXEMPT)  # no stale exemption
 
@@ -316,6 +316,10 @@ def test_every_central_front_door_draws_inside_a_release(tmp_path: Path, reads: 
             fitted = model(epsilon=1, classes=(-1, 1), method=method, ledger=ledger, random_state=generator)
             fitted.fit(X, y)
             shapes.append((fitted.privacy_loss_, fitted.ledger_entry_, None))
+    triangles = graphs.count(
+        [(0, 1), (1, 2), (2, 0)], "triangle", epsilon=1, max_degree=4, ledger=ledger, rng=generator
+    )
+    shapes.append((PureDP(1), triangles.ledger_entry, None))
     assert len(reads) > 0 and all(reads)
     # every result reads alike: its loss, and the ledger entry that charged exactly that loss, in order
     assert [entry for _, entry, _ in shapes] == ledger.entries()
