@@ -242,3 +242,28 @@ def test_the_early_stop_releases_exactly_what_the_whole_race_does(monkeypatch: p
         low, top = race.interval(shifted, 0.1)
         assert (value, high) == (float(released[0]), float(top[0])) and low[0] == max(value, 0.0)
     assert skipped > 0
+
+
+def _naive(incidence: Incidence, tau: float) -> float:
+    """Naive truncation (seed 002 p.91): every person whose total exceeds tau is deleted, and with them every
+    result that references them."""
+    over = incidence.totals() > tau
+    dropped = np.zeros(incidence.size, dtype=bool)
+    dropped[incidence.results[over[incidence.persons]]] = True
+    return float(incidence.weights[~dropped].sum())
+
+
+def test_the_seeds_transfers_one_neighbour_moves_naive_truncation_by_half_of_everything() -> None:
+    """Seed 002 p.92: N persons in pairs, one transfer of 1,000 per pair; the neighbour adds a person who
+    sends alpha = 1 to everyone. At tau = 1,000 naive truncation answers 1,000 N / 2 and then 0; the
+    program answers 1,000 N / 2 both times (within its tolerance), so its sensitivity tau holds."""
+    n = 1_000
+    pairs = [np.arange(0, n, 2), np.arange(1, n, 2)]
+    smaller = Incidence.from_columns(pairs, np.full(n // 2, 1_000.0))
+    larger = Incidence.from_columns(
+        [np.concatenate([pairs[0], np.full(n, n)]), np.concatenate([pairs[1], np.arange(n)])],
+        np.concatenate([np.full(n // 2, 1_000.0), np.ones(n)]),
+    )
+    assert (_naive(smaller, 1_000), _naive(larger, 1_000)) == (500_000.0, 0.0)
+    low, high = truncated_values(smaller, [1_000])[0], truncated_values(larger, [1_000])[0]
+    assert low == 500_000.0 and 0 <= high - low <= 1_000 * SENSITIVITY_FACTOR
