@@ -196,6 +196,8 @@ class _Program:
                 return self.fixed + low
             violated = np.flatnonzero(~self.active & (reduced > _PRICING))
             if len(violated) == 0:
+                if tight:
+                    break
                 tight = True  # the active program is solved: only its tolerances keep the gap open
                 continue
             most = violated[np.argsort(-reduced[violated] * self.psi[violated], kind="stable")]
