@@ -267,3 +267,15 @@ def test_the_seeds_transfers_one_neighbour_moves_naive_truncation_by_half_of_eve
     assert (_naive(smaller, 1_000), _naive(larger, 1_000)) == (500_000.0, 0.0)
     low, high = truncated_values(smaller, [1_000])[0], truncated_values(larger, [1_000])[0]
     assert low == 500_000.0 and 0 <= high - low <= 1_000 * SENSITIVITY_FACTOR
+
+
+def test_node_ids_at_the_ends_of_int64_are_nodes_like_any_other() -> None:
+    """The occurrences' statement is total over 64-bit ids: the smallest and largest ids, 0 and -1 form a
+    triangle and an edge like any four ids."""
+    ends = np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0, -1], dtype=np.int64)
+    edges = np.array([(ends[0], ends[1]), (ends[1], ends[2]), (ends[2], ends[0]), (ends[3], ends[0])])
+    assert {p: graphs.occurrences(edges, p)[0].size for p in ("edge", "triangle", "path2")} == {
+        "edge": 4,
+        "triangle": 1,
+        "path2": 5,
+    }
