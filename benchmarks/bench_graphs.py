@@ -2,13 +2,13 @@
 against a fixed threshold at GS, side by side, with each step timed.
 
 For each pattern the occurrences are joined once by DuckDB (timed). For each epsilon, one release runs as
-:func:`kakeibo.graphs.count` runs it (:func:`kakeibo.graphs.race_release`: every candidate's noise first,
-programs solved from the largest threshold down, skipping those that cannot win), timed without any
-cache; then ``--runs`` releases with fresh noise give the error, the programs' values kept between runs
-(they are a function of the graph, so the released values are distributed exactly as ``--runs`` full
-releases). Error: the authors' statistic, the mean relative error of the runs without the 2 best and 2
-worst. The fixed threshold: the program at tau = GS with Laplace noise of sensitivity GS at the whole
-epsilon (the same certified program, no race).
+:func:`kakeibo.graphs.count` runs it (:func:`kakeibo.sql.truncation_lp.race_release`: every candidate's
+noise first, programs solved from the largest threshold down, skipping those that cannot win), timed
+without any cache; then ``--runs`` releases with fresh noise give the error, the programs' values kept
+between runs (they are a function of the graph, so the released values are distributed exactly as
+``--runs`` full releases). Error: the authors' statistic, the mean relative error of the runs without the
+2 best and 2 worst. The fixed threshold: the program at tau = GS with Laplace noise of sensitivity GS at
+the whole epsilon (the same certified program, no race).
 
     .venv/bin/python benchmarks/bench_graphs.py --patterns edge,triangle --epsilons 0.1,0.2,0.4,0.8,1.6,3.2
 """
@@ -24,6 +24,7 @@ import numpy as np
 from kakeibo import graphs
 from kakeibo.mechanisms import Laplace
 from kakeibo.noise import resolve_source
+from kakeibo.sql import truncation_lp
 from kakeibo.sql.truncation_lp import SENSITIVITY_FACTOR, Incidence
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "facebook_combined.txt"
@@ -56,7 +57,7 @@ def main() -> None:
         "fixed tau = GS |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    solve = graphs.truncated_values
+    solve = truncation_lp.truncated_values
     for pattern in args.patterns.split(","):
         start = time.perf_counter()
         incidence, _ = graphs.occurrences(edges, pattern)
@@ -74,14 +75,13 @@ def main() -> None:
 
         for epsilon in (float(e) for e in args.epsilons.split(",")):
             race = graphs._race(pattern, epsilon, args.max_degree, args.beta, 10.0)
-            graphs.truncated_values = solve
+            truncation_lp.truncated_values = solve
             start = time.perf_counter()
-            graphs.race_release(race, incidence, resolve_source(rng))
+            truncation_lp.race_release(race, incidence, resolve_source(rng))
             released_in = time.perf_counter() - start
-            graphs.truncated_values = remembered
-            raced = np.array(
-                [graphs.race_release(race, incidence, resolve_source(rng))[0] for _ in range(args.runs)]
-            )
+            truncation_lp.truncated_values = remembered
+            release = truncation_lp.race_release
+            raced = np.array([release(race, incidence, resolve_source(rng))[0] for _ in range(args.runs)])
             fixed = Laplace(sensitivity=gs * SENSITIVITY_FACTOR, epsilon=epsilon, coordinates=1)
             at_gs = remembered(incidence, [gs])[0]
             plain = np.asarray(fixed.release(np.full(args.runs, at_gs), rng=rng))
@@ -91,7 +91,7 @@ def main() -> None:
                 f"{trimmed_relative_error(raced, truth):.2%} | {trimmed_relative_error(plain, truth):.2%} |",
                 flush=True,
             )
-        graphs.truncated_values = solve
+        truncation_lp.truncated_values = solve
 
 
 if __name__ == "__main__":

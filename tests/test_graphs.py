@@ -28,6 +28,7 @@ from kakeibo.audit import audit
 from kakeibo.errors import ArgumentError, ArgumentTypeError
 from kakeibo.mechanisms import Laplace
 from kakeibo.noise import resolve_source
+from kakeibo.sql import truncation_lp
 from kakeibo.sql.truncation_lp import SENSITIVITY_FACTOR, Incidence, truncated_values
 
 TAUS = (0.5, 1.0, 2.0, 3.0, 5.0, 8.0)
@@ -217,17 +218,17 @@ def test_deferred_noise_releases_what_release_does() -> None:
 
 
 def test_the_early_stop_releases_exactly_what_the_whole_race_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    """On 30 random graphs and seeds, :func:`graphs.race_release` returns the value and interval end that
-    solving every program and :meth:`Race.release` give, and it skips programs (seed 19)."""
+    """On 30 random graphs and seeds, :func:`truncation_lp.race_release` returns the value and interval end
+    that solving every program and :meth:`Race.release` give, and it skips programs (seed 19)."""
     rng = np.random.default_rng(19)
     solved: list[float] = []
-    original = graphs.truncated_values
+    original = truncation_lp.truncated_values
 
     def counting(incidence: Incidence, taus: list[float]) -> np.ndarray:
         solved.extend(taus)
         return original(incidence, taus)
 
-    monkeypatch.setattr(graphs, "truncated_values", counting)
+    monkeypatch.setattr(truncation_lp, "truncated_values", counting)
     skipped = 0
     for trial in range(30):
         graph = nx.barabasi_albert_graph(60, int(rng.integers(1, 6)), seed=trial)
@@ -235,7 +236,7 @@ def test_the_early_stop_releases_exactly_what_the_whole_race_does(monkeypatch: p
         race = graphs._race("triangle", float(rng.choice([0.1, 1, 10])), 30, 0.1, 10.0)
         seed = int(rng.integers(2**32))
         solved.clear()
-        value, high = graphs.race_release(race, incidence, resolve_source(np.random.default_rng(seed)))
+        value, high = truncation_lp.race_release(race, incidence, resolve_source(np.random.default_rng(seed)))
         skipped += race.candidates - len(solved)
         whole = original(incidence, race.taus)[np.newaxis, :]
         released, shifted = race.release(whole, resolve_source(np.random.default_rng(seed)))

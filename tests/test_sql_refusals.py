@@ -195,14 +195,15 @@ CORPUS: list[tuple[str, str]] = [
     ("SELECT COUNT(*) FROM visits QUALIFY 1 = 1", "the QUALIFY clause is not supported"),
     ("SELECT COUNT(*) FROM visits WINDOW w AS (PARTITION BY category)", "the WINDOW clause is not supported"),
     # --- joins ---------------------------------------------------------------------------------------
-    (
-        "SELECT COUNT(*) FROM visits JOIN payments USING (user_id)",
-        "joining the sensitive tables visits and payments on visits.user_id = payments.user_id does "
-        "not follow",
+    (  # two tables of persons: R2T's program answers the join (issue 33), but not grouped
+        "SELECT category, COUNT(*) FROM visits JOIN payments USING (user_id) GROUP BY category",
+        "joining the sensitive tables visits and payments on visits.user_id = payments.user_id does not "
+        "follow",
     ),
     (
         "SELECT COUNT(*) FROM visits JOIN people ON visits.age = people.age",
-        "does not follow a declared reference",
+        "does not follow a declared reference, and table people has row-level privacy (each row is a "
+        "person), so a join result",
     ),
     ("SELECT COUNT(*) FROM visits JOIN categories USING (user_id)", "joining on the privacy unit user_id"),
     (
@@ -255,11 +256,6 @@ CORPUS: list[tuple[str, str]] = [
         "SELECT COUNT(*) FROM visits JOIN categories ON visits.category = categories.nope",
         "has no column 'nope'",
     ),
-    (
-        "SELECT COUNT(*) FROM visits JOIN categories USING (category) JOIN categories c2 USING (category)",
-        "table categories appears twice; self-joins are not supported yet",
-    ),
-    ("SELECT COUNT(*) FROM visits JOIN visits v2 USING (category)", "self-joins are not supported"),
     ("SELECT COUNT(*) FROM visits v JOIN categories v ON v.category = v.category", "distinct aliases"),
     (
         "SELECT COUNT(*) FROM visits JOIN (SELECT * FROM categories) s ON visits.category = s.category",

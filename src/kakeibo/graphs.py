@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -42,13 +42,12 @@ from numpy.typing import ArrayLike
 from . import release
 from .accounting import Ledger, LedgerEntry
 from .errors import ArgumentError, ArgumentTypeError
-from .mechanisms import Laplace
 from .noise import RandomSource
 from .privacy import PureDP, as_fraction
 from .sql.truncation import DEFAULT_BASE, Race
-from .sql.truncation_lp import SENSITIVITY_FACTOR, Incidence, truncated_values, upper_bounds
+from .sql.truncation_lp import Incidence, program_race, race_release
 
-__all__ = ["PATTERNS", "PatternCount", "count", "occurrences", "race_release"]
+__all__ = ["PATTERNS", "PatternCount", "count", "occurrences"]
 
 #: each pattern's nodes per occurrence, the exponent of the degree bound in its GS, and its occurrences as a
 #: DuckDB query over ``e(a, b)`` (each undirected edge once, ``a < b``) and ``d(s, t)`` (both directions);
@@ -115,7 +114,7 @@ def occurrences(edges: ArrayLike | pa.Table, pattern: str) -> tuple[Incidence, i
     found = con.sql(sql).to_arrow_table()
     n = int(con.execute("SELECT COUNT(*) FROM ids").fetchone()[0])  # type: ignore[index]
     columns = [found.column(c).to_numpy().astype(np.int64) for c in nodes]
-    return Incidence.distinct(columns, n), n
+    return Incidence.from_codes(columns, n), n
 
 
 def count(
@@ -149,40 +148,6 @@ def count(
     return PatternCount(pattern, value, value, high, beta, float(epsilon), race.taus, out.ledger_entry)
 
 
-def race_release(race: Race, incidence: Incidence, source: RandomSource) -> tuple[float, float]:
-    """The race's release over the programs of ``incidence`` and the upper end of its ``1 - beta``
-    interval, solving only the programs that can matter (R2T's early stop).
-
-    Every candidate's noise is drawn first, in the order :meth:`Race.release` draws it
-    (:meth:`~kakeibo.mechanisms.Laplace.deferred`). From the largest threshold down, a candidate is released
-    at an upper bound of its program (:func:`~kakeibo.sql.truncation_lp.upper_bounds`, and the value at the
-    next larger threshold solved, since ``Q(I, tau)`` grows with ``tau``); if that cannot beat the best so
-    far, its program is not solved, since its release at the true value is no larger. The value returned
-    is therefore exactly ``max(0, max_j Q~_j)`` of :meth:`Race.release` with the same source, and so is
-    its privacy. The interval at the race's own ``beta`` is ``[value, Q~_K + 2 shift_K]``
-    (:meth:`Race.interval`: its lower end is then the released value itself), which needs the top
-    candidate only, always solved. What is skipped shows in the time only (module docstring)."""
-    laplaces = [cast(Laplace, mechanism) for mechanism in race.mechanisms]  # what _race builds
-    noisy = [laplace.deferred(1, source) for laplace in laplaces]
-
-    def releases_at(j: int, value: float) -> float:  # clamped as Race.release clamps (monotone)
-        return float(noisy[j]([min(value, laplaces[j].max_magnitude)])[0])
-
-    shifts = race.shifts(race.beta)
-    bounds = upper_bounds(incidence, race.taus)
-    best, above, high = 0.0, math.inf, math.nan
-    for j in reversed(range(race.candidates)):
-        bound = min(float(bounds[j]), above)
-        if j < race.candidates - 1 and releases_at(j, bound) - shifts[j] <= best:
-            continue
-        above = float(truncated_values(incidence, [race.taus[j]])[0])
-        candidate = releases_at(j, above) - shifts[j]
-        best = max(best, candidate)
-        if j == race.candidates - 1:
-            high = candidate + 2 * shifts[j]
-    return best, max(high, best)
-
-
 def _race(pattern: str, epsilon: Any, max_degree: Any, beta: Any, base: Any) -> Race:
     """The race for ``pattern`` (public arguments only; refusals here are free)."""
     if pattern not in PATTERNS:
@@ -196,14 +161,7 @@ def _race(pattern: str, epsilon: Any, max_degree: Any, beta: Any, base: Any) -> 
     share = as_fraction(epsilon, "epsilon")
     if share <= 0:
         raise ArgumentError(f"epsilon must be positive, got {epsilon!r}.")
-    gs = float(max_degree) ** PATTERNS[pattern][1]
-    top = math.ceil(math.log(gs) / math.log(base) - 1e-12) if gs > 1 else 0
-    taus = tuple(float(base) ** j for j in range(top + 1))
-    mechanisms = tuple(
-        Laplace(sensitivity=tau * SENSITIVITY_FACTOR, epsilon=share / len(taus), coordinates=1)
-        for tau in taus
-    )
-    return Race(taus, mechanisms, float(beta))
+    return program_race(1.0, int(max_degree) ** PATTERNS[pattern][1], float(base), share, float(beta))
 
 
 def _edge_table(edges: ArrayLike | pa.Table) -> pa.Table:

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -47,7 +48,15 @@ import pyarrow.parquet as pq
 
 from ..errors import ArgumentError, ArgumentTypeError, ConfigurationError
 
-__all__ = ["CATALOG_PATH", "TABLES", "arrow_tables", "catalog", "generate", "load_duckdb"]
+__all__ = [
+    "CATALOG_PATH",
+    "TABLES",
+    "arrow_tables",
+    "catalog",
+    "generate",
+    "load_duckdb",
+    "two_person_catalog",
+]
 
 #: the eight TPC-H tables, the sensitive ones first (each file is ``<table>.parquet``)
 TABLES: tuple[str, ...] = (
@@ -125,6 +134,28 @@ def catalog() -> Path:
     True
     """
     return CATALOG_PATH
+
+
+def two_person_catalog() -> dict[str, Any]:
+    """The TPC-H catalog (:func:`catalog`) with suppliers protected too, as R2T's TPC-H experiments have it
+    (Dong et al., SIGMOD 2022, Section 8: customer and supplier both primary private relations): supplier
+    names its privacy unit ``s_suppkey``, and a line item references its supplier besides its order, so it
+    belongs to two persons and a query over line items is answered by R2T's linear program
+    (:mod:`kakeibo.sql.program`). The structure :meth:`kakeibo.sql.Catalog.from_dict` reads.
+
+    >>> from kakeibo.sql import Catalog
+    >>> [str(r) for r in Catalog.from_dict(two_person_catalog()).table("lineitem").references]
+    ['l_orderkey -> orders.o_orderkey', 'l_suppkey -> supplier.s_suppkey']
+    """
+    from ..sql.catalog import Catalog
+
+    data = Catalog.from_toml(CATALOG_PATH).to_dict()
+    tables = data["tables"]
+    supplier = {key: value for key, value in tables["supplier"].items() if key != "public"}
+    tables["supplier"] = {**supplier, "privacy_unit": "s_suppkey", "max_partitions": 1}
+    tables["supplier"]["max_rows_per_partition"] = 1
+    tables["lineitem"]["references"] = {"l_orderkey": "orders.o_orderkey", "l_suppkey": "supplier.s_suppkey"}
+    return data
 
 
 def _scale_text(scale: float) -> str:

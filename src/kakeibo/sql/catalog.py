@@ -19,8 +19,11 @@ table of persons); the neighbour relation then removes one person with every row
 however many references away (the relation of R2T, Dong et al. SIGMOD 2022, and of ZetaSQL's privacy-unit
 propagation). A referenced column must be its table's privacy unit or declared ``unique`` (kakeibo checks it
 against the engine before a query joins on it; the neighbour relation ranges over databases that keep the
-catalog's declarations), so a row reaches exactly one person. A table references at most one other table:
-a row that reached two people would need R2T's linear program, which kakeibo does not run yet.
+catalog's declarations), so each reference leads to exactly one person. A table may reference several
+tables, or one table twice (a transfer's payer and payee, a friendship's two ends, a line item's order and
+its supplier), and several tables may name a privacy unit (TPC-H's customer and supplier; a person is one
+unit value of one of them): a row then belongs to every person its references reach, removing any of them
+removes it, and a query over such rows is answered by R2T's linear program (:mod:`kakeibo.sql.program`).
 
 A catalog is a TOML file or the same structure as a Python mapping::
 
@@ -188,6 +191,13 @@ class QueryRefused(Error, ValueError):  # noqa: N818 - the name says what happen
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class SeveralPersons(QueryRefused):
+    """A query whose join results can reference several persons (a self-join, a table with several
+    references, sensitive tables joined other than along a reference): the per-person truncation of
+    :mod:`kakeibo.sql.tables` does not bound it, R2T's linear program does (:mod:`kakeibo.sql.program`).
+    The session answers such a query there; the reason is what the one-person analysis saw."""
 
 
 class FrozenMap(Mapping[str, _V], Generic[_V]):
@@ -522,9 +532,10 @@ class TableSpec:
     limits are 1. A ``public`` table holds no personal data; it may only be
     JOINed to a sensitive table. ``source`` is a Parquet or CSV file the DuckDB backend reads as the table.
     ``correlation`` declares a graph over the privacy units (:mod:`kakeibo.sql.correlation`); it is read
-    and checked here, so a bad edge file fails when the catalog loads. ``references`` (at most one
-    :class:`Reference`) says that the table's rows belong to the person the referenced table's rows belong
-    to; such a table has no ``privacy_unit`` of its own, and its limits apply to queries whose join results
+    and checked here, so a bad edge file fails when the catalog loads. ``references`` (one
+    :class:`Reference` per referencing column) says that the table's rows belong to the persons the
+    referenced tables' rows belong to; such a table has no ``privacy_unit`` of its own, and its limits
+    apply to queries whose join results
     are its rows (the :class:`Catalog` checks where its references lead).
 
     >>> columns = [ColumnSpec("user_id", "int"), ColumnSpec("amount", "float", lower=0, upper=100)]
@@ -635,6 +646,12 @@ class TableSpec:
         name = self.name
         if self.max_rows_per_partition is None and self.max_rows_bound == DEFAULT_BOUND:
             return 1 if self.row_level else None
+        if self.max_rows_per_partition is None and len(self.references) > 1:
+            # rows of several persons: the most join results one person reaches, R2T's GS (sql/program.py)
+            object.__setattr__(
+                self, "max_rows_bound", _positive_int(name, "max_rows_bound", self.max_rows_bound)
+            )
+            return None
         if self.max_rows_per_partition == "auto":
             if self.privacy_unit is None and not self.references:
                 raise ArgumentError(
@@ -647,7 +664,8 @@ class TableSpec:
         if self.max_rows_bound != DEFAULT_BOUND:
             raise ArgumentError(
                 f"max_rows_bound of table {name!r} bounds the choice of max_rows_per_partition = "
-                '"auto"; the table sets a fixed limit.'
+                '"auto" (or, on a table with several references, the join results one person reaches); the '
+                "table sets a fixed limit."
             )
         return _positive_int(name, "max_rows_per_partition", self.max_rows_per_partition)
 
@@ -731,11 +749,6 @@ class TableSpec:
             raise ArgumentError(
                 f"table {name!r} references another table, so its correlation graph belongs there."
             )
-        if len(self.references) > 1:
-            raise ArgumentError(
-                f"table {name!r} references {len(self.references)} tables; a row that belonged to several "
-                "people is not supported yet, so a table references one table."
-            )
         for reference in self.references:
             if reference.column not in columns:
                 raise ArgumentError(f"the reference {reference} of table {name!r} names no column of it.")
@@ -758,7 +771,13 @@ class TableSpec:
 
     @property
     def reference(self) -> Reference | None:
-        """The table's one reference, if it has one."""
+        """The table's reference, if it has exactly one; :class:`SeveralPersons` when it has several (its
+        rows can belong to several persons)."""
+        if len(self.references) > 1:
+            raise SeveralPersons(
+                f"each row of table {self.name} references {len(self.references)} persons' tables "
+                f"({', '.join(str(r) for r in self.references)})."
+            )
         return self.references[0] if self.references else None
 
     def has_column(self, name: str) -> bool:
@@ -976,7 +995,7 @@ class Catalog:
             found[table.name] = table
         self.tables = FrozenMap(found)
         for table in found.values():
-            self.chain(table.name)  # every chain of references is checked when the catalog loads
+            self.person_paths(table.name)  # every chain of references is checked when the catalog loads
             self._check_correlated(table)
 
     def _check_correlated(self, table: TableSpec) -> None:
@@ -984,6 +1003,8 @@ class Catalog:
         persons are correlated: both calibrate their noise for independent persons, so on such a table they
         would release at the plain scale where seed 001's eq. 26 needs ``(1 + l*)`` times more (issue 29, R3
         and R8). Queries and views refuse the same again, before any read."""
+        if any(len(self.tables[t].references) > 1 for t in self._reached(table.name)):
+            return  # answered by R2T's program only, which refuses correlated persons per query
         person = self.person(table.name)
         if person is None or person.correlation is None:
             return
@@ -1070,41 +1091,76 @@ class Catalog:
         """
         table = self.tables[name.lower()]
         path: list[Reference] = []
-        seen = [table.name]
-        while (reference := table.reference) is not None:
-            where = f"the reference {reference} of table {table.name!r}"
-            target = self.tables.get(reference.table)
-            if target is None:
-                raise ArgumentError(f"{where} names no table of the catalog.")
-            if target.public:
-                raise ArgumentError(
-                    f"{where} leads to the public table {target.name}; references lead to the tables of "
-                    "persons (join public tables in queries instead)."
-                )
-            if reference.key not in target.columns:
-                raise ArgumentError(f"{where} names no column of table {target.name}.")
-            key = target.columns[reference.key]
-            if not (key.unique or reference.key == target.privacy_unit):
-                raise ArgumentError(
-                    f"{where} names a column that is neither the privacy unit of {target.name} nor declared "
-                    "unique there, so a row could reach several people."
-                )
-            if key.type != table.columns[reference.column].type:
-                raise ArgumentError(
-                    f"{where} compares a {table.columns[reference.column].type} column with a {key.type} "
-                    "one; a join on it would convert values row by row."
-                )
-            if target.name in seen:
-                raise ArgumentError(f"the references of tables {', '.join(seen)} form a cycle.")
+        while (reference := table.reference) is not None:  # SeveralPersons where a table has several
             path.append(reference)
-            seen.append(target.name)
-            table = target
-        if path and table.privacy_unit is None:
+            table = self._step(table, reference, [name.lower(), *(r.table for r in path[:-1])])
+        return tuple(path)
+
+    def person_paths(self, name: str) -> tuple[tuple[Reference, ...], ...]:
+        """Every chain of references from table ``name`` to a table of persons: one per person a row
+        reaches (one for a table with at most one reference along its chain; none for a table of persons,
+        a row-level or a public table), each checked as :meth:`chain` checks its one.
+
+        >>> catalog = Catalog.from_dict({"tables": {
+        ...     "people": {"privacy_unit": "id", "columns": {"id": "int"}},
+        ...     "transfers": {"references": {"payer": "people.id", "payee": "people.id"},
+        ...                   "columns": {"payer": "int", "payee": "int"}}}})
+        >>> [[str(r) for r in path] for path in catalog.person_paths("transfers")]
+        [['payer -> people.id'], ['payee -> people.id']]
+        """
+
+        def walk(table: TableSpec, seen: list[str]) -> list[tuple[Reference, ...]]:
+            if not table.references:
+                return []
+            found: list[tuple[Reference, ...]] = []
+            for reference in table.references:
+                target = self._step(table, reference, seen)
+                rest = walk(target, [*seen, target.name])
+                found.extend([(reference, *r) for r in rest] if target.references else [(reference,)])
+            return found
+
+        return tuple(walk(self.tables[name.lower()], [name.lower()]))
+
+    def _reached(self, name: str) -> list[str]:
+        """The tables a row of table ``name`` leads to along references, itself first."""
+        reached = [name.lower()]
+        for path in self.person_paths(name):
+            reached.extend(r.table for r in path if r.table not in reached)
+        return reached
+
+    def _step(self, table: TableSpec, reference: Reference, seen: list[str]) -> TableSpec:
+        """The table ``reference`` of ``table`` leads to, checked (``seen``: the tables the chain passed
+        through); at a table without references, it must name a privacy unit."""
+        where = f"the reference {reference} of table {table.name!r}"
+        target = self.tables.get(reference.table)
+        if target is None:
+            raise ArgumentError(f"{where} names no table of the catalog.")
+        if target.public:
             raise ArgumentError(
-                f"the references of table {name.lower()!r} lead to table {table.name}, which names no "
+                f"{where} leads to the public table {target.name}; references lead to the tables of "
+                "persons (join public tables in queries instead)."
+            )
+        if reference.key not in target.columns:
+            raise ArgumentError(f"{where} names no column of table {target.name}.")
+        key = target.columns[reference.key]
+        if not (key.unique or reference.key == target.privacy_unit):
+            raise ArgumentError(
+                f"{where} names a column that is neither the privacy unit of {target.name} nor declared "
+                "unique there, so a row could reach several people."
+            )
+        if key.type != table.columns[reference.column].type:
+            raise ArgumentError(
+                f"{where} compares a {table.columns[reference.column].type} column with a {key.type} "
+                "one; a join on it would convert values row by row."
+            )
+        if target.name in seen:
+            raise ArgumentError(f"the references of tables {', '.join(seen)} form a cycle.")
+        if not target.references and target.privacy_unit is None:
+            raise ArgumentError(
+                f"the references of table {seen[0]!r} lead to table {target.name}, which names no "
                 "privacy_unit; declare it there (the column that identifies a person)."
             )
-        return tuple(path)
+        return target
 
     def person(self, name: str) -> TableSpec | None:
         """The table of the persons the rows of table ``name`` belong to (the table itself when it names a

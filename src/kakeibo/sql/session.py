@@ -49,15 +49,16 @@ from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
 from ..views.hdpview import HDPViewParameters
-from . import execute
+from . import execute, program
 from .analyze import QueryRefused, analyze
 from .bounds import BoundChoice, ChosenBounds, bound_choice, provisional, with_bounds
-from .catalog import PUBLIC_TABLE_KEYS, Catalog, ColumnSpec, TableSpec, with_public_values
+from .catalog import PUBLIC_TABLE_KEYS, Catalog, ColumnSpec, SeveralPersons, TableSpec, with_public_values
 from .dp_clause import read_clause
 from .execute import read_release
 from .explain import explanation
 from .options import QueryOptions
 from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
+from .program import ProgramQuery, analyze_program
 from .region import constant_check_sql, declared_constants
 from .rewrite import engine_sql, public_values_sql
 from .shape import AnalyzedQuery, check_dialect, named_columns
@@ -206,7 +207,13 @@ class Session:
             bounds=bounds,
             check_bounds=check_bounds,
         )
-        return self._planned(*read_clause(query, options))[0]
+        try:
+            return self._planned(*read_clause(query, options))[0]
+        except SeveralPersons as several:
+            raise QueryRefused(
+                f"{several.reason} Such a query is answered by R2T's linear program (Session.sql and "
+                "Session.explain), which has no noise plan."
+            ) from None
 
     def _planned(self, query: str, options: QueryOptions) -> tuple[NoisePlan, BoundChoice | None, Catalog]:
         """The plan of ``query``, what it chooses privately before its answer (:mod:`.bounds`), and the
@@ -314,7 +321,10 @@ class Session:
                 return f"from view {stored.name}, no charge\n{stored.describe()}"
         if options.epsilon is None and options.accuracy is None:
             options = replace(options, epsilon=1)
-        charged, choice, _ = self._planned(query, options)
+        try:
+            charged, choice, _ = self._planned(query, options)
+        except SeveralPersons as several:
+            return "\n".join(prefix + self._program(query, options, several).describe())
         return "\n".join(prefix + explanation(charged, choice, options.nonnegative))
 
     # --- views ------------------------------------------------------------------------------------------
@@ -462,7 +472,10 @@ class Session:
             if answered is not None:
                 return answered
             query = over_table(query, stored)
-        plan, choice, catalog = self._planned(query, options)
+        try:
+            plan, choice, catalog = self._planned(query, options)
+        except SeveralPersons as several:
+            return self._answer_program(self._program(query, options, several), request_id, rng)
         out = release.run(
             self.ledger,
             self._charge(plan, catalog, request_id),
@@ -485,6 +498,60 @@ class Session:
             bounds=chosen,
             warning=None if warning is None else (warning[1].__name__, warning[0]),
         )
+
+    def _program(self, query: str, options: QueryOptions, several: SeveralPersons) -> ProgramQuery:
+        """``query``, which the one-person analysis refused for ``several`` persons per join result, read
+        for R2T's linear program (:mod:`.program`), or refused with what that does not answer."""
+        unsupported = {
+            "accuracy=": options.accuracy is not None,
+            "a WITH DIFFERENTIAL_PRIVACY clause": options.clause is not None,
+            "check_bounds=True": options.check_bounds,
+        }
+        named = next((name for name, given in unsupported.items() if given), None)
+        if named is not None:
+            raise QueryRefused(
+                f"{named} is not supported where a join result can belong to several persons "
+                f"({several.reason.rstrip('.')}); give epsilon= (R2T's error depends on the data)."
+            )
+        options.require_budget()
+        assert options.epsilon is not None
+        return analyze_program(
+            query,
+            self.catalog,
+            why=several.reason.rstrip("."),
+            dialect=self.dialect if options.dialect is None else options.dialect,
+            database=database_name(self.backend),
+            epsilon=options.epsilon,
+            bounds=options.bounds,
+        )
+
+    def _answer_program(self, query: ProgramQuery, client_key: str | None, rng: Rng) -> Result:
+        """Charge and answer a query of R2T's program (:func:`.program.draw`), stored like every release."""
+        declared = [(t.name, t.privacy_unit, t.columns, t.references) for t in query.tables]
+        parts = (query.sql, query.epsilon, Fraction(0), query.dialect, declared, ("taus", query.race.taus))
+        charge = release.Charge(
+            query.privacy_loss,
+            label=query.sql,
+            analyst=self.analyst,
+            dataset=self.dataset or query.dataset,
+            request_id=self._digest(parts, client_key),
+        )
+
+        def check() -> None:
+            for table in query.tables:
+                self._check_types(table, query.read)
+            for table, column in query.unique:
+                self._check_unique(table, column)
+
+        out = release.run(
+            self.ledger,
+            charge,
+            lambda source: program.draw(query, self._execute, source),
+            rng=rng,
+            check=check,
+            codec=execute.TableCodec(),
+        )
+        return Result(out.value, query.privacy_loss, query.sql, out.ledger_entry, seeded=out.seeded)
 
     def _charge(self, plan: NoisePlan, catalog: Catalog, client_key: str | None) -> release.Charge:
         """The ledger charge of ``plan`` (planned under ``catalog``; ``client_key``: the caller's request
@@ -618,11 +685,16 @@ class Session:
         ]
         if plan.correlation is not None:  # the graph itself, not only where it was declared
             tables.append((plan.correlation.digest, plan.correlation.tau))
-        text = repr(
-            (self.analyst, self.dataset, self.source, plan.query.sql, plan.epsilon, plan.delta, tables)
-        )
-        if plan.query.dialect != "duckdb":
-            text += repr(("dialect", plan.query.dialect))
+        parts = (plan.query.sql, plan.epsilon, plan.delta, plan.query.dialect, tables)
+        return self._digest(parts, client_key)
+
+    def _digest(self, parts: tuple[object, ...], client_key: str | None) -> str:
+        """The request id of a release whose meaning ``parts`` hold (query text, epsilon, delta, dialect,
+        tables as declared, ...), for this analyst, dataset and data source, and the client's key."""
+        sql, epsilon, delta, dialect, *rest = parts
+        text = repr((self.analyst, self.dataset, self.source, sql, epsilon, delta, *rest))
+        if dialect != "duckdb":
+            text += repr(("dialect", dialect))
         if client_key is not None:
             text += repr(("client request id", client_key))
         return "sql:" + hashlib.sha256(text.encode()).hexdigest()

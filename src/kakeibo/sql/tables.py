@@ -40,6 +40,15 @@ a comma (or ``JOIN`` without a condition) with the equalities in WHERE. From the
 Equalities the tree does not use stay conditions (ON ones join WHERE). The *grain*, the query table no other
 one references, is the table whose rows the join results are: its limits bound the query.
 Identifiers are case-insensitive and come back in lower case.
+
+A FROM clause whose join results can reference several persons -- a table named twice, a table with several
+references, sensitive tables joined other than along a reference, two tables that both reference a third --
+is refused with :class:`~kakeibo.sql.catalog.SeveralPersons`, and the session reads it again with
+``several=True`` for R2T's linear program (:mod:`kakeibo.sql.program`). There every table joins the ones
+before it by the equalities the query states (public ones on a unique key, as above; sensitive ones on any
+columns that compare without a conversion: whatever the join, removing a person removes exactly the join
+results that reference them), and each sensitive table's rows reach their persons along *every* reference
+(:meth:`Tables.person_keys`), through tables kakeibo joins itself where the query does not join them.
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from typing import Literal, cast
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from .catalog import Catalog, ColumnSpec, QueryRefused, Reference, TableSpec
+from .catalog import Catalog, ColumnSpec, QueryRefused, Reference, SeveralPersons, TableSpec
 from .dialects import default_schemas
 from .predicates import TotalPredicate, strip
 from .shape import JoinSpec
@@ -166,6 +175,17 @@ def _public_step(
     return next((step for step in steps if step[1].column.unique), steps[0] if steps else None)
 
 
+def _end(ref: ColumnRef) -> tuple[str, str]:
+    """``ref`` as (qualifier, column)."""
+    return ref.source.qualifier, ref.column.name
+
+
+def _joins(equality: _Equality, source: Source, attached: list[Source]) -> bool:
+    """Whether ``equality`` joins ``source`` to one of the ``attached`` tables."""
+    ends = (equality.left.source, equality.right.source)
+    return source in ends and any(other in attached for other in ends if other is not source)
+
+
 class Tables:
     """The FROM clause of ``select`` checked against ``catalog``: the first sensitive table (``private``,
     where the engine statement starts), the tables joined to it (``joins``, in the statement's order, the
@@ -173,12 +193,24 @@ class Tables:
     row-level table), where the privacy unit is (``unit``: qualifier and column), the table whose rows the
     join results are (``grain``, whose limits bound the query), ON conditions that join no table
     (``join_filters``, evaluated with WHERE), and column resolution.
-    ``database`` is the name of the engine's database, when known: a three-part name may start with it."""
+    ``database`` is the name of the engine's database, when known: a three-part name may start with it.
+    With ``several``, the FROM clause is read for R2T's program (module docstring): ``links`` says how each
+    table after the first joins, ``person_keys`` where each join result's persons are, and ``joins`` holds
+    the tables kakeibo adds to reach them."""
 
     def __init__(
-        self, select: exp.Select, catalog: Catalog, dialect: str, database: str | None = None
+        self,
+        select: exp.Select,
+        catalog: Catalog,
+        dialect: str,
+        database: str | None = None,
+        *,
+        several: bool = False,
     ) -> None:
         self.catalog = catalog
+        self.several = several
+        self.links: tuple[tuple[Source, tuple[exp.EQ, ...]], ...] = ()
+        self.person_keys: tuple[tuple[str, str, str], ...] = ()
         self.dialect = dialect
         self.schemas = default_schemas(dialect)
         self.database = database.lower() if database else None
@@ -190,7 +222,10 @@ class Tables:
         self.grain = self.private.spec
         self.joins: tuple[JoinSpec, ...] = ()
         self.join_filters: tuple[exp.Expr, ...] = ()
-        self._relation(select)
+        if several:
+            self._several(select)
+        else:
+            self._relation(select)
 
     # -- tables ---------------------------------------------------------------------------------------
 
@@ -277,10 +312,11 @@ class Tables:
             sources.append(self._table(join.this))
         names = [s.spec.name for s in sources]
         repeated = next((name for name in names if names.count(name) > 1), None)
-        if repeated is not None:
-            raise QueryRefused(
-                f"table {repeated} appears twice; self-joins are not supported yet (a join result could "
-                "belong to two people)."
+        if repeated is not None and not self.several:
+            sensitive = not self.catalog.table(repeated).public
+            raise SeveralPersons(
+                f"table {repeated} appears twice"
+                + (" (a join result could belong to two people)." if sensitive else ".")
             )
         qualifiers = [s.qualifier for s in sources]
         repeated = next((q for q in qualifiers if qualifiers.count(q) > 1), None)
@@ -393,10 +429,9 @@ class Tables:
             parents.add(parent.source.spec.name)
         leaves = [s for s in sensitive if s.spec.name not in parents]
         if len(leaves) > 1:
-            raise QueryRefused(
-                f"tables {' and '.join(s.spec.name for s in leaves)} both belong to one person through "
-                "references, so joining them pairs each row of one with each row of the other; that is not "
-                "supported yet: query them one at a time."
+            raise SeveralPersons(
+                f"tables {' and '.join(s.spec.name for s in leaves)} both belong to persons through "
+                "references, so joining them pairs each row of one with each row of the other."
             )
         self.grain = leaves[0].spec
         top = next(s for s in sensitive if s.spec.name not in children)
@@ -430,6 +465,88 @@ class Tables:
             self.condition("JOIN ... ON", equality.node())
         self.join_filters = tuple(c for c in on_conditions if self._equality(c) not in used)
 
+    def _several(self, select: exp.Select) -> None:
+        """The FROM clause read for R2T's program (module docstring): each table after the first joins the
+        ones before it by every equality the query states between them; then where each result's persons
+        are."""
+        equalities, _ = self._equalities(select)
+        row_level = next((s for s in self.sources if not s.spec.public and s.spec.row_level), None)
+        if row_level is not None:
+            raise QueryRefused(
+                f"table {row_level.spec.name} has row-level privacy (each row is a person), so a join "
+                "result that pairs its rows with others has no persons to bound; join tables of persons "
+                "and tables that reference them."
+            )
+        attached, links = [self.sources[0]], []
+        while len(attached) < len(self.sources):
+            step = next(
+                (
+                    (source, found)
+                    for source in self.sources
+                    if source not in attached
+                    and (found := [e for e in equalities if _joins(e, source, attached)])
+                ),
+                None,
+            )
+            if step is None:
+                names = ", ".join(s.spec.name for s in self.sources if s not in attached)
+                raise QueryRefused(
+                    f"no equality in ON or WHERE joins table {names} to the others; cross joins are not "
+                    "supported."
+                )
+            source, found = step
+            attached.append(source)
+            links.append((source, tuple(e.node() for e in found)))
+        self.links = tuple(links)
+        for source in self.sources:  # each public table, the first one too, is a lookup on a unique key
+            if source.spec.public:
+                touching = [e for e in equalities if source in (e.left.source, e.right.source)]
+                ends = [(e.left, e.right) if e.left.source is source else (e.right, e.left) for e in touching]
+                new, old = next((end for end in ends if end[0].column.unique), ends[0])
+                self._check_public_join(new, old)
+        for equality in equalities:  # the engine compares these columns: without a conversion?
+            self.condition("JOIN ... ON", equality.node())
+        keys: list[tuple[str, str, str]] = []
+        hidden: list[JoinSpec] = []
+        for source in self.sources:
+            if not source.spec.public:
+                keys.extend(self._persons_of(source.spec, source.qualifier, equalities, hidden))
+        linked = {frozenset((_end(e.left), _end(e.right))) for e in equalities}
+        kept: list[tuple[str, str, str]] = []
+        for key in dict.fromkeys(keys):  # a key the query equates with one kept already is the same person
+            if not any(k[0] == key[0] and frozenset((k[1:], key[1:])) in linked for k in kept):
+                kept.append(key)
+        self.person_keys = tuple(kept)
+        self.joins = tuple(hidden)
+
+    def _persons_of(
+        self, spec: TableSpec, qualifier: str, equalities: list[_Equality], hidden: list[JoinSpec]
+    ) -> list[tuple[str, str, str]]:
+        """Where the persons of the rows of ``spec`` (known as ``qualifier``) are, as (table of persons,
+        qualifier, column): its privacy unit, and each reference followed to a privacy unit. A reference
+        the query itself joins along (an equality with that key of a table of the query) needs nothing:
+        that table's own persons are the same. Otherwise kakeibo joins the referenced table (``hidden``)."""
+        if spec.privacy_unit is not None:
+            return [(spec.name, qualifier, spec.privacy_unit)]
+        found: list[tuple[str, str, str]] = []
+        for reference in spec.references:
+            target = self.catalog.tables[reference.table]
+            if reference.key == target.privacy_unit:
+                found.append((target.name, qualifier, reference.column))
+                continue
+            ends = {(qualifier, reference.column)}
+            if any(
+                {_end(e.left), _end(e.right)} == ends | {(s.qualifier, reference.key)}
+                for e in equalities
+                for s in self.sources
+                if s.spec is target
+            ):
+                continue
+            alias = f"__person_{len(hidden) + 1}"
+            hidden.append(JoinSpec(target, reference.key, qualifier, reference.column, alias, "person"))
+            found.extend(self._persons_of(target, alias, equalities, hidden))
+        return found
+
     def _path_to_person(self, top: Source) -> tuple[tuple[JoinSpec, ...], tuple[str, str] | None]:
         """The tables kakeibo joins to reach the person from the query's ``top`` table (whose reference leads
         out of the query), and the ``(qualifier, column)`` that holds the privacy unit (``None``:
@@ -457,14 +574,18 @@ class Tables:
                 and sum(r.source in attached for r in ends) == 1
             ):
                 left, right = ends
-                return QueryRefused(
+                joining = (
                     f"joining the sensitive tables {left.source.spec.name} and {right.source.spec.name} on "
                     f"{left.source.qualifier}.{left.column.name} = "
-                    f"{right.source.qualifier}.{right.column.name} "
-                    "does not follow a declared reference, so a join result could belong to two people; "
-                    "join sensitive tables along the catalog's references (other joins of sensitive tables, "
-                    "self-joins included, are not supported yet)."
+                    f"{right.source.qualifier}.{right.column.name} does not follow a declared reference"
                 )
+                row_level = next((r.source.spec.name for r in ends if r.source.spec.row_level), None)
+                if row_level is not None:  # R2T's program has no persons to bound either
+                    return QueryRefused(
+                        f"{joining}, and table {row_level} has row-level privacy (each row is a person), "
+                        "so a join result that pairs its rows with others has no persons to bound."
+                    )
+                return SeveralPersons(f"{joining}, so a join result could belong to two people.")
         pending = [s.spec.name for s in self.sources if not s.spec.public and s not in attached]
         return QueryRefused(
             f"no equality along a declared reference joins the sensitive table {pending[0]} to "
@@ -529,10 +650,16 @@ class Tables:
     def is_unit(self, ref: ColumnRef) -> bool:
         """Whether ``ref`` holds the privacy unit: the person table's unit, or a reference to it (its value is
         the person's key)."""
+        spec = ref.source.spec
+        if self.several:
+            return ref.column.name == spec.privacy_unit or any(
+                r.column == ref.column.name and r.key == self.catalog.tables[r.table].privacy_unit
+                for r in spec.references
+            )
         person = self.person
         if person is None:
             return False
-        reference = ref.source.spec.reference
+        reference = spec.reference
         return ref.column.name == ref.source.spec.privacy_unit or (
             reference is not None
             and reference.column == ref.column.name
@@ -554,7 +681,7 @@ class Tables:
         """The column ``column`` names, as the engine statement writes it: lower case and quoted, qualified
         by its table's alias (or name) when the query joins tables."""
         ref = self.resolve(column)
-        table = ref.source.qualifier if self.joins else None
+        table = ref.source.qualifier if self.joins or self.several else None
         return exp.column(ref.column.name, table=table, quoted=True)
 
     def engine_condition(self, clause: str, predicate: exp.Expr) -> exp.Expression:

@@ -132,10 +132,13 @@ def make_race(
     epsilon: Any,
     max_partitions: int,
     beta: float,
+    factor: float = 1.0,
 ) -> Race:
     """The race of a statistic one row adds at most ``row_bound`` to (``integer``: a count), over
     thresholds ``row_bound * base^j`` up to ``row_bound * max_rows`` (see the module docstring), at
-    ``epsilon`` in all and ``max_partitions`` groups per person.
+    ``epsilon`` in all and ``max_partitions`` groups per person; ``factor`` widens each candidate's
+    sensitivity (R2T's program releases certified values within a share of ``tau`` of its optimum,
+    :data:`~kakeibo.sql.truncation_lp.SENSITIVITY_FACTOR`; a count's candidates then take Laplace noise).
 
     >>> race = make_race(row_bound=1, integer=True, max_rows=1000, base=10, epsilon=1, max_partitions=1,
     ...                  beta=0.05)
@@ -150,11 +153,11 @@ def make_race(
     share = epsilon / len(taus)
     mechanisms: list[Mechanism] = []
     for tau in taus:
-        if integer:
+        if integer and factor == 1:
             mechanisms.append(Geometric(sensitivity=int(tau) * max_partitions, epsilon=share))
         else:
             mechanisms.append(
-                Laplace(sensitivity=tau * max_partitions, epsilon=share, coordinates=max_partitions)
+                Laplace(sensitivity=tau * max_partitions * factor, epsilon=share, coordinates=max_partitions)
             )
     return Race(taus, tuple(mechanisms), beta)
 

@@ -25,25 +25,47 @@ function's sensitivity is at most ``(1 + 2 TOLERANCE) tau`` (:data:`SENSITIVITY_
 the race's noise is calibrated to. A point not certified is solved again with tighter tolerances; still not
 certified, it is an error inside the draw (charged, a fixed sentence), never a value with a broken bound.
 
+**One person per result.** When no result references two persons, the optimum clips each person's total
+at ``tau`` and keeps every result of no person (the self-join-free case, R2T Section 4); no program is
+solved.
+
 **Size.** A person whose total is at most ``tau`` cannot bind, and a result all of whose persons are such
 persons takes ``u_q = psi(q)`` in an optimum; so the program is solved over the results that reference a
 person above ``tau`` and the rows of those persons only, and not at all once ``tau`` reaches the largest
-total. The rows of one model serve every threshold of the race (HiGHS's incremental interface: only the
-row bounds change, and each solve starts from the previous basis).
+total. One program serves every threshold solved: its rows are the persons above the least of them, and
+the columns one threshold's column generation activated start the next one's. (A persistent HiGHS model
+warm-started across solves was measured slower, ``benchmarks/RESULTS.md``.)
 """
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import highspy
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ArgumentError, Error
+from ..mechanisms import Laplace
+from ..noise import RandomSource
+from ..privacy import Number
+from .truncation import Race, make_race
 
-__all__ = ["SENSITIVITY_FACTOR", "TOLERANCE", "Incidence", "NotCertified", "truncated_values", "upper_bounds"]
+__all__ = [
+    "SENSITIVITY_FACTOR",
+    "TOLERANCE",
+    "Incidence",
+    "NotCertified",
+    "program_race",
+    "race_release",
+    "truncated_values",
+    "upper_bounds",
+]
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -80,28 +102,36 @@ class Incidence:
     @classmethod
     def from_columns(cls, person_columns: Sequence[ArrayLike], weights: ArrayLike | None = None) -> Incidence:
         """The incidence of results whose persons are ``person_columns[c][q]`` (one column per reference;
-        a person named twice by one result is one reference), weighted ``weights`` (default 1)."""
+        any comparable values), weighted ``weights`` (default 1)."""
         columns = [np.asarray(c) for c in person_columns]
         if not columns:
             raise ArgumentError("a join result references at least one person")
         m = len(columns[0])
         if any(len(c) != m for c in columns):
             raise ArgumentError("every person column has one entry per join result")
+        names, persons = np.unique(np.concatenate(columns), return_inverse=True)
+        codes = [np.asarray(c, dtype=np.int64) for c in np.split(persons.reshape(-1), len(columns))]
+        return cls.from_codes(codes, len(names), weights)
+
+    @classmethod
+    def from_codes(
+        cls, person_codes: Sequence[IntArray], n_persons: int, weights: ArrayLike | None = None
+    ) -> Incidence:
+        """The incidence of results whose persons are numbered ``person_codes[c][q]`` in ``0 .. n_persons -
+        1`` (one column per reference; a person named twice by one result is one reference), weighted
+        ``weights`` (default 1)."""
+        m = len(person_codes[0]) if person_codes else 0
         psi = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64)
         if psi.shape != (m,) or not bool(np.all(np.isfinite(psi) & (psi >= 0))):
             raise ArgumentError("weights are finite, at least 0, one per join result")
-        names, persons = np.unique(np.concatenate(columns), return_inverse=True)
-        results = np.tile(np.arange(m, dtype=np.int64), len(columns))
-        pairs = np.unique(np.stack([results, persons.astype(np.int64)]), axis=1)
-        return cls(psi, pairs[0], pairs[1], len(names))
-
-    @classmethod
-    def distinct(cls, person_columns: Sequence[IntArray], n_persons: int) -> Incidence:
-        """The incidence of unit-weight results whose persons ``person_columns[c][q]`` are already numbered
-        ``0 .. n_persons - 1`` and distinct within each result (a graph pattern's nodes)."""
-        m = len(person_columns[0]) if person_columns else 0
-        results = np.tile(np.arange(m, dtype=np.int64), len(person_columns))
-        return cls(np.ones(m), results, np.concatenate(person_columns).astype(np.int64), n_persons)
+        codes = [np.asarray(c, dtype=np.int64) for c in person_codes]
+        keep = [np.ones(m, dtype=bool)]
+        for i in range(1, len(codes)):  # a person an earlier column of the same result names already
+            keep.append(np.all([codes[i] != codes[k] for k in range(i)], axis=0))
+        results = np.tile(np.arange(m, dtype=np.int64), len(codes))
+        repeat = np.concatenate(keep) if codes else np.zeros(0, dtype=bool)
+        persons = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+        return cls(psi, results[repeat], persons[repeat], n_persons)
 
     @property
     def size(self) -> int:
@@ -128,6 +158,12 @@ def truncated_values(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
     totals = incidence.totals()
     largest = float(totals.max(initial=0.0))
     plain = float(incidence.weights.sum())
+    if np.bincount(incidence.results, minlength=incidence.size).max(initial=0) <= 1:
+        # one person per result at most: the optimum clips each person's total (R2T, Section 4)
+        alone = np.ones(incidence.size, dtype=bool)
+        alone[incidence.results] = False
+        rest = float(incidence.weights[alone].sum())  # the results of no person
+        return np.array([rest + float(np.minimum(totals, tau).sum()) for tau in taus])
     needed = [tau for tau in taus if tau < largest]
     program = _Program(incidence, totals, min(needed)) if needed else None
     for i, tau in enumerate(taus):
@@ -145,6 +181,82 @@ def upper_bounds(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
     fewest = int(np.bincount(incidence.results, minlength=incidence.size).min())
     plain = float(incidence.weights.sum())
     return np.array([min(plain, float(np.minimum(totals, tau).sum()) / max(fewest, 1)) for tau in taus])
+
+
+def program_race(row_bound: float, max_rows: int, base: float, epsilon: Number, beta: float) -> Race:
+    """R2T's race over the program's values: thresholds ``row_bound * base^j`` up to ``GS = row_bound *
+    max_rows`` (:func:`~kakeibo.sql.truncation.make_race`), each candidate ``(epsilon / k)``-DP with
+    Laplace noise of sensitivity ``SENSITIVITY_FACTOR * tau_j`` (the certified value's, module
+    docstring)."""
+    return make_race(
+        row_bound=row_bound,
+        integer=False,
+        max_rows=max_rows,
+        base=base,
+        epsilon=epsilon,
+        max_partitions=1,
+        beta=beta,
+        factor=SENSITIVITY_FACTOR,
+    )
+
+
+def race_release(race: Race, incidence: Incidence, source: RandomSource) -> tuple[float, float]:
+    """The race's release over the programs of ``incidence`` and the upper end of its ``1 - beta``
+    interval, solving only the programs that can matter (R2T's early stop).
+
+    Every candidate's noise is drawn first, in the order :meth:`Race.release` draws it
+    (:meth:`~kakeibo.mechanisms.Laplace.deferred`). From the largest threshold down, a candidate is released
+    at an upper bound of its program (:func:`~kakeibo.sql.truncation_lp.upper_bounds`, and the value at the
+    next larger threshold solved, since ``Q(I, tau)`` grows with ``tau``); if that cannot beat the best so
+    far, its program is not solved, since its release at the true value is no larger. The value returned
+    is therefore exactly ``max(0, max_j Q~_j)`` of :meth:`Race.release` with the same source, and so is
+    its privacy. The interval at the race's own ``beta`` is ``[value, Q~_K + 2 shift_K]``
+    (:meth:`Race.interval`: its lower end is then the released value itself), which needs the top
+    candidate only, always solved. What is skipped shows in the time only (module docstring)."""
+    laplaces = [cast(Laplace, mechanism) for mechanism in race.mechanisms]  # what _race builds
+    noisy = [laplace.deferred(1, source) for laplace in laplaces]
+
+    def releases_at(j: int, value: float) -> float:  # clamped as Race.release clamps (monotone)
+        return float(noisy[j]([min(value, laplaces[j].max_magnitude)])[0])
+
+    shifts = race.shifts(race.beta)
+    bounds = upper_bounds(incidence, race.taus)
+    best, above, high = 0.0, math.inf, math.nan
+    for j in reversed(range(race.candidates)):
+        bound = min(float(bounds[j]), above)
+        if j < race.candidates - 1 and releases_at(j, bound) - shifts[j] <= best:
+            continue
+        above = float(truncated_values(incidence, [race.taus[j]])[0])
+        candidate = releases_at(j, above) - shifts[j]
+        best = max(best, candidate)
+        if j == race.candidates - 1:
+            high = candidate + 2 * shifts[j]
+    return best, max(high, best)
+
+
+_started = False
+
+
+def _highs() -> highspy.Highs:
+    """A silent HiGHS model. HiGHS prints its banner to the process's standard output (file descriptor 1,
+    below Python's ``sys.stdout``) the first time a model is made, whatever its options; that once, the
+    descriptor points at the null device."""
+    global _started
+    if _started:
+        highs = highspy.Highs()
+    else:
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w") as null:
+                os.dup2(null.fileno(), 1)
+                highs = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _started = True
+    highs.setOptionValue("output_flag", False)
+    return highs
 
 
 class _Program:
@@ -206,8 +318,7 @@ class _Program:
 
     def _solve(self, active: IntArray, tau: float, tight: bool) -> tuple[FloatArray, FloatArray]:
         """HiGHS's point over all columns (0 outside ``active``) and its row duals."""
-        highs = highspy.Highs()
-        highs.setOptionValue("output_flag", False)
+        highs = _highs()
         if tight:
             for option in ("primal_feasibility_tolerance", "dual_feasibility_tolerance"):
                 highs.setOptionValue(option, 1e-10)
