@@ -1,5 +1,8 @@
 """A differential fuzzer over relational schemas: joins along references and to public tables, expressions
-in aggregates, the R2T race and privately chosen bounds, with the analyst's ``bounds=`` (issue 29).
+in aggregates, the R2T race and privately chosen bounds, with the analyst's ``bounds=`` (issue 29); and
+since issue 33 the queries R2T's linear program answers: self-joins (orders of the same day, line items of
+the same order), and every line item query under the catalog where suppliers are persons too
+(``persons2``, :func:`kakeibo.data.tpch.two_person_catalog`), with ``bounds={"max_rows_bound": N}``.
 
 ``relational_query`` draws calls over TPC-H (SF 0.01): a FROM clause along the references (line items to
 orders to customers) or to a public table (nation, part, supplier), one to three aggregates of columns or
@@ -26,6 +29,8 @@ import pyarrow as pa
 import pytest
 
 from adversarial_harness import BOUND_PAIRS, BOUND_VALUES, QUOTIENT_CHAINS, VALUE_LITERALS
+from kakeibo.data import tpch
+from kakeibo.sql import Catalog
 from test_sql_relational import AUTO, CATALOG, CHOSEN, TARGET, _engine, _observe, _with_target
 from tpch_fixtures import postgres_database_with
 
@@ -45,6 +50,15 @@ SOURCES = (
     ("customer JOIN nation ON c_nationkey = n_nationkey", ("customer", "nation")),
     ("lineitem JOIN part ON l_partkey = p_partkey", ("lineitem", "part")),
     ("lineitem, orders WHERE l_orderkey = o_orderkey", ("lineitem", "orders")),
+    ("lineitem JOIN supplier ON l_suppkey = s_suppkey", ("lineitem", "supplier")),
+    (
+        "lineitem JOIN orders ON l_orderkey = o_orderkey JOIN supplier ON l_suppkey = s_suppkey "
+        "JOIN nation ON s_nationkey = n_nationkey",
+        ("lineitem", "orders", "supplier", "nation"),
+    ),
+    # self-joins (issue 33): each result references two customers, or one customer and two suppliers
+    ("orders o1 JOIN orders o2 ON o1.o_orderdate = o2.o_orderdate", ("o1o2",)),
+    ("lineitem l1 JOIN lineitem l2 ON l1.l_orderkey = l2.l_orderkey", ("l1l2",)),
 )
 #: bounded numeric columns per table
 NUMBERS = {
@@ -53,6 +67,9 @@ NUMBERS = {
     "customer": ("c_acctbal",),
     "nation": (),
     "part": ("p_retailprice", "p_size"),
+    "supplier": ("s_acctbal",),
+    "o1o2": ("o1.o_totalprice", "o2.o_totalprice"),
+    "l1l2": ("l1.l_quantity", "l2.l_extendedprice", "l1.l_discount"),
 }
 #: public group keys per table
 KEYS = {
@@ -61,12 +78,17 @@ KEYS = {
     "customer": ("c_mktsegment",),
     "nation": ("n_name",),
     "part": (),
+    "supplier": (),
+    "o1o2": ("o1.o_orderpriority",),
+    "l1l2": ("l1.l_shipmode",),
 }
 #: the target customer's rows alone, per table that reaches them
 ABOUT_TARGET = {
     "lineitem": f"l_orderkey = {TARGET}",
     "orders": f"o_custkey = {TARGET}",
     "customer": f"c_custkey = {TARGET}",
+    "o1o2": f"o1.o_custkey = {TARGET}",
+    "l1l2": f"l2.l_orderkey = {TARGET}",
 }
 EXPRESSIONS = (
     "{a} * (1 - {b})",
@@ -78,13 +100,22 @@ EXPRESSIONS = (
     "{a} - {b}",
 )
 AGGREGATES = ("COUNT(*)", "SUM({v})", "AVG({v})", "COUNT({v})", "MEDIAN({v})", "MAX({v})", "VARIANCE({v})")
-CATALOGS = {"fixed": CATALOG, "race": AUTO, "chosen": CHOSEN}
+CATALOGS = {
+    "fixed": CATALOG,
+    "race": AUTO,
+    "chosen": CHOSEN,
+    "persons2": Catalog.from_dict(tpch.two_person_catalog()),
+}
 
 
 def relational_query(rng: random.Random) -> tuple[str, str, dict[str, object] | None]:
     """One call: the query, the catalog's name in ``CATALOGS``, and ``bounds=`` (or ``None``)."""
     source, tables = rng.choice(SOURCES)
+    catalog = rng.choice(sorted(CATALOGS))
     numbers = [c for t in tables for c in NUMBERS[t]]
+    # R2T's program answers it: most draws then take the shape it answers (one COUNT or SUM, no GROUP BY)
+    program = any(t in ("o1o2", "l1l2") for t in tables) or (catalog == "persons2" and "lineitem" in tables)
+    shaped = program and rng.random() < 3 / 4
 
     def value() -> str:
         column = rng.choice(numbers)
@@ -95,11 +126,11 @@ def relational_query(rng: random.Random) -> tuple[str, str, dict[str, object] | 
         )
 
     aggregates = [
-        rng.choice(AGGREGATES if numbers else AGGREGATES[:1]).format(v=value())
-        for _ in range(rng.randint(1, 3))
+        rng.choice(AGGREGATES[:2] if shaped else AGGREGATES if numbers else AGGREGATES[:1]).format(v=value())
+        for _ in range(1 if shaped else rng.randint(1, 3))
     ]
     keys = [k for t in tables for k in KEYS[t]]
-    group = rng.choice(keys) if keys and rng.random() < 1 / 3 else None
+    group = rng.choice(keys) if keys and not shaped and rng.random() < 1 / 3 else None
     select = ([group] if group else []) + [f"{a} AS a{i}" for i, a in enumerate(aggregates)]
     sql = f"SELECT {', '.join(select)} FROM {source}"
     about = [ABOUT_TARGET[t] for t in tables if t in ABOUT_TARGET]
@@ -120,7 +151,9 @@ def relational_query(rng: random.Random) -> tuple[str, str, dict[str, object] | 
                 bounds[column] = rng.choice(BOUND_PAIRS)
         if rng.random() < 1 / 3:
             bounds["max_rows_per_partition"] = rng.choice((1, 2, 1000))
-    return sql, rng.choice(sorted(CATALOGS)), bounds
+    if shaped or rng.random() < 1 / 4:  # what R2T's program takes: the join results one person reaches
+        bounds = {"max_rows_bound": rng.choice((1, 100, 10**6))} if rng.random() < 1 / 2 else None
+    return sql, catalog, bounds
 
 
 SEEDS = {"duckdb": 120, "postgres": 60, "spark": 15}
