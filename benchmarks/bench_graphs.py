@@ -16,7 +16,9 @@ the whole epsilon (the same certified program, no race).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,28 @@ def trimmed_relative_error(released: np.ndarray, truth: float) -> float:
     """Mean relative error without the 2 best and 2 worst runs (R2T's experiments)."""
     errors = np.sort(np.abs(released - truth) / truth)
     return float(errors[2:-2].mean()) if len(errors) > 4 else float(errors.mean())
+
+
+Known = dict[tuple[int, float], truncation_lp.Certificate]
+
+
+@contextlib.contextmanager
+def remembered_programs(known: Known) -> Iterator[None]:
+    """Within the block, each threshold's certificate is solved once per incidence and kept in ``known``
+    (which may outlive the block): the programs' values are a function of the data, so releases drawn
+    with them are distributed as releases that solve every program again."""
+    solve = truncation_lp.certificates
+
+    def remembered(incidence: Incidence, taus: Sequence[float]) -> list[truncation_lp.Certificate]:
+        missing = [t for t in taus if (id(incidence), t) not in known]
+        known.update(zip(((id(incidence), t) for t in missing), solve(incidence, missing), strict=True))
+        return [known[(id(incidence), t)] for t in taus]
+
+    truncation_lp.certificates = remembered
+    try:
+        yield
+    finally:
+        truncation_lp.certificates = solve
 
 
 def main() -> None:
@@ -57,33 +81,23 @@ def main() -> None:
         "fixed tau = GS |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    solve = truncation_lp.truncated_values
     for pattern in args.patterns.split(","):
         start = time.perf_counter()
         incidence, _ = graphs.occurrences(edges, pattern)
         joined = time.perf_counter() - start
         truth = float(incidence.size)
         gs = float(args.max_degree) ** graphs.PATTERNS[pattern][1]
-        known: dict[float, float] = {}
-
-        def remembered(
-            incidence: Incidence, taus: list[float], known: dict[float, float] = known
-        ) -> np.ndarray:
-            missing = [t for t in taus if t not in known]
-            known.update(zip(missing, solve(incidence, missing), strict=True))
-            return np.array([known[t] for t in taus])
-
+        known: Known = {}
         for epsilon in (float(e) for e in args.epsilons.split(",")):
             race = graphs._race(pattern, epsilon, args.max_degree, args.beta, 10.0)
-            truncation_lp.truncated_values = solve
             start = time.perf_counter()
-            truncation_lp.race_release(race, incidence, resolve_source(rng))
+            truncation_lp.race_release(race, incidence, resolve_source(rng))  # uncached
             released_in = time.perf_counter() - start
-            truncation_lp.truncated_values = remembered
-            release = truncation_lp.race_release
-            raced = np.array([release(race, incidence, resolve_source(rng))[0] for _ in range(args.runs)])
+            with remembered_programs(known):
+                release = truncation_lp.race_release
+                raced = np.array([release(race, incidence, resolve_source(rng))[0] for _ in range(args.runs)])
+                at_gs = truncation_lp.certificates(incidence, [gs])[0].value
             fixed = Laplace(sensitivity=gs * SENSITIVITY_FACTOR, epsilon=epsilon, coordinates=1)
-            at_gs = remembered(incidence, [gs])[0]
             plain = np.asarray(fixed.release(np.full(args.runs, at_gs), rng=rng))
             print(
                 f"| {pattern} | {int(truth):,} | {incidence.totals().max():,.0f} | {gs:,.0f} | "
@@ -91,7 +105,6 @@ def main() -> None:
                 f"{trimmed_relative_error(raced, truth):.2%} | {trimmed_relative_error(plain, truth):.2%} |",
                 flush=True,
             )
-        truncation_lp.truncated_values = solve
 
 
 if __name__ == "__main__":

@@ -67,6 +67,22 @@ def test_certified_values_lie_within_the_tolerance_below_the_optimum() -> None:
             assert optimum - 1e-6 * tau - 1e-9 <= value <= optimum + 1e-9, (trial, tau, value, optimum)
 
 
+def test_a_certificates_duals_bound_every_smaller_thresholds_program() -> None:
+    """On 30 random instances (2 or 3 persons per result, and one person per result), seed 16: each
+    certificate's bound lies within the tolerance above its value, and its cap at every smaller threshold
+    is at least that threshold's optimum (weak duality: the duals stay feasible whatever tau)."""
+    rng = np.random.default_rng(16)
+    for trial in range(30):
+        width = (1, 2, 3)[trial % 3]
+        incidence = _random_instance(rng, int(rng.integers(2, 12)), int(rng.integers(1, 40)), width)
+        found = truncation_lp.certificates(incidence, TAUS)
+        optima = [_optimum(incidence, tau) for tau in TAUS]
+        for i, certificate in enumerate(found):
+            assert certificate.value <= certificate.bound <= certificate.value + 1e-6 * certificate.tau + 1e-9
+            for smaller, optimum in zip(TAUS[: i + 1], optima[: i + 1], strict=True):
+                assert certificate.cap(smaller) >= optimum - 1e-7, (trial, certificate, smaller, optimum)
+
+
 def test_the_program_is_the_plain_answer_from_the_largest_total_on_and_never_above_it() -> None:
     rng = np.random.default_rng(12)
     incidence = _random_instance(rng, 10, 60, 3)
@@ -222,13 +238,13 @@ def test_the_early_stop_releases_exactly_what_the_whole_race_does(monkeypatch: p
     that solving every program and :meth:`Race.release` give, and it skips programs (seed 19)."""
     rng = np.random.default_rng(19)
     solved: list[float] = []
-    original = truncation_lp.truncated_values
+    original = truncation_lp.certificates
 
-    def counting(incidence: Incidence, taus: list[float]) -> np.ndarray:
+    def counting(incidence: Incidence, taus: list[float]) -> list[truncation_lp.Certificate]:
         solved.extend(taus)
         return original(incidence, taus)
 
-    monkeypatch.setattr(truncation_lp, "truncated_values", counting)
+    monkeypatch.setattr(truncation_lp, "certificates", counting)
     skipped = 0
     for trial in range(30):
         graph = nx.barabasi_albert_graph(60, int(rng.integers(1, 6)), seed=trial)
@@ -238,7 +254,7 @@ def test_the_early_stop_releases_exactly_what_the_whole_race_does(monkeypatch: p
         solved.clear()
         value, high = truncation_lp.race_release(race, incidence, resolve_source(np.random.default_rng(seed)))
         skipped += race.candidates - len(solved)
-        whole = original(incidence, race.taus)[np.newaxis, :]
+        whole = truncated_values(incidence, race.taus)[np.newaxis, :]
         released, shifted = race.release(whole, resolve_source(np.random.default_rng(seed)))
         low, top = race.interval(shifted, 0.1)
         assert (value, high) == (float(released[0]), float(top[0])) and low[0] == max(value, 0.0)

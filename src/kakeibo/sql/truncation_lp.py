@@ -59,8 +59,10 @@ from .truncation import Race, make_race
 __all__ = [
     "SENSITIVITY_FACTOR",
     "TOLERANCE",
+    "Certificate",
     "Incidence",
     "NotCertified",
+    "certificates",
     "program_race",
     "race_release",
     "truncated_values",
@@ -146,6 +148,24 @@ class Incidence:
         )
 
 
+@dataclass(frozen=True)
+class Certificate:
+    """A certified solve of ``Q(I, tau)``: the released ``value`` (feasible, within ``TOLERANCE * tau`` below
+    the optimum), the dual ``bound`` ``U = tau sum_t y_t + sum_q psi_q (1 - sum_{t in q} y_t)^+ >= Q(I,
+    tau)``, and its ``slope`` ``sum_t y_t``. The same ``y`` is dual feasible at every threshold, so ``Q(I, t)
+    <= U - (tau - t) * slope`` for every ``t <= tau`` (:meth:`cap`): a bound on the smaller thresholds'
+    programs at no cost, which R2T's early stop reads (:func:`race_release`)."""
+
+    tau: float
+    value: float
+    bound: float
+    slope: float
+
+    def cap(self, tau: float) -> float:
+        """The bound this certificate's duals give on ``Q(I, tau)``, for ``tau`` up to its own."""
+        return self.bound - (self.tau - tau) * self.slope
+
+
 def truncated_values(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
     """Certified values of ``Q(I, tau)`` for each threshold (module docstring), each within
     ``TOLERANCE * tau`` below the optimum and feasible.
@@ -154,21 +174,33 @@ def truncated_values(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
     >>> [round(float(v), 6) for v in truncated_values(triangle, [0.5, 1, 2])]
     [0.75, 1.5, 3.0]
     """
-    values = np.empty(len(taus))
+    return np.array([c.value for c in certificates(incidence, taus)], dtype=np.float64)
+
+
+def certificates(incidence: Incidence, taus: Sequence[float]) -> list[Certificate]:
+    """The :class:`Certificate` of each threshold's program."""
     totals = incidence.totals()
     largest = float(totals.max(initial=0.0))
     plain = float(incidence.weights.sum())
     if np.bincount(incidence.results, minlength=incidence.size).max(initial=0) <= 1:
-        # one person per result at most: the optimum clips each person's total (R2T, Section 4)
+        # one person per result at most: the optimum clips each person's total (R2T, Section 4); the duals
+        # are 1 on the persons above tau
         alone = np.ones(incidence.size, dtype=bool)
         alone[incidence.results] = False
         rest = float(incidence.weights[alone].sum())  # the results of no person
-        return np.array([rest + float(np.minimum(totals, tau).sum()) for tau in taus])
+        clipped = [rest + float(np.minimum(totals, tau).sum()) for tau in taus]
+        return [
+            Certificate(float(tau), value, value, float(np.sum(totals > tau)))
+            for tau, value in zip(taus, clipped, strict=True)
+        ]
     needed = [tau for tau in taus if tau < largest]
     program = _Program(incidence, totals, min(needed)) if needed else None
-    for i, tau in enumerate(taus):
-        values[i] = plain if program is None or tau >= largest else program.value(float(tau))
-    return values
+    return [
+        Certificate(float(tau), plain, plain, 0.0)
+        if program is None or tau >= largest
+        else program.certificate(float(tau))
+        for tau in taus
+    ]
 
 
 def upper_bounds(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
@@ -206,8 +238,9 @@ def race_release(race: Race, incidence: Incidence, source: RandomSource) -> tupl
 
     Every candidate's noise is drawn first, in the order :meth:`Race.release` draws it
     (:meth:`~kakeibo.mechanisms.Laplace.deferred`). From the largest threshold down, a candidate is released
-    at an upper bound of its program (:func:`~kakeibo.sql.truncation_lp.upper_bounds`, and the value at the
-    next larger threshold solved, since ``Q(I, tau)`` grows with ``tau``); if that cannot beat the best so
+    at an upper bound of its program: the least of :func:`upper_bounds` and of the caps of the certificates
+    of the larger thresholds solved (:meth:`Certificate.cap`, their duals' bound, which also bounds the
+    value at a larger threshold since ``Q(I, tau)`` grows with ``tau``); if that cannot beat the best so
     far, its program is not solved, since its release at the true value is no larger. The value returned
     is therefore exactly ``max(0, max_j Q~_j)`` of :meth:`Race.release` with the same source, and so is
     its privacy. The interval at the race's own ``beta`` is ``[value, Q~_K + 2 shift_K]``
@@ -221,13 +254,15 @@ def race_release(race: Race, incidence: Incidence, source: RandomSource) -> tupl
 
     shifts = race.shifts(race.beta)
     bounds = upper_bounds(incidence, race.taus)
-    best, above, high = 0.0, math.inf, math.nan
+    best, high = 0.0, math.nan
+    solved: list[Certificate] = []
     for j in reversed(range(race.candidates)):
-        bound = min(float(bounds[j]), above)
+        tau = race.taus[j]
+        bound = min([float(bounds[j]), *(c.cap(tau) for c in solved)])
         if j < race.candidates - 1 and releases_at(j, bound) - shifts[j] <= best:
             continue
-        above = float(truncated_values(incidence, [race.taus[j]])[0])
-        candidate = releases_at(j, above) - shifts[j]
+        solved.append(certificates(incidence, [tau])[0])
+        candidate = releases_at(j, solved[-1].value) - shifts[j]
         best = max(best, candidate)
         if j == race.candidates - 1:
             high = candidate + 2 * shifts[j]
@@ -298,14 +333,14 @@ class _Program:
         active[self.col[by_row[rank < 2 * tau + 2]]] = True
         return active
 
-    def value(self, tau: float) -> float:
-        """The certified value at ``tau`` (at least the floor this program was built for)."""
+    def certificate(self, tau: float) -> Certificate:
+        """The certified solve at ``tau`` (at least the floor this program was built for)."""
         tight = False
         for _ in range(_ROUNDS):
             point, duals = self._solve(np.flatnonzero(self.active), tau, tight)
-            low, high, reduced = self._bounds(point, duals, tau)
+            low, high, reduced, slope = self._bounds(point, duals, tau)
             if high - low <= TOLERANCE * tau:
-                return self.fixed + low
+                return Certificate(tau, self.fixed + low, self.fixed + high, slope)
             violated = np.flatnonzero(~self.active & (reduced > _PRICING))
             if len(violated) == 0:
                 if tight:
@@ -348,9 +383,11 @@ class _Program:
         point[active] = values
         return point, duals
 
-    def _bounds(self, point: FloatArray, duals: FloatArray, tau: float) -> tuple[float, float, FloatArray]:
-        """The value of ``point`` repaired into the feasible region, the dual bound of ``duals``, and each
-        column's reduced cost under them."""
+    def _bounds(
+        self, point: FloatArray, duals: FloatArray, tau: float
+    ) -> tuple[float, float, FloatArray, float]:
+        """The value of ``point`` repaired into the feasible region, the dual bound of ``duals``, each
+        column's reduced cost under them, and the bound's slope in ``tau`` (the sum of the duals)."""
         u = np.clip(np.nan_to_num(point, nan=0.0), 0.0, self.psi)
         load = np.bincount(self.row, weights=u[self.col], minlength=self.n_rows)
         scale = np.where(load > tau * _MARGIN, tau * _MARGIN / np.maximum(load, 1e-300), 1.0)
@@ -359,4 +396,4 @@ class _Program:
         y = np.abs(np.nan_to_num(duals, nan=np.inf))
         reduced = 1.0 - np.add.reduceat(y[self.row], self.start[:-1]) if len(self.row) else y[:0]
         high = tau * float(y.sum()) + float((self.psi * np.maximum(0.0, reduced)).sum())
-        return float(u.sum()), high, reduced
+        return float(u.sum()), high, reduced, float(y.sum())
