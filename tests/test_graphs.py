@@ -83,6 +83,29 @@ def test_a_certificates_duals_bound_every_smaller_thresholds_program() -> None:
                 assert certificate.cap(smaller) >= optimum - 1e-7, (trial, certificate, smaller, optimum)
 
 
+def test_results_of_two_persons_with_whole_weights_are_solved_exactly_as_maximum_flows() -> None:
+    """200 random instances of at most two persons per result (some named twice, so one), whole weights
+    0 to 5 and whole thresholds (seed 17) take the maximum-flow path, and its values are the independent
+    solver's optima exactly (to 1e-9), with their certificates' bounds equal to them."""
+    rng = np.random.default_rng(17)
+    taus = [1.0, 2.0, 3.0, 5.0, 8.0]
+    for trial in range(200):
+        persons, results = int(rng.integers(2, 12)), int(rng.integers(1, 50))
+        columns = [rng.integers(0, persons, results) for _ in range(2)]
+        incidence = Incidence.from_columns(columns, rng.choice([0.0, 1.0, 2.0, 5.0], results))
+        assert truncation_lp._flows(incidence, taus)
+        for certificate in truncation_lp.certificates(incidence, taus):
+            optimum = _optimum(incidence, certificate.tau)
+            assert abs(certificate.value - optimum) <= 1e-9, (trial, certificate, optimum)
+            assert abs(certificate.bound - optimum) <= 1e-9, (trial, certificate, optimum)
+    three = _random_instance(rng, 6, 20, 3)
+    assert not truncation_lp._flows(three, taus)  # three persons per result: the program
+    halves = Incidence.from_columns([[0, 1], [1, 2]], [0.5, 1.0])
+    assert not truncation_lp._flows(halves, taus) and not truncation_lp._flows(
+        Incidence.from_columns([[0, 1], [1, 2]]), [1.5]
+    )
+
+
 def test_the_program_is_the_plain_answer_from_the_largest_total_on_and_never_above_it() -> None:
     rng = np.random.default_rng(12)
     incidence = _random_instance(rng, 10, 60, 3)

@@ -25,6 +25,10 @@ function's sensitivity is at most ``(1 + 2 TOLERANCE) tau`` (:data:`SENSITIVITY_
 the race's noise is calibrated to. A point not certified is solved again with tighter tolerances; still not
 certified, it is an error inside the draw (charged, a fixed sentence), never a value with a broken bound.
 
+**Two persons per result.** When no result references three persons and the weights and ``tau`` are whole
+(counts: an edge, a transfer, a line item of a customer and a supplier), the program is a fractional
+b-matching, solved exactly as a maximum flow in integers (:func:`_flow`): no tolerance, no solver point.
+
 **One person per result.** When no result references two persons, the optimum clips each person's total
 at ``tau`` and keeps every result of no person (the self-join-free case, R2T Section 4); no program is
 solved.
@@ -49,6 +53,8 @@ from typing import cast
 import highspy
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.sparse import csr_array
+from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..errors import ArgumentError, Error
 from ..mechanisms import Laplace
@@ -194,6 +200,11 @@ def certificates(incidence: Incidence, taus: Sequence[float]) -> list[Certificat
             for tau, value in zip(taus, clipped, strict=True)
         ]
     needed = [tau for tau in taus if tau < largest]
+    if needed and _flows(incidence, needed):
+        return [
+            Certificate(float(tau), plain, plain, 0.0) if tau >= largest else _flow(incidence, totals, tau)
+            for tau in taus
+        ]
     program = _Program(incidence, totals, min(needed)) if needed else None
     return [
         Certificate(float(tau), plain, plain, 0.0)
@@ -201,6 +212,73 @@ def certificates(incidence: Incidence, taus: Sequence[float]) -> list[Certificat
         else program.certificate(float(tau))
         for tau in taus
     ]
+
+
+def _flows(incidence: Incidence, taus: Sequence[float]) -> bool:
+    """Whether the programs at ``taus`` are maximum flows (:func:`_flow`): at most two persons per result,
+    whole weights and thresholds, and every capacity and the flow's value within 32-bit integers (what
+    SciPy's maximum flow takes)."""
+    weights = incidence.weights
+    return bool(
+        np.bincount(incidence.results, minlength=incidence.size).max(initial=0) <= 2
+        and np.all(weights == np.floor(weights))
+        and all(float(tau) == math.floor(tau) for tau in taus)
+        and 2 * float(weights.sum()) < 2**31 - 1
+    )
+
+
+def _flow(incidence: Incidence, totals: FloatArray, tau: float) -> Certificate:
+    """``Q(I, tau)`` exactly, when each result references at most two persons and the weights and ``tau``
+    are whole (:func:`_flows`): the program is then a fractional b-matching, and its optimum is half the
+    maximum flow of its bipartite double cover (each person ``t`` a left node ``L_t`` fed by the source at
+    capacity ``tau`` and a right node ``R_t`` draining to the sink at ``tau``; a result of persons ``a, b``
+    the arcs ``L_a -> R_b`` and ``L_b -> R_a`` at ``psi``; a result of one person ``a`` the arcs ``L_a ->
+    sink`` and ``source -> R_a``). A program point ``u`` gives the flow ``u`` on both arcs of each result, of
+    value ``2 sum u``; a flow gives ``u_q`` = the mean of its two arcs, feasible, of value half the flow's.
+    With whole capacities the maximum flow is computed exactly in integers (SciPy's Dinic), so the value is
+    the optimum itself, no tolerance. As in :class:`_Program`, only the persons above ``tau`` have rows;
+    the rest of the results keep ``psi``. The duals ``y_t`` (half for each side of ``t`` the minimum cut
+    separates from the source) give the certificate's bound and slope, computed by the same formula as a
+    program's."""
+    heavy = totals > tau
+    reaches = np.zeros(incidence.size, dtype=bool)
+    reaches[incidence.results[heavy[incidence.persons]]] = True
+    fixed = float(incidence.weights[~reaches].sum())
+    rows = np.flatnonzero(heavy)
+    row_of = np.full(incidence.n_persons, -1, dtype=np.int64)
+    row_of[rows] = np.arange(len(rows))
+    keep = reaches[incidence.results] & heavy[incidence.persons]
+    result, row = incidence.results[keep], row_of[incidence.persons[keep]]
+    order = np.argsort(result, kind="stable")
+    result, row = result[order], row[order]
+    first = np.r_[True, result[1:] != result[:-1]] if len(result) else np.zeros(0, dtype=bool)
+    paired = np.r_[~first[1:], False] if len(result) else first  # the first of a result's two rows
+    n = len(rows)
+    source, sink = 2 * n, 2 * n + 1
+    a, b = row[paired], row[np.flatnonzero(paired) + 1]
+    single = first & ~paired
+    alone = row[single]
+    psi_pair = incidence.weights[result[paired]]
+    psi_one = incidence.weights[result[single]]
+    tails = np.concatenate([a, b, alone, np.full(len(alone), source), np.full(n, source), n + np.arange(n)])
+    heads = np.concatenate(
+        [n + b, n + a, np.full(len(alone), sink), n + alone, np.arange(n), np.full(n, sink)]
+    )
+    caps = np.concatenate([psi_pair, psi_pair, psi_one, psi_one, np.full(2 * n, tau)])
+    graph = csr_array((caps.astype(np.int32), (tails, heads)), shape=(2 * n + 2, 2 * n + 2))
+    graph.sum_duplicates()
+    found = maximum_flow(graph, source, sink, method="dinic")
+    value = fixed + found.flow_value / 2
+    residual = (graph - found.flow).tocsr()
+    residual.data = (residual.data > 0).astype(np.int8)
+    residual.eliminate_zeros()
+    reached = np.zeros(2 * n + 2, dtype=bool)
+    reached[breadth_first_order(residual, source, directed=True, return_predecessors=False)] = True
+    y = np.zeros(incidence.n_persons)
+    y[rows] = ((~reached[:n]).astype(np.float64) + reached[n : 2 * n]) / 2
+    covered = np.bincount(incidence.results, weights=y[incidence.persons], minlength=incidence.size)
+    bound = tau * float(y.sum()) + float((incidence.weights * np.maximum(0.0, 1.0 - covered)).sum())
+    return Certificate(float(tau), value, max(bound, value), float(y.sum()))
 
 
 def upper_bounds(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
