@@ -113,7 +113,7 @@ def relational_query(rng: random.Random) -> tuple[str, str, dict[str, object] | 
     source, tables = rng.choice(SOURCES)
     catalog = rng.choice(sorted(CATALOGS))
     numbers = [c for t in tables for c in NUMBERS[t]]
-    # R2T's program answers it: most draws then take the shape it answers (one COUNT or SUM, no GROUP BY)
+    # R2T's program answers it: most draws then take the shape it answers (one COUNT or SUM, grouped or not)
     program = any(t in ("o1o2", "l1l2") for t in tables) or (catalog == "persons2" and "lineitem" in tables)
     shaped = program and rng.random() < 3 / 4
 
@@ -130,7 +130,7 @@ def relational_query(rng: random.Random) -> tuple[str, str, dict[str, object] | 
         for _ in range(1 if shaped else rng.randint(1, 3))
     ]
     keys = [k for t in tables for k in KEYS[t]]
-    group = rng.choice(keys) if keys and not shaped and rng.random() < 1 / 3 else None
+    group = rng.choice(keys) if keys and rng.random() < 1 / 3 else None
     select = ([group] if group else []) + [f"{a} AS a{i}" for i, a in enumerate(aggregates)]
     sql = f"SELECT {', '.join(select)} FROM {source}"
     about = [ABOUT_TARGET[t] for t in tables if t in ABOUT_TARGET]

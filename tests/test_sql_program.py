@@ -12,6 +12,7 @@ amounts above the bound, NULL or NaN.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -233,12 +234,54 @@ def test_self_joins_and_a_public_table_twice_are_answered(tmp_path: Path) -> Non
     ).to_arrow().column_names == ["n", "n_ci_low", "n_ci_high"]
 
 
+def test_grouped_by_public_keys_each_key_is_raced_at_its_share(tmp_path: Path) -> None:
+    """GROUP BY the payer's city (public values a, b): both keys are released (in declared order), each
+    group's programs are those of its own results (against the results computed here), each key's race
+    spends epsilon / 2, and the ledger is charged epsilon once."""
+    sql = (
+        "SELECT p1.city AS city, SUM(amount) AS total FROM transfers t JOIN people p1 ON p1.id = t.payer "
+        "JOIN people p2 ON p2.id = t.payee GROUP BY p1.city"
+    )
+    query = _program(sql)
+    assert query.group_names == ("city",) and query.keys == (("a",), ("b",))
+    assert sum(m.privacy_loss.epsilon for m in query.race.mechanisms) == Fraction(1, 2)
+    tables = _tables()
+    raw = _engine(tables).execute(query.statement)
+    found = incidence(raw, query.person_tables, query.weighted)
+    cities = np.array(raw["__g0"].to_pylist())
+    for city in ("a", "b"):  # a group's incidence holds its results and their persons only
+        part = found.restricted(cities == city)
+        assert part.size == int(np.sum(cities == city)) and part.n_persons == found.n_persons
+        assert np.bincount(part.results).tolist() == np.bincount(found.results)[cities == city].tolist()
+    payer_city = {p: "ab"[p % 2] for p in range(PEOPLE)}
+    people = set(tables["people"]["id"].to_pylist())
+    truth = {"a": 0.0, "b": 0.0}
+    for row in tables["transfers"].to_pylist():
+        if row["payer"] in people and row["payee"] in people:
+            amount = row["amount"]
+            weight = 0.0 if amount is None else 100.0 if math.isnan(amount) else min(max(amount, 0.0), 100.0)
+            truth[payer_city[row["payer"]]] += weight
+    sums = {c: float(found.restricted(cities == c).weights.sum()) for c in ("a", "b")}
+    assert sums == pytest.approx(truth, rel=1e-12)
+    ledger = Ledger(tmp_path / "l.sqlite", budget=10)
+    session = kakeibo.connect(_engine(tables), catalog=CATALOG, ledger=ledger)
+    released = session.sql(sql, epsilon=1, rng=np.random.default_rng(37)).to_arrow()
+    assert released.column_names == ["city", "total", "total_ci_low", "total_ci_high"]
+    assert released["city"].to_pylist() == ["a", "b"] and float(ledger.spent().epsilon) == 1
+    assert "one race per key of city (2 public keys, each at epsilon 0.5)" in session.explain(sql, epsilon=1)
+
+
 @pytest.mark.parametrize(
     ("sql", "fragment"),
     [
-        (f"{QUERY} GROUP BY p1.city", "GROUP BY is not supported yet where a join result can belong"),
+        ("SELECT t.payer, COUNT(*) FROM transfers t GROUP BY t.payer", "GROUP BY takes text, integer or"),
+        (
+            "SELECT COUNT(*) FROM transfers t JOIN people p ON p.id = t.payer GROUP BY p.city",
+            "is selected too",
+        ),
+        (f"{QUERY} HAVING SUM(amount) > 1", "HAVING is not supported yet where a join result can belong"),
         ("SELECT AVG(amount) FROM transfers", "AVG is not supported yet where a join result can belong"),
-        ("SELECT COUNT(*), SUM(amount) FROM transfers", "selects one COUNT or SUM, without other columns"),
+        ("SELECT COUNT(*), SUM(amount) FROM transfers", "selects one COUNT or SUM, and no column but"),
         ("SELECT SUM(fee) FROM transfers", "bounded below by 0 and above by a positive bound"),
         ("SELECT COUNT(*) FROM transfers t, people p", "no equality along a declared reference joins the"),
         ("SELECT COUNT(*) FROM transfers t JOIN log l ON l.payer = t.payer", "row-level privacy"),

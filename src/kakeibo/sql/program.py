@@ -14,8 +14,10 @@ that references them. A join result whose person key is NULL belongs to nobody a
 one-person statement drops a row whose person is NULL.
 
 **What is answered.** One ``COUNT(*)``, ``COUNT(expression)`` or ``SUM(expression)`` (an expression over
-bounded columns as :mod:`kakeibo.sql.values` reads it, bounded below by 0), without GROUP BY, HAVING,
-ORDER BY, LIMIT or DISTINCT, over tables joined by the equalities the query states
+bounded columns as :mod:`kakeibo.sql.values` reads it, bounded below by 0), without HAVING, ORDER BY,
+LIMIT or DISTINCT, optionally grouped by columns whose ``public_values`` the catalog declares (every key of
+their product is released, empty ones too, so no partition selection is needed; at most
+:data:`MAX_GROUPS`), over tables joined by the equalities the query states
 (:meth:`~kakeibo.sql.tables.Tables`, ``several=True``: no cross join; public tables on a unique key), with a
 WHERE clause checked total as everywhere (:mod:`kakeibo.sql.predicates`).
 
@@ -34,7 +36,10 @@ results one person reaches, ``bounds={"max_rows_bound": N}``, else the largest `
 query's sensitive tables declare, else 10^6; ``b``: the first sensitive table's ``truncation_base``), each
 candidate ``(epsilon / k)``-DP with Laplace noise of sensitivity ``(1 + 2e-6) tau_j``; ``epsilon``-DP in
 all. ``N`` is public and sets only the grid: privacy holds whatever the data, and ``N`` too low costs
-accuracy only (the interval's upper end then fails to hold, see below).
+accuracy only (the interval's upper end then fails to hold, see below). Grouped by ``G`` public keys, each
+group's results are raced at ``epsilon / G``: a person's results may fall in every group, and sequential
+composition over the groups makes the release ``epsilon``-DP whatever they do (no parallel composition is
+claimed, so no bound on a person's groups is needed).
 
 **Accuracy.** The released value is R2T's: with probability at least 95% (``beta = 0.05``) it is at most the
 true answer (every candidate's noise within its shift), and R2T's Theorem 5.1 bounds how far below. The
@@ -50,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -75,7 +81,6 @@ __all__ = ["ProgramQuery", "analyze_program", "draw"]
 
 #: the clauses R2T's program does not answer yet, by the name a refusal gives them
 _CLAUSES = {
-    "group": "GROUP BY",
     "having": "HAVING",
     "order": "ORDER BY",
     "limit": "LIMIT",
@@ -105,6 +110,8 @@ class ProgramQuery:
     tables: tuple[TableSpec, ...]
     read: frozenset[str]
     unique: tuple[tuple[TableSpec, str], ...]
+    group_names: tuple[str, ...] = ()
+    keys: tuple[tuple[object, ...], ...] = ((),)
 
     @property
     def privacy_loss(self) -> PureDP:
@@ -127,7 +134,13 @@ class ProgramQuery:
             f"R2T's linear program per threshold tau: one variable u_q in [0, psi_q] per join result (psi = "
             f"{weight}), maximise sum u_q subject to sum of u_q over the results of each person <= tau; "
             f"{len(self.person_tables)} person keys per result, persons of table(s) {persons}",
-            f"GS = {self.row_bound:g} x {self.max_rows:,} join results per person; {self.race.describe()}",
+            f"GS = {self.row_bound:g} x {self.max_rows:,} join results per person; {self.race.describe()}"
+            + (
+                f"; one race per key of {', '.join(self.group_names)} ({len(self.keys):,} public keys, each "
+                f"at epsilon {float(self.epsilon) / len(self.keys):.4g})"
+                if self.group_names
+                else ""
+            ),
             f"epsilon {float(self.epsilon):g} (pure), charged once; interval: [released value, top candidate "
             f"+ 2 shifts] at {CONFIDENCE:.0%}",
         ]
@@ -150,7 +163,7 @@ def analyze_program(
         if select.args.get(key):
             raise QueryRefused(
                 f"{name} is not supported yet where a join result can belong to several persons ({why}); "
-                "R2T's linear program answers one COUNT or SUM there."
+                "R2T's linear program answers one COUNT or SUM there, grouped by columns with public values."
             )
     tables = Tables(select, catalog, dialect, database, several=True)
     correlated = [key[0] for key in tables.person_keys if catalog.tables[key[0]].correlation is not None]
@@ -159,12 +172,14 @@ def analyze_program(
             f"the persons of table {correlated[0]} are correlated, and R2T's program calibrates for "
             "independent persons; query that table alone."
         )
-    if len(select.expressions) != 1 or not is_aggregate(strip(select.expressions[0].unalias())):
+    groups = _groups(select, tables, why)
+    aggregates = [e for e in select.expressions if is_aggregate(strip(e.unalias()))]
+    if len(aggregates) != 1 or len(select.expressions) != 1 + len(groups):
         raise QueryRefused(
             f"a query whose join results can belong to several persons ({why}) selects one COUNT or SUM, "
-            "without other columns."
+            "and no column but the ones it groups by."
         )
-    node = select.expressions[0]
+    node = aggregates[0]
     reader = AggregateReader(tables, sql)
     call = reader.read(strip(node.unalias()))
     if call.function not in ("count", "sum"):
@@ -178,7 +193,9 @@ def analyze_program(
     selected = [f"{_column(q, c)} AS __p{i}" for i, (_, q, c) in enumerate(persons)]
     if weight is not None:
         selected.append(f"{weight} AS __psi")
+    selected += [f"{g.column} AS __g{i}" for i, g in enumerate(groups)]
     conditions = [f"{_column(q, c)} IS NOT NULL" for _, q, c in persons]
+    conditions += [g.member for g in groups]
     where = where_condition(select, tables)
     if where is not None:
         conditions.insert(0, f"({where.sql('duckdb')})")
@@ -186,7 +203,8 @@ def analyze_program(
     sensitive = [s.spec for s in tables.sources if not s.spec.public]
     max_rows = _max_rows(bounds, sensitive)
     share = as_fraction(epsilon, "epsilon")
-    race = program_race(row_bound, max_rows, sensitive[0].truncation_base, share, 1 - CONFIDENCE)
+    keys = _keys(groups)
+    race = program_race(row_bound, max_rows, sensitive[0].truncation_base, share / len(keys), 1 - CONFIDENCE)
     specs = tuple(dict.fromkeys([*(s.spec for s in tables.sources), *(j.table for j in tables.joins)]))
     return ProgramQuery(
         sql=sql,
@@ -202,21 +220,92 @@ def analyze_program(
         tables=specs,
         read=frozenset(tables.resolve(c).column.name for c in select.find_all(exp.Column)),
         unique=_unique_keys(tables, catalog),
+        group_names=tuple(g.name for g in groups),
+        keys=keys,
     )
 
 
 def draw(query: ProgramQuery, execute: Callable[[str], pa.Table], source: RandomSource) -> pa.Table:
-    """Run the statement, race the program's values (module docstring) and return the released table:
-    the value and its 95% interval, one row."""
+    """Run the statement, race each group's program values (module docstring; the groups in the order of
+    :attr:`ProgramQuery.keys`, each at ``epsilon / G``) and return the released table: the group columns,
+    the value and its 95% interval, one row per public key."""
     raw = execute(query.statement)
-    value, high = race_release(query.race, incidence(raw, query.person_tables, query.weighted), source)
-    return pa.table(
-        {
-            query.alias: pa.array([value], pa.float64()),
-            f"{query.alias}_ci_low": pa.array([value], pa.float64()),
-            f"{query.alias}_ci_high": pa.array([high], pa.float64()),
-        }
-    )
+    found = incidence(raw, query.person_tables, query.weighted)
+    group = np.zeros(raw.num_rows, dtype=np.int64)
+    for i, values in enumerate(zip(*query.keys, strict=True) if query.group_names else ()):
+        public = list(dict.fromkeys(values))
+        column = raw.column(f"__g{i}")
+        index = pc.index_in(column, value_set=pa.array(public, type=column.type))
+        group = group * len(public) + np.asarray(index.to_numpy(zero_copy_only=False), dtype=np.int64)
+    released = [
+        race_release(query.race, found.restricted(group == g), source) for g in range(len(query.keys))
+    ]
+    columns: dict[str, pa.Array] = {
+        name: pa.array([key[i] for key in query.keys]) for i, name in enumerate(query.group_names)
+    }
+    columns[query.alias] = pa.array([value for value, _ in released], pa.float64())
+    columns[f"{query.alias}_ci_low"] = pa.array([value for value, _ in released], pa.float64())
+    columns[f"{query.alias}_ci_high"] = pa.array([high for _, high in released], pa.float64())
+    return pa.table(columns)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A GROUP BY column: its output ``name``, the statement's ``column``, its public ``values`` and the
+    statement's condition that a row holds one of them (``member``)."""
+
+    name: str
+    column: str
+    values: tuple[object, ...]
+    member: str
+
+
+#: the most groups (the product of the grouping columns' public value counts) one query releases
+MAX_GROUPS = 10_000
+
+
+def _groups(select: exp.Select, tables: Tables, why: str) -> list[_Group]:
+    """The query's GROUP BY columns, each a column the SELECT list names too and whose public values the
+    catalog declares (text, integers or booleans): every one of their keys is released, with no partition
+    selection, so the keys say nothing of the data."""
+    group = select.args.get("group")
+    if group is None:
+        return []
+    found = []
+    outputs = {
+        strip(e.unalias()).sql(): e for e in select.expressions if not is_aggregate(strip(e.unalias()))
+    }
+    for node in group.expressions:
+        node = strip(node)
+        ref = tables.resolve(node) if isinstance(node, exp.Column) else None
+        values = None if ref is None else ref.column.public_values
+        if ref is None or values is None or ref.column.type not in ("str", "int", "bool"):
+            raise QueryRefused(
+                f"where a join result can belong to several persons ({why}), GROUP BY takes text, integer or "
+                "boolean columns whose public_values the catalog declares, not "
+                f"{node.sql(dialect=tables.dialect)}."
+            )
+        output = outputs.get(node.sql())
+        if output is None:
+            raise QueryRefused(f"the GROUP BY column {node.sql(dialect=tables.dialect)} is selected too.")
+        column = tables.engine_column(cast(exp.Column, node))
+        member = column.isin(*(exp.convert(v) for v in values)).sql("duckdb")
+        name = output.alias.lower() if isinstance(output, exp.Alias) else ref.column.name
+        found.append(_Group(name, column.sql("duckdb"), tuple(values), member))
+    return found
+
+
+def _keys(groups: list[_Group]) -> tuple[tuple[object, ...], ...]:
+    """Every key of ``groups`` (their public values' product, in declared order), or a refusal past
+    :data:`MAX_GROUPS`."""
+    keys: list[tuple[object, ...]] = [()]
+    for g in groups:
+        keys = [(*key, v) for key in keys for v in dict.fromkeys(g.values)]
+        if len(keys) > MAX_GROUPS:
+            raise QueryRefused(
+                f"the GROUP BY columns have more than {MAX_GROUPS:,} keys together; each key is released."
+            )
+    return tuple(keys)
 
 
 def incidence(raw: pa.Table, person_tables: tuple[str, ...], weighted: bool) -> Incidence:

@@ -24,6 +24,10 @@ When ``U - L <= TOLERANCE * tau``, ``L`` lies within ``TOLERANCE * tau`` below t
 function's sensitivity is at most ``(1 + 2 TOLERANCE) tau`` (:data:`SENSITIVITY_FACTOR`), which is what
 the race's noise is calibrated to. A point not certified is solved again with tighter tolerances; still not
 certified, it is an error inside the draw (charged, a fixed sentence), never a value with a broken bound.
+The released function moves by at most ``tau + TOLERANCE * tau`` between neighbours, so the factor's second
+``TOLERANCE`` is slack, which covers the rounding of the float sums ``L`` and ``U``: NumPy's pairwise sums of
+``m`` terms are off by at most about ``log2(m) 2^-53 sum psi``, and ``sum psi <= m tau`` (every weight is at
+most the row bound, the least threshold), which stays below ``TOLERANCE * tau`` up to ``m = 10^8`` results.
 
 **Two persons per result.** When no result references three persons and the weights and ``tau`` are whole
 (counts: an edge, a transfer, a line item of a customer and a supplier), the program is a fractional
@@ -145,6 +149,12 @@ class Incidence:
         repeat = np.concatenate(keep) if codes else np.zeros(0, dtype=bool)
         persons = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
         return cls(psi, results[repeat], persons[repeat], n_persons)
+
+    def restricted(self, keep: NDArray[np.bool_]) -> Incidence:
+        """The incidence of the results ``keep`` marks (renumbered in order), over the same persons."""
+        number = np.cumsum(keep) - 1
+        pairs = keep[self.results]
+        return Incidence(self.weights[keep], number[self.results[pairs]], self.persons[pairs], self.n_persons)
 
     @property
     def size(self) -> int:
