@@ -434,7 +434,12 @@ ATTACKS = [
     refused("except", f"{COUNT} EXCEPT {COUNT}", "EXCEPT"),
     refused("intersect", f"{COUNT} INTERSECT {COUNT}", "INTERSECT"),
     refused("cte", "WITH t AS (SELECT * FROM visits LIMIT 5) SELECT COUNT(*) FROM t", "LIMIT"),  # a sample
-    refused("self-join", "SELECT COUNT(*) FROM visits a JOIN visits b ON a.user_id = b.user_id", "self-join"),
+    # a self-join is answered by R2T's program (issue 33); grouped by the person it would be per-person rows
+    refused(
+        "self-join-per-person",
+        "SELECT a.user_id, COUNT(*) FROM visits a JOIN visits b ON a.user_id = b.user_id GROUP BY a.user_id",
+        "GROUP BY takes text, integer or boolean columns whose public_values",
+    ),
     # aggregates whose result is the values themselves
     refused("string-agg", "SELECT string_agg(category, ',') FROM visits", AGGREGATE),
     refused("list-agg", "SELECT list(amount) FROM visits", AGGREGATE),
