@@ -1,6 +1,6 @@
 """Queries whose join results reference several persons, answered by R2T's linear program (issue 33).
 
-Two parts, each in one run:
+Three parts, each in one run:
 
 * ``transfers``: the seed's p.92 example built as tables (``people``, ``transfers``) in DuckDB. N persons
   in pairs, one transfer of 1,000 per pair; its neighbour adds one person who sends 1 to everyone. For
@@ -17,15 +17,26 @@ Two parts, each in one run:
   between runs, as ``bench_graphs.py`` does), for each race base of ``--bases`` at ``--beta`` (kakeibo's
   0.05; the authors' scripts pass 0.1); and the oracle's error: the untruncated answer with Laplace noise
   calibrated to the largest per-person total, which only someone who knew the data could choose.
+* ``scale``: time and memory against the number of join results, for each query of ``--queries`` at each
+  scale factor of ``--scales``, each in a fresh child process: the engine's join, building the incidence,
+  every threshold's program solved (no early stop: the worst case of a release), and ``--runs`` releases
+  with the early stop (the slowest shown); memory is the child's peak resident set (``ru_maxrss``) less
+  its resident set before the join, so it holds the engine's join, the Arrow result, the incidence and the
+  programs, and not the interpreter and libraries loaded before.
 
     .venv/bin/python benchmarks/bench_program.py --part transfers
     .venv/bin/python benchmarks/bench_program.py --part tpch --scale 1 --bases 10,5.5,2 --runs 20
     .venv/bin/python benchmarks/bench_program.py --part tpch --scale 1 --beta 0.1 --runs 20
+    .venv/bin/python benchmarks/bench_program.py --part scale --scales 0.5,1,2 --queries Q21,Q7 --runs 5
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import multiprocessing
+import os
+import resource
 import sys
 import tempfile
 import time
@@ -192,14 +203,80 @@ def tpch_part(args: argparse.Namespace) -> None:
         )
 
 
+def _resident_mb() -> float:
+    """The process's resident set now, in MB (Linux's ``/proc/self/statm``)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _scale_one(name: str, path: str, args: argparse.Namespace) -> dict[str, float]:
+    """One query at one scale factor, in a fresh process (see the module docstring, ``scale``)."""
+    catalog = Catalog.from_dict(tpch.two_person_catalog())
+    query = analyze_program(
+        TPCH_QUERIES[name], catalog, why="bench", dialect="duckdb", database=None, epsilon=args.epsilon
+    )
+    race = truncation_lp.program_race(query.row_bound, query.max_rows, 10.0, query.epsilon, args.beta)
+    con = duckdb.connect(path, read_only=True)
+    before = _resident_mb()
+    start = time.perf_counter()
+    raw = con.sql(query.statement).to_arrow_table()
+    joined = time.perf_counter() - start
+    start = time.perf_counter()
+    found = incidence(raw, query.person_tables, query.weighted)
+    built = time.perf_counter() - start
+    start = time.perf_counter()
+    truncation_lp.certificates(found, race.taus)
+    every = time.perf_counter() - start
+    rng = np.random.default_rng(args.seed)
+    slowest = 0.0
+    for _ in range(args.runs):
+        start = time.perf_counter()
+        truncation_lp.race_release(race, found, resolve_source(rng))
+        slowest = max(slowest, time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kilobytes on Linux
+    return {
+        "results": found.size,
+        "persons": found.n_persons,
+        "joined": joined,
+        "built": built,
+        "every": every,
+        "slowest": slowest,
+        "memory": peak - before,
+    }
+
+
+def scale_part(args: argparse.Namespace) -> None:
+    print(
+        "| query | scale | join results | persons | join s | incidence s | every program s "
+        "| slowest release s | memory MB | MB per 10^6 results |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    spawn = multiprocessing.get_context("spawn")
+    for scale in (float(s) for s in args.scales.split(",")):
+        folder = tpch.generate(scale, Path(args.data) / f"sf{scale:g}")
+        path = Path(args.data) / f"tpch-sf{scale:g}.duckdb"
+        if not path.exists():
+            tpch.load_duckdb(path, folder)
+        for name in args.queries.split(","):
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                row = pool.submit(_scale_one, name, str(path), args).result()
+            print(
+                f"| {name} | {scale:g} | {row['results']:,.0f} | {row['persons']:,.0f} | "
+                f"{row['joined']:.2f} | {row['built']:.2f} | {row['every']:.1f} | {row['slowest']:.2f} | "
+                f"{row['memory']:,.0f} | {row['memory'] / row['results'] * 1e6:,.0f} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("transfers", "tpch"), default="transfers")
+    parser.add_argument("--part", choices=("transfers", "tpch", "scale"), default="transfers")
     parser.add_argument("--n", type=int, default=1000, help="persons of the p.92 example")
     parser.add_argument("--epsilon", type=float, default=0.8)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=33)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--scales", default="0.5,1,2", help="scale factors of the part scale")
     parser.add_argument("--queries", default="Q21,Q5,Q8,Q7")
     parser.add_argument("--bases", default="10", help="race bases to compare (the catalog's default: 10)")
     parser.add_argument("--beta", type=float, default=0.05, help="kakeibo's 0.05; the authors ran 0.1")
@@ -207,8 +284,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.part == "transfers":
         transfers(args)
-    else:
+    elif args.part == "tpch":
         tpch_part(args)
+    else:
+        scale_part(args)
 
 
 if __name__ == "__main__":
