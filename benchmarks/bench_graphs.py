@@ -11,6 +11,7 @@ between runs (they are a function of the graph, so the released values are distr
 the whole epsilon (the same certified program, no race).
 
     .venv/bin/python benchmarks/bench_graphs.py --patterns edge,triangle --epsilons 0.1,0.2,0.4,0.8,1.6,3.2
+    .venv/bin/python benchmarks/bench_graphs.py --patterns edge --bases 10,5.5,4
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--patterns", default="edge,triangle")
     parser.add_argument("--epsilons", default="0.1,0.2,0.4,0.8,1.6,3.2")
     parser.add_argument("--max-degree", type=int, default=1024)
+    parser.add_argument("--bases", default="10", help="race bases to compare (graphs.count's default: 10)")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--beta", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=33)
@@ -77,10 +79,10 @@ def main() -> None:
         f"beta {args.beta}"
     )
     print(
-        "| pattern | occurrences | largest per-node total | GS | join s | one release s | epsilon | race | "
-        "fixed tau = GS |"
+        "| pattern | occurrences | largest per-node total | GS | join s | one release s | epsilon | base "
+        "| race | fixed tau = GS |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for pattern in args.patterns.split(","):
         start = time.perf_counter()
         incidence, _ = graphs.occurrences(edges, pattern)
@@ -88,8 +90,9 @@ def main() -> None:
         truth = float(incidence.size)
         gs = float(args.max_degree) ** graphs.PATTERNS[pattern][1]
         known: Known = {}
-        for epsilon in (float(e) for e in args.epsilons.split(",")):
-            race = graphs._race(pattern, epsilon, args.max_degree, args.beta, 10.0)
+        grid = [(float(e), float(b)) for e in args.epsilons.split(",") for b in args.bases.split(",")]
+        for epsilon, base in grid:
+            race = graphs._race(pattern, epsilon, args.max_degree, args.beta, base)
             start = time.perf_counter()
             truncation_lp.race_release(race, incidence, resolve_source(rng))  # uncached
             released_in = time.perf_counter() - start
@@ -101,7 +104,7 @@ def main() -> None:
             plain = np.asarray(fixed.release(np.full(args.runs, at_gs), rng=rng))
             print(
                 f"| {pattern} | {int(truth):,} | {incidence.totals().max():,.0f} | {gs:,.0f} | "
-                f"{joined:.2f} | {released_in:.1f} | {epsilon:g} | "
+                f"{joined:.2f} | {released_in:.1f} | {epsilon:g} | {base:g} | "
                 f"{trimmed_relative_error(raced, truth):.2%} | {trimmed_relative_error(plain, truth):.2%} |",
                 flush=True,
             )

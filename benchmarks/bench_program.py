@@ -178,7 +178,9 @@ def tpch_part(args: argparse.Namespace) -> None:
         query = analyze_program(
             TPCH_QUERIES[name], catalog, why="bench", dialect="duckdb", database=None, epsilon=args.epsilon
         )
-        race = truncation_lp.program_race(query.row_bound, query.max_rows, base, query.epsilon, args.beta)
+        race = truncation_lp.program_race(
+            query.row_bound, query.max_rows, base, query.epsilon, args.beta, integer=not query.weighted
+        )
         start = time.perf_counter()
         raw = con.sql(query.statement).to_arrow_table()
         joined = time.perf_counter() - start
@@ -215,7 +217,9 @@ def _scale_one(name: str, path: str, args: argparse.Namespace) -> dict[str, floa
     query = analyze_program(
         TPCH_QUERIES[name], catalog, why="bench", dialect="duckdb", database=None, epsilon=args.epsilon
     )
-    race = truncation_lp.program_race(query.row_bound, query.max_rows, 10.0, query.epsilon, args.beta)
+    race = truncation_lp.program_race(
+        query.row_bound, query.max_rows, 10.0, query.epsilon, args.beta, integer=not query.weighted
+    )
     con = duckdb.connect(path, read_only=True)
     before = _resident_mb()
     start = time.perf_counter()

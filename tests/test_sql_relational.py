@@ -17,6 +17,7 @@ references one of those orders. The tests here check, on TPC-H at scale factor 0
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -837,8 +838,29 @@ def test_the_race_is_calibrated_to_each_threshold() -> None:
     counts = make_race(
         row_bound=1.0, integer=True, max_rows=100, base=5.5, epsilon=1, max_partitions=1, beta=0.05
     )
-    assert counts.taus == (1.0, 6.0, 30.0, 166.0)
-    assert [m.scale for m in counts.mechanisms] == [4 * t for t in counts.taus]
+    # the grid hangs from GS = 100: 100 / 5.5^2 = 3.3, 100 / 5.5 = 18.2, rounded for a count
+    assert counts.taus == (3.0, 18.0, 100.0)
+    assert [m.scale for m in counts.mechanisms] == pytest.approx([3 * t for t in counts.taus])
+
+
+@pytest.mark.parametrize("base", [2.0, math.e, 5.5, 10.0, 16.0])
+@pytest.mark.parametrize("max_rows", [1, 2, 9, 10, 99, 1024, 10**6, 10**6 + 1])
+def test_the_grid_hangs_from_the_declared_bound(base: float, max_rows: int) -> None:
+    """The top threshold is M GS itself (truncation there removes nothing, and a threshold above it would
+    add noise only); each is base times the one below; the smallest lies in [M, M base); so there are
+    floor(log_base GS) + 1 candidates, never more than a grid climbing from M to the first power >= GS."""
+    race = make_race(
+        row_bound=2.5, integer=False, max_rows=max_rows, base=base, epsilon=1, max_partitions=1, beta=0.05
+    )
+    taus = np.array(race.taus)
+    assert taus[-1] == 2.5 * max_rows and 2.5 <= taus[0] < 2.5 * base * (1 + 1e-12)
+    assert np.allclose(taus[1:] / taus[:-1], base, rtol=1e-12)
+    climbing = math.ceil(math.log(max_rows) / math.log(base) - 1e-12) + 1 if max_rows > 1 else 1
+    assert race.candidates <= climbing
+    counts = make_race(
+        row_bound=1, integer=True, max_rows=max_rows, base=base, epsilon=1, max_partitions=1, beta=0.05
+    )
+    assert counts.taus[-1] == max_rows and all(t == round(t) >= 1 for t in counts.taus)
 
 
 def test_a_correlated_person_table_is_queried_alone() -> None:

@@ -8,7 +8,7 @@ the results of a self-join of the edge table, computed by DuckDB; each occurrenc
 together with all of its edges. A node with degree ``d`` is in up to ``d`` edges, ``d^2`` length-2 paths or
 triangles and ``d^3`` rectangles (4-cycles), so no fixed sensitivity bounds a count; R2T races thresholds.
 
-**Mechanism.** For each threshold ``tau_j = base^j`` (``j = 0 .. K``, ``base^K >= GS``, with ``GS =
+**Mechanism.** For each threshold ``tau_j = GS / base^(K - j)`` (``j = 0 .. K = floor(log_base GS)``, ``GS =
 max_degree^e`` and ``e`` the pattern's exponent: 1 for edges, 2 for length-2 paths and triangles, 3 for
 rectangles) the count truncated by R2T's linear program ``Q(G, tau_j)``
 (:mod:`kakeibo.sql.truncation_lp`, sensitivity ``tau_j`` under node-level neighbours, released within
@@ -161,7 +161,8 @@ def _race(pattern: str, epsilon: Any, max_degree: Any, beta: Any, base: Any) -> 
     share = as_fraction(epsilon, "epsilon")
     if share <= 0:
         raise ArgumentError(f"epsilon must be positive, got {epsilon!r}.")
-    return program_race(1.0, int(max_degree) ** PATTERNS[pattern][1], float(base), share, float(beta))
+    gs = int(max_degree) ** PATTERNS[pattern][1]
+    return program_race(1.0, gs, float(base), share, float(beta), integer=True)
 
 
 def _edge_table(edges: ArrayLike | pa.Table) -> pa.Table:

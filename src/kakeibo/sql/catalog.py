@@ -91,9 +91,9 @@ drop (:class:`~kakeibo.sql.truncation.Ladder`, :class:`~kakeibo.sql.truncation.D
 
 With ``bound_selection = "race"`` instead, ``max_rows_per_partition = "auto"`` (at a declared
 ``max_partitions``, with declared column bounds) truncates each person's total in each group by the R2T race
-over thresholds ``M b^j`` (``b`` the table's ``truncation_base``, default
-:data:`~kakeibo.sql.truncation.DEFAULT_BASE`) up to ``M`` times ``max_rows_bound`` rows, ``M`` the most one
-row adds to the aggregate (:mod:`kakeibo.sql.truncation`)::
+over thresholds ``M N / b^(K - j)``, ``j = 0 .. K = floor(log_b N)`` (``b`` the table's ``truncation_base``,
+default :data:`~kakeibo.sql.truncation.DEFAULT_BASE`; ``N`` its ``max_rows_bound``; ``M`` the most one row
+adds to the aggregate), from ``M N`` down (:mod:`kakeibo.sql.truncation`)::
 
     [tables.purchases]
     references = { visit_id = "visits.visit_id" }

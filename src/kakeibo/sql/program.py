@@ -30,10 +30,11 @@ every other statement, total by construction.
 
 **Mechanism.** In Python, the results become an :class:`~kakeibo.sql.truncation_lp.Incidence` (a person is
 a key of one table of persons: equal keys of two tables are two persons) and R2T's race runs over the
-program's certified values (:func:`~kakeibo.sql.truncation_lp.race_release`): thresholds ``tau_j = M b^j``
-up to ``GS = M N`` (``M``: the most one result adds, 1 or the expression's upper bound; ``N``: the most join
-results one person reaches, ``bounds={"max_rows_bound": N}``, else the largest ``max_rows_bound`` the
-query's sensitive tables declare, else 10^6; ``b``: the first sensitive table's ``truncation_base``), each
+program's certified values (:func:`~kakeibo.sql.truncation_lp.race_release`): thresholds ``tau_j = GS /
+b^(K - j)``, ``j = 0 .. K = floor(log_b N)``, up to ``GS = M N`` (``M``: the most one result adds, 1 or the
+expression's upper bound; ``N``: the most join results one person reaches, ``bounds={"max_rows_bound": N}``,
+else the largest ``max_rows_bound`` the query's sensitive tables declare, else 10^6; ``b``: the first
+sensitive table's ``truncation_base``; whole numbers for a count), each
 candidate ``(epsilon / k)``-DP with Laplace noise of sensitivity ``(1 + 2e-6) tau_j``; ``epsilon``-DP in
 all. ``N`` is public and sets only the grid: privacy holds whatever the data, and ``N`` too low costs
 accuracy only (the interval's upper end then fails to hold, see below). Grouped by ``G`` public keys, each
@@ -204,7 +205,14 @@ def analyze_program(
     max_rows = _max_rows(bounds, sensitive)
     share = as_fraction(epsilon, "epsilon")
     keys = _keys(groups)
-    race = program_race(row_bound, max_rows, sensitive[0].truncation_base, share / len(keys), 1 - CONFIDENCE)
+    race = program_race(
+        row_bound,
+        max_rows,
+        sensitive[0].truncation_base,
+        share / len(keys),
+        1 - CONFIDENCE,
+        integer=weight is None,
+    )
     specs = tuple(dict.fromkeys([*(s.spec for s in tables.sources), *(j.table for j in tables.joins)]))
     return ProgramQuery(
         sql=sql,

@@ -7,11 +7,16 @@ high, and the right limit depends on data nobody may look at. R2T does not choos
 per-person contributions are never negative (a count, or a sum of values bounded below by 0), it computes
 the answer with every person's total in the group *truncated* at each of the thresholds
 
-    tau_j = M * b^j,  j = 0, 1, ..., K,  with b^K >= GS,
+    tau_j = M * GS / b^(K - j),  j = 0, 1, ..., K,  with K = floor(log_b GS),
 
 where ``M`` is the most one row adds (1 for a count, the value's upper bound for a sum), ``GS`` the
 declared largest number of rows of one person the race need consider (``max_rows_bound``) and ``b`` the
-base of the grid (``truncation_base``). With ``k = K + 1`` candidates, each gets ``epsilon / k`` and
+base of the grid (``truncation_base``); a count's thresholds are rounded to whole numbers. The grid hangs
+from its top, ``M * GS``, where truncation removes nothing, down to its smallest, in ``[M, M * b)``: that
+is one candidate fewer than a grid ``M * b^j`` climbing from ``M`` to the first ``b^K >= GS`` whenever
+``GS`` is not a power of ``b`` (its top would lie above ``M * GS``, where it adds noise and no value;
+the two grids agree when ``GS`` is a power of ``b``). With ``k = K + 1`` candidates, each gets
+``epsilon / k`` and
 Laplace noise calibrated to its own sensitivity ``L0 tau_j`` (a person changes at most ``L0`` groups, by at
 most ``tau_j`` each), and is shifted down by the noise's error bound at ``beta / k``:
 
@@ -135,7 +140,8 @@ def make_race(
     factor: float = 1.0,
 ) -> Race:
     """The race of a statistic one row adds at most ``row_bound`` to (``integer``: a count), over
-    thresholds ``row_bound * base^j`` up to ``row_bound * max_rows`` (see the module docstring), at
+    thresholds ``row_bound * max_rows / base^(K - j)`` up to ``row_bound * max_rows`` (see the module
+    docstring), at
     ``epsilon`` in all and ``max_partitions`` groups per person; ``factor`` widens each candidate's
     sensitivity (R2T's program releases certified values within a share of ``tau`` of its optimum,
     :data:`~kakeibo.sql.truncation_lp.SENSITIVITY_FACTOR`; a count's candidates then take Laplace noise).
@@ -144,12 +150,16 @@ def make_race(
     ...                  beta=0.05)
     >>> race.taus, [m.scale for m in race.mechanisms]
     ((1.0, 10.0, 100.0, 1000.0), [4.0, 40.0, 400.0, 4000.0])
+    >>> make_race(row_bound=1, integer=True, max_rows=1024, base=10, epsilon=1, max_partitions=1,
+    ...           beta=0.05).taus
+    (1.0, 10.0, 102.0, 1024.0)
     """
-    top = math.ceil(math.log(max_rows) / math.log(base) - 1e-12) if max_rows > 1 else 0
+    top = math.floor(math.log(max_rows) / math.log(base) + 1e-12) if max_rows > 1 else 0
+    steps = [base ** (top - j) for j in range(top + 1)]
     if integer:
-        taus = tuple(dict.fromkeys(float(round(base**j)) for j in range(top + 1)))
+        taus = tuple(dict.fromkeys(float(max(1, round(max_rows / step))) for step in steps))
     else:
-        taus = tuple(row_bound * base**j for j in range(top + 1))
+        taus = tuple(row_bound * max_rows / step for step in steps)
     share = epsilon / len(taus)
     mechanisms: list[Mechanism] = []
     for tau in taus:

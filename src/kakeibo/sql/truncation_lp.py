@@ -308,14 +308,17 @@ def upper_bounds(incidence: Incidence, taus: Sequence[float]) -> FloatArray:
     return np.array([min(plain, float(np.minimum(totals, tau).sum()) / max(fewest, 1)) for tau in taus])
 
 
-def program_race(row_bound: float, max_rows: int, base: float, epsilon: Number, beta: float) -> Race:
-    """R2T's race over the program's values: thresholds ``row_bound * base^j`` up to ``GS = row_bound *
-    max_rows`` (:func:`~kakeibo.sql.truncation.make_race`), each candidate ``(epsilon / k)``-DP with
-    Laplace noise of sensitivity ``SENSITIVITY_FACTOR * tau_j`` (the certified value's, module
+def program_race(
+    row_bound: float, max_rows: int, base: float, epsilon: Number, beta: float, *, integer: bool
+) -> Race:
+    """R2T's race over the program's values: thresholds ``GS / base^(K - j)`` up to ``GS = row_bound *
+    max_rows`` (:func:`~kakeibo.sql.truncation.make_race`; whole numbers when ``integer``, the weights of a
+    count, so that its programs are maximum flows, :func:`certificates`), each candidate ``(epsilon /
+    k)``-DP with Laplace noise of sensitivity ``SENSITIVITY_FACTOR * tau_j`` (the certified value's, module
     docstring)."""
     return make_race(
         row_bound=row_bound,
-        integer=False,
+        integer=integer,
         max_rows=max_rows,
         base=base,
         epsilon=epsilon,
