@@ -31,7 +31,7 @@ from kakeibo.errors import ArgumentError
 from kakeibo.noise import resolve_source
 from kakeibo.sql import Catalog, QueryRefused
 from kakeibo.sql.program import ProgramQuery, analyze_program, incidence
-from kakeibo.sql.truncation_lp import SENSITIVITY_FACTOR, truncated_values
+from kakeibo.sql.truncation_lp import SENSITIVITY_FACTOR, Incidence, truncated_values
 
 PEOPLE = 40
 CATALOG = Catalog.from_dict(
@@ -381,3 +381,20 @@ def test_postgres_and_spark_answer_as_duckdb_does(
     for answer in answers[1:]:
         for key, value in answer.items():
             assert value == pytest.approx(answers[0][key], rel=0, abs=1e-6 * 10_000 + 1e-9), key
+
+
+def test_splitting_by_group_is_restricting_to_each_group() -> None:
+    """``Incidence.split`` (one pass) gives, group by group, what ``restricted`` gives: the same results in
+    the same order, renumbered, with their persons; empty groups included."""
+    rng = np.random.default_rng(41)
+    found = Incidence.from_codes(
+        [rng.integers(0, 30, 500), rng.integers(0, 30, 500), rng.integers(0, 30, 500)], 30, rng.random(500)
+    )
+    labels = rng.integers(0, 6, 500)
+    labels[labels == 4] = 5  # group 4 is empty
+    for g, part in enumerate(found.split(labels, 6)):
+        alone = found.restricted(labels == g)
+        assert part.n_persons == alone.n_persons == 30
+        assert np.array_equal(part.weights, alone.weights)
+        assert np.array_equal(part.results, alone.results) and np.array_equal(part.persons, alone.persons)
+    assert sum(p.size for p in found.split(labels, 6)) == found.size

@@ -245,9 +245,7 @@ def draw(query: ProgramQuery, execute: Callable[[str], pa.Table], source: Random
         column = raw.column(f"__g{i}")
         index = pc.index_in(column, value_set=pa.array(public, type=column.type))
         group = group * len(public) + np.asarray(index.to_numpy(zero_copy_only=False), dtype=np.int64)
-    released = [
-        race_release(query.race, found.restricted(group == g), source) for g in range(len(query.keys))
-    ]
+    released = [race_release(query.race, part, source) for part in found.split(group, len(query.keys))]
     columns: dict[str, pa.Array] = {
         name: pa.array([key[i] for key in query.keys]) for i, name in enumerate(query.group_names)
     }
