@@ -110,7 +110,7 @@ def test_carol_present_or_absent_looks_the_same_and_costs_the_same(
     assert seen[0] == seen[1], attack
     observed, _, entries = seen[0]
     assert observed[0] == "released" and observed[-1] == 0  # no exception, no warning
-    assert observed[-3] == mechanism.privacy_loss and entries == 1  # one charge of the full loss
+    assert observed[-3] == mechanism.ledger_loss and entries == 1  # one charge of the full loss
 
 
 def test_the_reviewed_sequence_charges_every_call(tmp_path: Path) -> None:

@@ -421,7 +421,7 @@ def test_inserting_a_row_is_detected(path: Path) -> None:
     ledger = _filled(path, 3)
     conn = sqlite3.connect(path)
     row = conn.execute("SELECT * FROM entries WHERE seq = 3").fetchone()
-    conn.execute("INSERT INTO entries VALUES (4, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)", row[1:8] + row[9:])
+    conn.execute("INSERT INTO entries VALUES (4, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)", row[1:8] + row[9:])
     conn.commit()
     conn.close()
     problems = ledger.verify().problems

@@ -13,9 +13,10 @@ import psycopg
 import pytest
 
 from kakeibo.accounting import BudgetExceeded, Ledger
+from kakeibo.accounting.curves import Composed, MechanismLoss, SubsampledGaussian
 from kakeibo.accounting.ledger import Scope
 from kakeibo.accounting.storage import is_postgres_url
-from kakeibo.privacy import PureDP
+from kakeibo.privacy import ApproxDP, PureDP
 from kakeibo.service import AnalystRegistry
 
 
@@ -104,3 +105,22 @@ def test_two_registries_share_analysts_grants_and_revocations(postgres_database:
     assert all(key.encode() not in bytes(salt) + bytes(digest) for salt, digest in stored)
     replica_a.close()
     replica_b.close()
+
+
+def test_tight_books_keep_mechanisms_and_migrate_an_older_table(postgres_database: str) -> None:
+    """The mechanism column, its hash and the rdp books on PostgreSQL; a ledger whose entries table predates
+    the column gets it when opened."""
+    ledger = Ledger(postgres_database, budget=(5, 1e-5), composition="rdp")
+    ledger.charge(ApproxDP(0, 0), label="before")
+    ledger.close()
+    with psycopg.connect(postgres_database, autocommit=True) as conn:
+        conn.execute("ALTER TABLE entries DROP COLUMN mechanism")
+    reopened = Ledger(postgres_database)
+    run = MechanismLoss.of(Composed([(SubsampledGaussian(1, 0.01), 1000)]), 1e-5)
+    reopened.charge(run, label="dp-sgd")
+    spent = reopened.spent()
+    reopened.close()
+    other = Ledger(postgres_database, composition="rdp")
+    assert other.entries()[1].loss == run and other.spent() == spent
+    assert other.verify().ok
+    other.close()

@@ -175,14 +175,13 @@ LOWER = (
 MAKE = {"resolve_source", "random_source", "SecureSource", "GeneratorSource", "KeyedSource", "default_rng"}
 #: Calls that draw; elsewhere their randomness (``rng=``, or an argument or receiver named ``source`` or
 #: ``rng``) must be a parameter of an enclosing function: the draw function handed to ``release.run``.
-DRAW = {"release", "release_each", "deferred", "words", "sample_noise", "_noise_generator"}
+DRAW = {"release", "release_each", "deferred", "words", "sample_noise", "noise_generator"}
 RANDOMNESS = {"source", "rng"}
 #: Randomness outside the release path that releases nothing, with the reason.
 EXEMPT = {
     ("decorator.py", "private"): "a public default drawn once with throwaway noise and dropped",
     ("demo.py", "main"): "which rows each person keeps (a public coin, not a release) and the audit's trials",
     ("correlated/repro.py", "synthetic"): "random networks for the synthetic figure: no data, no release",
-    ("ml/erm.py", "_noise_generator"): "seeds numpy's generator from the source it is handed",
 }
 
 

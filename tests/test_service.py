@@ -219,6 +219,14 @@ def test_a_ledger_of_pure_epsilon_budgets_is_refused(tmp_path: Path) -> None:
         create_app(ServiceConfig.from_toml(config))
 
 
+def test_a_ledger_with_pld_books_is_refused(tmp_path: Path) -> None:
+    """PLD books are tight only for releases planned in advance; analysts choose queries adaptively."""
+    config, _ = write_service(tmp_path)
+    Ledger(tmp_path / "ledger.sqlite", budget=(1, 1e-6), composition="pld").close()
+    with pytest.raises(ValueError, match="keeps PLD books, which are sound only for releases planned"):
+        create_app(ServiceConfig.from_toml(config))
+
+
 def test_explain_is_free_and_limits_hold(tmp_path: Path) -> None:
     config, admin_key = write_service(tmp_path, per_minute=4)
     with TestClient(create_app(ServiceConfig.from_toml(config))) as client:

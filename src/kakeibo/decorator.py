@@ -201,7 +201,7 @@ def private(
                     signature.bind(*args, **kwargs)
                 except TypeError as error:  # a call the query cannot take: the same words, kakeibo's class
                     raise ArgumentTypeError(str(error)) from None
-            charge = release.Charge(mechanism.privacy_loss, name, analyst, dataset, request_id=request_id)
+            charge = release.Charge(mechanism.ledger_loss, name, analyst, dataset, request_id=request_id)
             out = release.run(
                 ledger, charge, lambda source: _draw(query, mechanism, default, source, args, kwargs), rng=rng
             )

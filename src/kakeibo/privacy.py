@@ -310,9 +310,11 @@ class ZCDP(PrivacyLoss):
         return RDPCurve(grid, tuple(float(self.rho) * a for a in grid))
 
 
+#: The usual grid of Renyi orders (the RDP books' too): dense where a conversion at delta ~ 1e-5 to 1e-9
+#: usually finds its best order, sparse above.
 DEFAULT_ORDERS: tuple[float, ...] = (
-    1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 48.0, 64.0,
-    96.0, 128.0, 256.0, 512.0, 1024.0,
+    1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 14.0,
+    16.0, 20.0, 24.0, 28.0, 32.0, 48.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
 )  # fmt: skip
 
 

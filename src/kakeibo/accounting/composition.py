@@ -10,6 +10,10 @@
 * **Optimal homogeneous** (Kairouz, Oh and Viswanath 2015, "The composition theorem for differential
   privacy", Thm. 3.3): the exact privacy region of ``k`` adaptively composed ``(eps, delta)``-DP
   measurements, computed from the ``k``-fold composition of randomized response.
+* **Renyi books** (Mironov 2017): curves add order by order; a privacy filter over a grid of orders
+  (:class:`RDPComposition`).
+* **PLD books** (Koskela, Jalko and Honkela 2020; :mod:`.pld`): privacy-loss distributions convolve; tight
+  for sequences fixed in advance (:class:`PLDComposition` says why not for adaptive ones).
 * **Parallel** (McSherry 2009; Smith et al. 2022): see :mod:`kakeibo.accounting.overlap`.
 
 Transcendental functions are evaluated in floating point and every float result is rounded *up* (with
@@ -23,28 +27,34 @@ and a monotone final step; that split is what lets the ledger combine a policy w
 
 from __future__ import annotations
 
+import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from ..privacy import DEFAULT_ORDERS, ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from .curves import Curve, MechanismLoss, curve_from_json, curve_of
+from .pld import LossDistribution
 
 __all__ = [
     "AdvancedComposition",
     "CompositionPolicy",
     "LossKind",
+    "PLDComposition",
+    "RDPComposition",
     "SequentialComposition",
+    "Weights",
     "ZCDPComposition",
     "advanced_composition",
     "convert",
     "kind_name",
-    "kind_zero",
     "loss_leq",
     "optimal_homogeneous_composition",
     "resolve_policy",
@@ -54,6 +64,8 @@ __all__ = [
 ]
 
 LossKind = type[PureDP] | type[ApproxDP] | type[ZCDP]
+#: A charge's additive weights, by key (a key a charge does not name weighs 0).
+Weights = Mapping[Hashable, Fraction]
 
 _KIND_NAMES: dict[type[PrivacyLoss], str] = {PureDP: "pure", ApproxDP: "approx", ZCDP: "zcdp"}
 _TITLES: dict[type[PrivacyLoss], str] = {
@@ -78,9 +90,13 @@ def convert(loss: PrivacyLoss, kind: type[PrivacyLoss]) -> PrivacyLoss:
     2016, Prop. 1.4). Approximate and zCDP losses convert only to themselves here (zCDP -> (eps, delta)
     needs a delta choice; do it explicitly with :meth:`~kakeibo.privacy.ZCDP.to_approx`).
 
+    A :class:`~kakeibo.accounting.curves.MechanismLoss` converts by its declared loss.
+
     >>> convert(PureDP(1), ZCDP)
     ZCDP(rho=Fraction(1, 2))
     """
+    if isinstance(loss, MechanismLoss):
+        loss = loss.declared
     if type(loss) is kind:
         return loss
     if isinstance(loss, PureDP):
@@ -100,7 +116,7 @@ def result_kind(losses: Sequence[PrivacyLoss]) -> LossKind:
     >>> result_kind([PureDP(1), ApproxDP(1, 1e-6)]).__name__
     'ApproxDP'
     """
-    kinds = {type(loss) for loss in losses}
+    kinds = {type(loss.declared if isinstance(loss, MechanismLoss) else loss) for loss in losses}
     unknown = kinds - {PureDP, ApproxDP, ZCDP}
     if unknown:
         names = ", ".join(sorted(k.__name__ for k in unknown))
@@ -346,7 +362,7 @@ def _bisect_least(delta_at: Callable[[float], float], target: float, hi: float) 
 class CompositionPolicy(ABC):
     """How a ledger turns its list of charges into the amount spent.
 
-    A policy gives each charge a tuple of additive *weights* (:meth:`weights`) and turns their sums into a
+    A policy gives each charge sparse additive *weights* (:meth:`weights`) and turns their sums into a
     privacy loss with :meth:`total`, which is non-decreasing in every weight. Splitting it this way lets
     the ledger apply parallel composition: it maximises each weight separately over the query-overlap
     graph and then finishes, which is a sound upper bound for every policy.
@@ -359,34 +375,44 @@ class CompositionPolicy(ABC):
         """Raise ValueError if this policy cannot account against ``budget`` (wrong kind, too small)."""
 
     @abstractmethod
-    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> tuple[Fraction, ...]:
+    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> Weights:
         """The additive weights of one charge, counted against a budget of ``kind``."""
 
     @abstractmethod
-    def total(self, sums: Sequence[Fraction], kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
+    def total(self, sums: Weights, kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
         """The composed loss from summed weights; ``any_charge`` says whether anything was charged."""
 
     def within(
-        self, sums: Sequence[Fraction], kind: type[PrivacyLoss], budget: PrivacyLoss, *, any_charge: bool
+        self, sums: Weights, kind: type[PrivacyLoss], budget: PrivacyLoss, *, any_charge: bool
     ) -> bool:
         """Whether the composed loss fits in ``budget`` in the product order."""
-        if kind is ApproxDP and sums[1] + self._reserved_delta(any_charge) >= 1:
-            return False
         return loss_leq(self.total(sums, kind, any_charge=any_charge), budget)
 
-    def _reserved_delta(self, any_charge: bool) -> Fraction:
-        return Fraction(0)
+    def for_budget(self, budget: PrivacyLoss) -> CompositionPolicy:
+        """This policy as a new ledger with global budget ``budget`` keeps it (the tight books take their
+        delta from it)."""
+        return self
+
+    def stated(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> PrivacyLoss:
+        """``loss`` as a refusal states it: in the budget's kind (the tight books keep it as charged)."""
+        return convert(loss, kind)
 
     def compose(self, losses: Sequence[PrivacyLoss], kind: type[PrivacyLoss]) -> PrivacyLoss:
         """Compose ``losses`` against a budget of ``kind``: sum the weights, then :meth:`total`."""
-        rows = [self.weights(loss, kind) for loss in losses]
-        width = len(self.weights(kind_zero(kind), kind))
-        sums = tuple(sum((r[j] for r in rows), Fraction(0)) for j in range(width))
-        return self.total(sums, kind, any_charge=bool(rows))
+        sums: dict[Hashable, Fraction] = {}
+        for loss in losses:
+            for key, weight in self.weights(loss, kind).items():
+                sums[key] = sums.get(key, Fraction(0)) + weight
+        return self.total(sums, kind, any_charge=bool(losses))
 
     @abstractmethod
     def config(self) -> dict[str, str]:
         """A JSON-ready description, stored in the ledger header."""
+
+
+def _delta_below_one(sums: Weights, reserved: Fraction) -> bool:
+    """Whether the summed deltas (weight 1 of the sequential and advanced policies) stay below 1."""
+    return sums.get(1, Fraction(0)) + reserved < 1
 
 
 def loss_leq(a: PrivacyLoss, b: PrivacyLoss) -> bool:
@@ -402,17 +428,6 @@ def loss_leq(a: PrivacyLoss, b: PrivacyLoss) -> bool:
     if isinstance(a, ZCDP) and isinstance(b, ZCDP):
         return a <= b
     return False
-
-
-def kind_zero(kind: type[PrivacyLoss]) -> PrivacyLoss:
-    """The zero loss of a kind."""
-    if kind is ApproxDP:
-        return ApproxDP(0, 0)
-    if kind is ZCDP:
-        return ZCDP(0)
-    if kind is PureDP:
-        return PureDP(0)
-    raise ArgumentTypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.")
 
 
 def _approx_total(epsilon: Fraction, delta: Fraction) -> ApproxDP:
@@ -434,23 +449,31 @@ class SequentialComposition(CompositionPolicy):
     def check_budget(self, budget: PrivacyLoss) -> None:
         kind_name(type(budget))
 
-    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> tuple[Fraction, ...]:
+    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> Weights:
         value = convert(loss, kind)
         if isinstance(value, PureDP):
-            return (value.epsilon,)
+            return {0: value.epsilon}
         if isinstance(value, ApproxDP):
-            return (value.epsilon, value.delta)
+            return {0: value.epsilon, 1: value.delta}
         if isinstance(value, ZCDP):
-            return (value.rho,)
+            return {0: value.rho}
         raise ArgumentTypeError(f"{type(loss).__name__} losses cannot be accounted for by the ledger.")
 
-    def total(self, sums: Sequence[Fraction], kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
+    def within(
+        self, sums: Weights, kind: type[PrivacyLoss], budget: PrivacyLoss, *, any_charge: bool
+    ) -> bool:
+        if kind is ApproxDP and not _delta_below_one(sums, Fraction(0)):
+            return False
+        return super().within(sums, kind, budget, any_charge=any_charge)
+
+    def total(self, sums: Weights, kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
+        first, second = sums.get(0, Fraction(0)), sums.get(1, Fraction(0))
         if kind is PureDP:
-            return PureDP(sums[0])
+            return PureDP(first)
         if kind is ApproxDP:
-            return _approx_total(sums[0], sums[1])
+            return _approx_total(first, second)
         if kind is ZCDP:
-            return ZCDP(sums[0])
+            return ZCDP(first)
         raise ArgumentTypeError(f"{kind.__name__} losses cannot be accounted for by the ledger.")
 
     def config(self) -> dict[str, str]:
@@ -503,23 +526,27 @@ class AdvancedComposition(CompositionPolicy):
                 f"more than the budget's delta={float(budget.delta)}."
             )
 
-    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> tuple[Fraction, ...]:
+    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> Weights:
         value = convert(loss, ApproxDP if kind is ApproxDP else kind)
         if not isinstance(value, ApproxDP):
             raise ArgumentTypeError(
                 "advanced composition accounts only (epsilon, delta)-DP and pure DP charges."
             )
-        return (value.epsilon, value.delta, value.epsilon**2, _eps_expm1(value.epsilon))
+        return {0: value.epsilon, 1: value.delta, 2: value.epsilon**2, 3: _eps_expm1(value.epsilon)}
 
-    def _reserved_delta(self, any_charge: bool) -> Fraction:
-        return self.delta_slack if any_charge else Fraction(0)
+    def within(
+        self, sums: Weights, kind: type[PrivacyLoss], budget: PrivacyLoss, *, any_charge: bool
+    ) -> bool:
+        if not _delta_below_one(sums, self.delta_slack if any_charge else Fraction(0)):
+            return False
+        return super().within(sums, kind, budget, any_charge=any_charge)
 
-    def total(self, sums: Sequence[Fraction], kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
+    def total(self, sums: Weights, kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
         if kind is not ApproxDP:
             raise ArgumentTypeError("advanced composition accounts against an (epsilon, delta) budget only.")
         if not any_charge:
             return ApproxDP(0, 0)
-        eps_sequential, delta, sum_sq, sum_expected = sums
+        eps_sequential, delta, sum_sq, sum_expected = (sums.get(j, Fraction(0)) for j in range(4))
         eps = min(eps_sequential, _drv_epsilon(sum_sq, sum_expected, self.delta_slack))
         return _approx_total(eps, delta + self.delta_slack)
 
@@ -528,10 +555,213 @@ class AdvancedComposition(CompositionPolicy):
         return {"name": self.name, "delta_slack": f"{slack.numerator}/{slack.denominator}"}
 
 
+def _books_delta(budget: PrivacyLoss, name: str) -> Fraction:
+    """The delta of an (epsilon, delta) budget the tight books convert at (0 < delta < 1)."""
+    if not isinstance(budget, ApproxDP) or not 0 < budget.delta < 1:
+        raise ArgumentError(
+            f"{name} books convert to (epsilon, delta) to check the budget, so they need an (epsilon, delta) "
+            f"budget with delta > 0, got {budget!s}."
+        )
+    return budget.delta
+
+
+@dataclass(frozen=True)
+class _TightBooks(CompositionPolicy):
+    """What the RDP and PLD books share: an (epsilon, delta) budget whose delta every scope shares (the
+    delta the books convert at, taken from the global budget when the ledger is created), charges kept as
+    charged, the spent amount ``(epsilon at that delta, delta)``."""
+
+    delta: Fraction | None
+
+    def for_budget(self, budget: PrivacyLoss) -> CompositionPolicy:
+        return replace(self, delta=_books_delta(budget, self.name))
+
+    def check_budget(self, budget: PrivacyLoss) -> None:
+        delta = _books_delta(budget, self.name)
+        if self.delta is not None and delta != self.delta:
+            raise ArgumentError(
+                f"every budget of these {self.name} books has delta {float(self.delta):g} (the one they "
+                f"convert at), not {float(delta):g}."
+            )
+
+    def stated(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> PrivacyLoss:
+        return loss
+
+    def total(self, sums: Weights, kind: type[PrivacyLoss], *, any_charge: bool) -> PrivacyLoss:
+        if kind is not ApproxDP or self.delta is None:
+            raise ArgumentTypeError(f"{self.name} books account against an (epsilon, delta) budget only.")
+        if not any_charge:
+            return ApproxDP(0, 0)
+        epsilon = self._epsilon(sums, float(self.delta))
+        if not epsilon < float(MAX_SPENT):
+            return ApproxDP(MAX_SPENT, self.delta)
+        return ApproxDP(Fraction(_up(epsilon, 4)), self.delta)
+
+    @abstractmethod
+    def _epsilon(self, sums: Weights, delta: float) -> float:
+        """The composed epsilon at ``delta`` (a float, ``inf`` when there is none)."""
+
+    def config(self) -> dict[str, str]:
+        if self.delta is None:
+            return {"name": self.name}
+        return {"name": self.name, "delta": f"{self.delta.numerator}/{self.delta.denominator}"}
+
+
+#: The epsilon reported when the composition has none at the books' delta (a charge can never fit then).
+MAX_SPENT = Fraction(10**9)
+
+
+@dataclass(frozen=True)
+class RDPComposition(_TightBooks):
+    """Renyi books: each charge's Renyi curve on the orders of :data:`~kakeibo.privacy.DEFAULT_ORDERS`
+    (:func:`~kakeibo.accounting.curves.curve_of`: a mechanism's own, randomized response's for pure DP,
+    ``rho alpha`` for zCDP; an (epsilon, delta) charge with delta > 0 has none and is refused), summed per
+    order (Mironov 2017, Prop. 1), converted to (epsilon, delta) only to check the budget.
+
+    **A privacy filter.** Analysts choose each charge after seeing earlier answers, so the books must stay
+    sound when the curves are chosen adaptively and the ledger stops by a budget rule. For one order this
+    is Feldman and Zrnic's Renyi filter (NeurIPS 2021, Thm. 3.1: ``exp((alpha - 1)(L_t - S_t(alpha)))`` is a
+    supermartingale, ``L_t`` the transcript's privacy loss and ``S_t`` the summed charges). The books
+    admit a charge when *some* order still converts within budget, and which order that is depends on the
+    answers; so each order is given ``delta / n`` of the delta (``n`` orders; a union bound, as in Lecuyer
+    2021's filters over several orders). Canonne, Kamath and Steinke's conversion (2020, Prop. 12) bounds
+    ``(1 - e^(eps - L))_+`` pointwise by ``c_alpha e^((alpha - 1)(L - eps))``, so on the outcomes where order
+    alpha is still within budget its share of delta is at most ``delta / n``, and the shares add to delta::
+
+        epsilon = min over alpha of  S(alpha) + ln(1 - 1/alpha) - (ln(delta / n) + ln alpha) / (alpha - 1).
+
+    The union costs ``ln(n) / (alpha - 1)`` against converting a fixed sequence once (measured in
+    ``benchmarks/RESULTS.md``). Parallel composition (regions) bounds each order's sum by its maximum
+    weighted depth, which holds person by person.
+
+    Four Gaussians of noise multiplier 1 (together one of multiplier 1/2, whose exact epsilon at 1e-5 is
+    10.00): converted once, the curve gives 10.77; as a filter, 12.14.
+
+    >>> from kakeibo.accounting.curves import GaussianNoise, MechanismLoss
+    >>> from kakeibo.privacy import RDPCurve
+    >>> books = RDPComposition(Fraction(1, 10**5))
+    >>> loss = MechanismLoss(ApproxDP(4.4, 1e-5), GaussianNoise(1))
+    >>> curve = RDPCurve(books.orders, tuple(float(4 * v) for v in GaussianNoise(1).rdp(books.orders)))
+    >>> once, books_total = curve.to_approx(1e-5), books.compose([loss] * 4, ApproxDP)
+    >>> round(float(once.epsilon), 2), round(float(books_total.epsilon), 2)
+    (10.77, 12.14)
+    """
+
+    orders: tuple[float, ...] = DEFAULT_ORDERS
+    name: ClassVar[str] = "rdp"
+
+    def __init__(self, delta: Fraction | None = None, orders: tuple[float, ...] = DEFAULT_ORDERS) -> None:
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "orders", tuple(orders))
+
+    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> Weights:
+        return _rdp_weights(curve_of(loss), self.orders)
+
+    def _epsilon(self, sums: Weights, delta: float) -> float:
+        share = math.log(delta / len(self.orders))
+        best = math.inf
+        for i, alpha in enumerate(self.orders):
+            spent = _float_up(sums.get(i, Fraction(0)))
+            best = min(best, spent + math.log1p(-1 / alpha) - (share + math.log(alpha)) / (alpha - 1))
+        return max(best, 0.0)
+
+
+@lru_cache(maxsize=4096)
+def _rdp_weights(curve: Curve, orders: tuple[float, ...]) -> Weights:
+    return dict(enumerate(curve.rdp(orders)))
+
+
+@dataclass(frozen=True)
+class PLDComposition(_TightBooks):
+    """PLD books: each charge's privacy-loss distribution (:mod:`.pld`; :func:`.curves.curve_of`: a
+    mechanism's own, the four-outcome pair of Kairouz, Oh and Viswanath for a pure or (epsilon, delta)
+    charge; a zCDP charge has none and is refused; a mechanism whose curve has none, by its declared
+    loss), composed by FFT on a grid of step ``interval``, and
+    converted to (epsilon, delta) -- the larger of the two directions' -- only to check the budget. The
+    weights count the runs of each distinct mechanism, so a repeated one is composed by repeated squaring.
+
+    **Not a privacy filter under adaptively chosen charges.** The PLD's epsilon is the tight guarantee of a
+    sequence of mechanisms *fixed before the first answer* (a training run's steps, a scheduled batch of
+    reports). When an analyst picks the next mechanism after seeing answers, admitting it because the
+    composed PLD still fits (the "natural filter") can fail: Regehr, Hu, Leeman, Manurangsi, Tholoniat and
+    Lecuyer (2026) show natural filters are free only for families of mechanisms that are totally ordered
+    under composition, and the natural approximate-DP filter can exceed its budget under an adaptive
+    analyst. So keep PLD books for planned pipelines, and rdp books (a valid filter) for interactive
+    analysts; the query service refuses a ledger with PLD books.
+
+    >>> from kakeibo.accounting.curves import SubsampledGaussian, Composed, MechanismLoss
+    >>> run = Composed([(SubsampledGaussian(1, 0.01), 1000)])
+    >>> books = PLDComposition(Fraction(1, 10**5))
+    >>> round(float(books.compose([MechanismLoss(ApproxDP(2, 1e-5), run)], ApproxDP).epsilon), 4)
+    1.8282
+    """
+
+    interval: Fraction = Fraction(1, 10**4)
+    name: ClassVar[str] = "pld"
+
+    def __init__(self, delta: Fraction | None = None, interval: Number = Fraction(1, 10**4)) -> None:
+        step = as_fraction(interval, "interval")
+        if not 0 < step <= Fraction(1, 10):
+            raise ArgumentError(f"the PLD grid interval must lie in (0, 0.1], got {float(step)}.")
+        object.__setattr__(self, "delta", delta)
+        object.__setattr__(self, "interval", step)
+
+    def weights(self, loss: PrivacyLoss, kind: type[PrivacyLoss]) -> Weights:
+        parts = curve_of(loss).parts()
+        if isinstance(loss, MechanismLoss) and not all(_has_pld(curve, self.interval) for curve, _ in parts):
+            parts = curve_of(
+                loss.declared
+            ).parts()  # a mechanism whose curve has no PLD: by its declared loss
+        out: dict[Hashable, Fraction] = {}
+        for curve, count in parts:
+            _distributions(curve, float(self.interval))  # refuses a curve without a PLD, before charging
+            key = json.dumps(curve.to_json(), sort_keys=True, separators=(",", ":"))
+            out[key] = out.get(key, Fraction(0)) + count
+        return out
+
+    def _epsilon(self, sums: Weights, delta: float) -> float:
+        runs = tuple(sorted((str(key), int(count)) for key, count in sums.items() if count))
+        if not runs:
+            return 0.0
+        return _pld_epsilon(runs, float(self.interval), delta)
+
+    def config(self) -> dict[str, str]:
+        step = self.interval
+        return {**super().config(), "interval": f"{step.numerator}/{step.denominator}"}
+
+
+def _has_pld(curve: Curve, interval: Fraction) -> bool:
+    try:
+        _distributions(curve, float(interval))
+    except ArgumentTypeError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=256)
+def _distributions(curve: Curve, interval: float) -> tuple[LossDistribution, LossDistribution]:
+    return curve.distributions(interval)
+
+
+@lru_cache(maxsize=64)
+def _pld_epsilon(runs: tuple[tuple[str, int], ...], interval: float, delta: float) -> float:
+    """The epsilon at ``delta`` of ``count`` runs of each stored mechanism (the larger direction's)."""
+    remove: LossDistribution | None = None
+    add: LossDistribution | None = None
+    for key, count in runs:
+        one_remove, one_add = _distributions(curve_from_json(json.loads(key)), interval)
+        many_remove, many_add = one_remove.power(count), one_add.power(count)
+        remove = many_remove if remove is None else remove.compose(many_remove)
+        add = many_add if add is None else add.compose(many_add)
+    assert remove is not None and add is not None
+    return max(remove.epsilon(delta), add.epsilon(delta))
+
+
 def resolve_policy(
     spec: str | CompositionPolicy | Mapping[str, str], delta_slack: Number | None = None
 ) -> CompositionPolicy:
-    """A policy from a name (``"sequential"``, ``"advanced"``, ``"zcdp"``), a policy, or a stored config.
+    """A policy from a name (``"sequential"``, ``"advanced"``, ``"zcdp"``, ``"rdp"``, ``"pld"``), a policy,
+    or a stored config. The tight books (``"rdp"``, ``"pld"``) take their delta from the ledger's budget.
 
     >>> resolve_policy("advanced", delta_slack=1e-6).name
     'advanced'
@@ -541,10 +771,15 @@ def resolve_policy(
             raise ArgumentError("pass delta_slack to the policy object, not next to it.")
         return spec
     if isinstance(spec, Mapping):
+        if spec["name"] in ("rdp", "pld"):
+            delta = Fraction(spec["delta"]) if "delta" in spec else None
+            if spec["name"] == "pld":
+                return PLDComposition(delta, Fraction(spec.get("interval", "1/10000")))
+            return RDPComposition(delta)
         return resolve_policy(spec["name"], Fraction(spec["delta_slack"]) if "delta_slack" in spec else None)
     if not isinstance(spec, str):
         raise ArgumentTypeError(
-            f'composition must be "sequential", "advanced", "zcdp" or a policy, got {spec!r}.'
+            f'composition must be "sequential", "advanced", "zcdp", "rdp", "pld" or a policy, got {spec!r}.'
         )
     if spec == "advanced":
         if delta_slack is None:
@@ -558,4 +793,10 @@ def resolve_policy(
         return SequentialComposition()
     if spec == "zcdp":
         return ZCDPComposition()
-    raise ArgumentError(f'composition must be "sequential", "advanced" or "zcdp", got {spec!r}.')
+    if spec == "rdp":
+        return RDPComposition()
+    if spec == "pld":
+        return PLDComposition()
+    raise ArgumentError(
+        f'composition must be "sequential", "advanced", "zcdp", "rdp", "pld" or a policy, got {spec!r}.'
+    )

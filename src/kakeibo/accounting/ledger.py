@@ -40,12 +40,13 @@ from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError, Error
 from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP
-from .composition import CompositionPolicy, convert, kind_name, loss_leq, resolve_policy
+from .composition import CompositionPolicy, kind_name, loss_leq, resolve_policy
 from .overlap import Box
 from .records import (
     BUDGET_COLUMNS,
     ENTRY_COLUMNS,
     FORMAT,
+    MECHANISM_COLUMN,
     RELEASES_TABLE,
     SCHEMA,
     LedgerEntry,
@@ -61,6 +62,7 @@ from .records import (
     genesis_hash,
     loss_columns,
     loss_from_columns,
+    mechanism_column,
 )
 from .storage import Connection, StoreError, is_postgres_url, open_store, redact
 from .tally import Item, Tally
@@ -158,7 +160,8 @@ class Ledger:
         policy = None if composition is None else resolve_policy(composition, delta_slack)
         if budget_loss is not None:
             kind_name(type(budget_loss))
-            (policy or resolve_policy("sequential")).check_budget(budget_loss)
+            policy = (policy or resolve_policy("sequential")).for_budget(budget_loss)
+            policy.check_budget(budget_loss)
         postgres = is_postgres_url(path_text)
         if budget_loss is None:
             if path_text == ":memory:":
@@ -194,6 +197,7 @@ class Ledger:
         with self._transaction(immediate=False) as conn:
             initialised = self._is_initialised(conn)
             has_releases = initialised and self._store.has_table(conn, "releases")
+            has_mechanism = initialised and "mechanism" in _columns(conn, "entries")
         if not initialised:
             if budget is None:
                 if self._store.kind == "postgres":
@@ -202,10 +206,12 @@ class Ledger:
             with self._transaction(immediate=True) as conn:
                 if not self._is_initialised(conn):  # another process may have created it meanwhile
                     self._create(conn, budget, policy or resolve_policy("sequential"))
-        elif not has_releases:
+        elif not (has_releases and has_mechanism):  # a ledger written before these were added
             with self._transaction(immediate=True) as conn:
                 for statement in self._store.ddl(RELEASES_TABLE):
                     conn.execute(statement)
+                if "mechanism" not in _columns(conn, "entries"):
+                    conn.execute(MECHANISM_COLUMN)
         header = self._header()
         if header.get("format") != FORMAT:
             raise ArgumentError(
@@ -216,13 +222,16 @@ class Ledger:
             self._policy = resolve_policy(header["composition"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ArgumentError(f"{self.path} has a damaged ledger header ({exc!r}).") from None
+        stored_budget = self.budgets().get(Scope())
+        if policy is not None and stored_budget is not None:
+            policy = policy.for_budget(stored_budget)
         if policy is not None and policy.config() != self._policy.config():
             raise ArgumentError(
                 f"this ledger uses composition {self._policy.config()}, not {policy.config()}; "
                 "pass composition=None to use the stored policy."
             )
         if budget is not None:
-            stored = self.budgets().get(Scope())
+            stored = stored_budget
             if stored != budget:
                 shown = "none" if stored is None else str(stored)
                 raise ArgumentError(
@@ -400,6 +409,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
         created_at = _now()
         region_text = None if box is None else canonical_json(box.to_json())
         columns = (*loss_columns(value), label_text, analyst, dataset, request_id, region_text, created_at)
+        mechanism = mechanism_column(value)
 
         with self._transaction(immediate=True) as conn:
             if request_id is not None:
@@ -411,7 +421,7 @@ budget of (epsilon=1, delta=1e-06); only (epsilon=0.5, delta=1e-06) remains.
             self._check_fits(conn, value, Item(weights, box, analyst, dataset))
             meta = self._meta(conn)
             seq = int(meta["entries_count"]) + 1
-            digest = _append_entry(conn, meta["entries_head"], (seq, *columns))
+            digest = _append_entry(conn, meta["entries_head"], (seq, *columns), mechanism)
             if release is not None:
                 conn.execute(
                     "INSERT INTO releases (request_id, seq, payload, sha256) VALUES (?, ?, ?, ?)",
@@ -469,7 +479,7 @@ epsilon=1; only epsilon=1 remains.
             with_new, _ = tally.sums(scope, new)
             if not self._policy.within(with_new, self._kind, budget, any_charge=True):
                 remaining = _subtract(budget, tally.spent(scope))
-                shown = convert(value, self._kind)
+                shown = self._policy.stated(value, self._kind)
                 raise BudgetExceeded(
                     f"Charging {shown!s} would exceed {scope.describe()} of "
                     f"{budget!s}; only {remaining!s} remains.",
@@ -683,17 +693,24 @@ def _earlier_charge(conn: Connection, request_id: str, charge: tuple[object, ...
     return original
 
 
-def _append_entry(conn: Connection, head: str, row_values: tuple[object, ...]) -> str:
-    """Insert the entry ``row_values`` (``ENTRY_COLUMNS`` but its hash) after the chain's ``head`` and move
-    the head and count to it; returns the entry's hash, which chains it to ``head``."""
-    digest = chain_hash(head, entry_record(row_values))
+def _append_entry(conn: Connection, head: str, row_values: tuple[object, ...], mechanism: str | None) -> str:
+    """Insert the entry ``row_values`` (``ENTRY_COLUMNS`` up to its hash) with its ``mechanism`` after the
+    chain's ``head`` and move the head and count to it; returns the entry's hash, which chains it to
+    ``head``."""
+    digest = chain_hash(head, entry_record((*row_values, None, mechanism)))
     conn.execute(
-        f"INSERT INTO entries ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*row_values, digest),
+        f"INSERT INTO entries ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*row_values, digest, mechanism),
     )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_head'", (digest,))
     conn.execute("UPDATE meta SET value = ? WHERE key = 'entries_count'", (str(row_values[0]),))
     return digest
+
+
+def _columns(conn: Connection, table: str) -> list[str]:
+    """The column names of ``table`` (the same statement on SQLite and PostgreSQL)."""
+    cursor = conn.execute(f"SELECT * FROM {table} LIMIT 0")
+    return [str(column[0]) for column in cursor.description]
 
 
 def _subtract(budget: PrivacyLoss, spent: PrivacyLoss) -> PrivacyLoss:

@@ -28,12 +28,14 @@ from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..privacy import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from .curves import MechanismLoss, curve_from_json
 from .overlap import Box
 
 __all__ = [
     "BUDGET_COLUMNS",
     "ENTRY_COLUMNS",
     "FORMAT",
+    "MECHANISM_COLUMN",
     "RELEASES_TABLE",
     "SCHEMA",
     "LedgerEntry",
@@ -49,6 +51,7 @@ __all__ = [
     "genesis_hash",
     "loss_columns",
     "loss_from_columns",
+    "mechanism_column",
 ]
 
 #: The ledger format, stored in every ledger header and hashed into the start of both chains.
@@ -61,8 +64,9 @@ _MAX_TEXT = 10_000
 class LedgerEntry:
     """One committed charge. ``hash`` chains it to every entry before it.
 
-    ``loss`` is the loss as charged (before any conversion to the budget's kind); ``region`` is the box
-    it was declared over, if any.
+    ``loss`` is the loss as charged (before any conversion to the budget's kind; a
+    :class:`~kakeibo.accounting.curves.MechanismLoss` keeps its mechanism); ``region`` is the box it was
+    declared over, if any.
     """
 
     seq: int
@@ -121,14 +125,20 @@ def canonical_loss(loss: object, what: str) -> PrivacyLoss:
         return ApproxDP(loss.epsilon, loss.delta)
     if isinstance(loss, ZCDP):
         return ZCDP(loss.rho)
+    if isinstance(loss, MechanismLoss):  # through its stored form, so that it reads back as it is charged
+        return MechanismLoss(
+            canonical_loss(loss.declared, what),
+            curve_from_json(json.loads(canonical_json(loss.curve.to_json()))),
+        )
     if isinstance(loss, PrivacyLoss):
         raise ArgumentTypeError(
-            f"the ledger accounts PureDP, ApproxDP and ZCDP losses, not {type(loss).__name__}; "
+            "the ledger accounts PureDP, ApproxDP, ZCDP and MechanismLoss losses, "
+            f"not {type(loss).__name__}; "
             "convert it first (for an RDP curve: .to_approx(delta))."
         )
     raise ArgumentTypeError(
-        f"{what} must be a PureDP, ApproxDP or ZCDP loss, an (epsilon, delta) pair or a number, got "
-        f"{type(loss).__name__}."
+        f"{what} must be a PureDP, ApproxDP, ZCDP or MechanismLoss loss, an (epsilon, delta) pair or a "
+        f"number, got {type(loss).__name__}."
     )
 
 
@@ -186,7 +196,9 @@ def _parse_frac(text: object) -> Fraction:
 
 
 def loss_columns(loss: PrivacyLoss) -> tuple[str, str | None, str | None, str | None]:
-    """The ``kind, epsilon, delta, rho`` columns that store ``loss``."""
+    """The ``kind, epsilon, delta, rho`` columns that store ``loss`` (a mechanism's: its declared loss)."""
+    if isinstance(loss, MechanismLoss):
+        return loss_columns(loss.declared)
     if isinstance(loss, PureDP):
         return "pure", _frac_text(loss.epsilon), None, None
     if isinstance(loss, ApproxDP):
@@ -207,6 +219,12 @@ def loss_from_columns(kind: object, epsilon: object, delta: object, rho: object)
     raise ArgumentError(f"inconsistent loss columns (kind {kind!r})")
 
 
+def mechanism_column(loss: PrivacyLoss) -> str | None:
+    """The ``mechanism`` column of an entry: a :class:`~kakeibo.accounting.curves.MechanismLoss`'s curve as
+    canonical JSON, else NULL."""
+    return canonical_json(loss.curve.to_json()) if isinstance(loss, MechanismLoss) else None
+
+
 def canonical_json(value: Any) -> str:
     """The one serialisation that is hashed and stored: sorted keys, no spaces, UTF-8 as is."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
@@ -225,7 +243,7 @@ def genesis_hash(header_text: str) -> str:
 
 
 ENTRY_COLUMNS = (
-    "seq, kind, epsilon, delta, rho, label, analyst, dataset, request_id, region, created_at, hash"
+    "seq, kind, epsilon, delta, rho, label, analyst, dataset, request_id, region, created_at, hash, mechanism"
 )
 BUDGET_COLUMNS = "seq, analyst, dataset, kind, epsilon, delta, rho, created_at, hash"
 
@@ -235,7 +253,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL){stri
 CREATE TABLE IF NOT EXISTS entries (
     seq {int} PRIMARY KEY, kind TEXT NOT NULL, epsilon TEXT, delta TEXT, rho TEXT,
     label TEXT NOT NULL, analyst TEXT, dataset TEXT, request_id TEXT UNIQUE, region TEXT,
-    created_at TEXT NOT NULL, hash TEXT NOT NULL
+    created_at TEXT NOT NULL, hash TEXT NOT NULL, mechanism TEXT
 ){strict};
 CREATE TABLE IF NOT EXISTS budgets (
     seq {int} PRIMARY KEY, analyst TEXT, dataset TEXT, kind TEXT NOT NULL, epsilon TEXT, delta TEXT,
@@ -244,6 +262,8 @@ CREATE TABLE IF NOT EXISTS budgets (
 """
 #: Stored releases (see :meth:`kakeibo.accounting.Ledger.stored_release`); added after the first ledger files
 #: were written, so it is also created when an older ledger is opened.
+#: The mechanism column, added when the tight books came; also added when an older ledger is opened.
+MECHANISM_COLUMN = "ALTER TABLE entries ADD COLUMN mechanism TEXT"
 RELEASES_TABLE = """
 CREATE TABLE IF NOT EXISTS releases (
     request_id TEXT PRIMARY KEY, seq {int} NOT NULL, payload {blob} NOT NULL, sha256 TEXT NOT NULL
@@ -252,8 +272,10 @@ CREATE TABLE IF NOT EXISTS releases (
 
 
 def entry_record(row: Sequence[Any]) -> list[Any]:
-    """What an entry row's hash covers: its ``ENTRY_COLUMNS`` up to (not including) the hash."""
-    return ["entry", *row[:11]]
+    """What an entry row's hash covers: its ``ENTRY_COLUMNS`` up to (not including) the hash, and the
+    mechanism when there is one (so an entry without one hashes as it did before the column existed)."""
+    mechanism = row[12] if len(row) > 12 else None
+    return ["entry", *row[:11], *(() if mechanism is None else (mechanism,))]
 
 
 def budget_record(row: Sequence[Any]) -> list[Any]:
@@ -263,10 +285,13 @@ def budget_record(row: Sequence[Any]) -> list[Any]:
 
 def entry_from_row(row: Sequence[Any]) -> LedgerEntry:
     """The entry stored in a row of ``ENTRY_COLUMNS``; ValueError (or another error) if it is damaged."""
-    seq, kind, eps, dlt, rho, label, analyst, dataset, request_id, region, created_at, digest = row
+    seq, kind, eps, dlt, rho, label, analyst, dataset, request_id, region, created_at, digest, mechanism = row
+    declared = loss_from_columns(kind, eps, dlt, rho)
     return LedgerEntry(
         seq=int(seq),
-        loss=loss_from_columns(kind, eps, dlt, rho),
+        loss=declared
+        if mechanism is None
+        else MechanismLoss(declared, curve_from_json(json.loads(mechanism))),
         label=str(label),
         analyst=analyst,
         dataset=dataset,

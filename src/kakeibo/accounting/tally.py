@@ -10,11 +10,12 @@ from the stored rows, independently of the ledger's cache.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ..privacy import PrivacyLoss
-from .composition import CompositionPolicy, kind_zero
+from .composition import CompositionPolicy, Weights
 from .overlap import Box, max_weighted_depth
 from .records import LedgerEntry, Scope
 
@@ -23,9 +24,9 @@ __all__ = ["Item", "Tally"]
 
 @dataclass(frozen=True)
 class Item:
-    """A charge as the composition needs it: additive weights, region and scope keys."""
+    """A charge as the composition needs it: additive weights (by key), region and scope keys."""
 
-    weights: tuple[Fraction, ...]
+    weights: Weights
     region: Box | None
     analyst: str | None
     dataset: str | None
@@ -39,58 +40,56 @@ class Item:
 _Key = tuple[str | None, str | None]
 
 
+def _add(target: dict[Hashable, Fraction], weights: Weights) -> None:
+    for key, weight in weights.items():
+        target[key] = target.get(key, Fraction(0)) + weight
+
+
 class Tally:
     """Charges grouped by (analyst, dataset): exact running sums of those without a region, and per distinct
     region the summed weights of the charges over it (identical boxes always overlap, so merging them
-    keeps the maximum weighted depth), composed by ``policy`` into losses of ``kind``."""
+    keeps the maximum weighted depth), composed by ``policy`` into losses of ``kind``. Weights are sparse
+    (a key a charge does not name weighs 0): the PLD books key them by mechanism."""
 
     def __init__(self, policy: CompositionPolicy, kind: type[PrivacyLoss]) -> None:
         self.policy = policy
         self.kind = kind
-        self.width = len(policy.weights(kind_zero(kind), kind))
         self.counts: dict[_Key, int] = {}
-        self.plain: dict[_Key, list[Fraction]] = {}
-        self.regions: dict[_Key, dict[Box, list[Fraction]]] = {}
+        self.plain: dict[_Key, dict[Hashable, Fraction]] = {}
+        self.regions: dict[_Key, dict[Box, dict[Hashable, Fraction]]] = {}
 
     def add(self, item: Item) -> None:
         key = (item.analyst, item.dataset)
         self.counts[key] = self.counts.get(key, 0) + 1
         if item.region is None:
-            sums = self.plain.setdefault(key, [Fraction(0)] * self.width)
+            _add(self.plain.setdefault(key, {}), item.weights)
         else:
-            sums = self.regions.setdefault(key, {}).setdefault(item.region, [Fraction(0)] * self.width)
-        for j, weight in enumerate(item.weights):
-            sums[j] += weight
+            _add(self.regions.setdefault(key, {}).setdefault(item.region, {}), item.weights)
 
-    def sums(self, scope: Scope, extra: Item | None = None) -> tuple[tuple[Fraction, ...], bool]:
+    def sums(self, scope: Scope, extra: Item | None = None) -> tuple[dict[Hashable, Fraction], bool]:
         """Per-weight totals of the charges ``scope`` covers (plus ``extra``): plain sums, plus the maximum
         weighted depth of the regions per dataset; and whether there is any charge at all."""
         covered = [key for key in self.counts if scope.covers(*key)]
-        totals = [Fraction(0)] * self.width
-        by_dataset: dict[str | None, dict[Box, list[Fraction]]] = {}
+        totals: dict[Hashable, Fraction] = {}
+        by_dataset: dict[str | None, dict[Box, dict[Hashable, Fraction]]] = {}
         for key in covered:
-            for j, weight in enumerate(self.plain.get(key, ())):
-                totals[j] += weight
+            _add(totals, self.plain.get(key, {}))
             for box, weights in self.regions.get(key, {}).items():
-                merged = by_dataset.setdefault(key[1], {}).setdefault(box, [Fraction(0)] * self.width)
-                for j, weight in enumerate(weights):
-                    merged[j] += weight
+                _add(by_dataset.setdefault(key[1], {}).setdefault(box, {}), weights)
         if extra is not None:
             if extra.region is None:
-                target = totals
+                _add(totals, extra.weights)
             else:
-                target = by_dataset.setdefault(extra.dataset, {}).setdefault(
-                    extra.region, [Fraction(0)] * self.width
-                )
-            for j, weight in enumerate(extra.weights):
-                target[j] += weight
+                _add(by_dataset.setdefault(extra.dataset, {}).setdefault(extra.region, {}), extra.weights)
         for group in by_dataset.values():
             boxes = list(group)
-            for j in range(self.width):
-                column = [group[box][j] for box in boxes]
+            for weight_key in {k for weights in group.values() for k in weights}:
+                column = [group[box].get(weight_key, Fraction(0)) for box in boxes]
                 if any(column):
-                    totals[j] += max_weighted_depth(boxes, column)
-        return tuple(totals), bool(covered) or extra is not None
+                    totals[weight_key] = totals.get(weight_key, Fraction(0)) + max_weighted_depth(
+                        boxes, column
+                    )
+        return totals, bool(covered) or extra is not None
 
     def spent(self, scope: Scope) -> PrivacyLoss:
         """What the charges ``scope`` covers have spent, composed by the policy."""

@@ -113,6 +113,14 @@ class Mechanism(ABC):
     def privacy_loss(self) -> PrivacyLoss:
         """The privacy loss of one :meth:`release`."""
 
+    @property
+    def ledger_loss(self) -> PrivacyLoss:
+        """What a ledger is charged for one :meth:`release`: :attr:`privacy_loss`, or a
+        :class:`~kakeibo.accounting.curves.MechanismLoss` that adds the mechanism's tighter curve for the
+        ledger's rdp and pld books. A pure epsilon-DP mechanism needs none: the books account pure DP as
+        randomized response, which dominates every epsilon-DP mechanism."""
+        return self.privacy_loss
+
     @abstractmethod
     def release(self, value: ArrayLike, rng: Rng = None) -> Any:
         """The noisy answer: a Python number for scalar input, a numpy array for array input."""

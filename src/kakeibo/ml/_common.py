@@ -24,6 +24,7 @@ __all__ = [
     "check_binary_labels",
     "check_features",
     "check_fitted",
+    "noise_generator",
     "random_source",
 ]
 
@@ -53,6 +54,12 @@ def random_source(random_state: RandomState) -> RandomSource:
     if random_state is None or isinstance(random_state, (np.random.Generator, RandomSource)):
         return resolve_source(random_state)
     raise ArgumentTypeError(f"random_state must be an int, a numpy Generator or None, got {random_state!r}.")
+
+
+def noise_generator(source: RandomSource) -> np.random.Generator:
+    """A numpy generator seeded with 256 bits of ``source``: the bridge from kakeibo's randomness to the
+    floating-point noise of DP-ERM and DP-SGD (each module's docstring says what that noise guarantees)."""
+    return np.random.default_rng([int(word) for word in source.words(4)])
 
 
 def check_features(X: ArrayLike, n_features: int | None = None) -> FloatMatrix:

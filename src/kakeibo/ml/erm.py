@@ -92,9 +92,8 @@ from .. import release
 from ..accounting import Ledger
 from ..errors import ArgumentError, ArgumentTypeError, UnaccountedRelease
 from ..mechanisms.base import check_positive
-from ..noise.source import RandomSource
 from ..privacy import PureDP
-from ._common import FloatMatrix, RandomState, check_features, check_fitted, random_source
+from ._common import FloatMatrix, RandomState, check_features, check_fitted, noise_generator, random_source
 
 __all__ = [
     "Calibration",
@@ -166,11 +165,6 @@ def sample_noise(dimension: int, beta: float, size: int, rng: np.random.Generato
     direction = rng.standard_normal((size, dimension))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
     return np.asarray(radius[:, None] * direction, dtype=np.float64)
-
-
-def _noise_generator(source: RandomSource) -> np.random.Generator:
-    """A numpy generator seeded with 256 bits of ``source`` (see the module docstring on noise)."""
-    return np.random.default_rng([int(word) for word in source.words(4)])
 
 
 # -- losses ----------------------------------------------------------------------------------------------
@@ -484,7 +478,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             self._ledger(),
             charge,
             lambda source: self._private_weights(
-                loss, Z, signs, regularization, calibration, _noise_generator(source)
+                loss, Z, signs, regularization, calibration, noise_generator(source)
             ),
             rng=random_source(self.random_state),
         )

@@ -193,6 +193,13 @@ def _open_ledger(config: ServiceConfig) -> Ledger:
         ledger = Ledger(config.ledger)
     except FileNotFoundError:  # several replicas may race here: the ledger is created once, under its lock
         return Ledger(config.ledger, budget=total)
+    if ledger.composition.name == "pld":  # analysts choose their queries adaptively: see PLDComposition
+        ledger.close()
+        raise ConfigurationError(
+            f"the ledger at {ledger.path} keeps PLD books, which are sound only for releases planned in "
+            "advance; the service's analysts choose queries as they go, so start it on a ledger with rdp, "
+            "zcdp, advanced or sequential books."
+        )
     current = ledger.budgets()[Scope()]
     if not isinstance(current, ApproxDP):
         ledger.close()

@@ -1,0 +1,490 @@
+"""DP-SGD (Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar and Zhang, CCS 2016) in JAX and optax, charged to
+a ledger once per training run with its tight accountant (seed 002, p. 85: P3GM trains with DP-SGD).
+
+**The algorithm.** ``steps`` times: draw a Poisson sample (each record independently with probability
+``q``, the *sampling rate*); compute each sampled record's gradient of the loss (``jax.vmap`` of
+``jax.grad``, float32), clip it to L2 norm ``clip_norm`` in float64 (``g * min(1, C / ||g||)``, over all
+parameters at once; :func:`clipped_sum`);
+sum the clipped gradients; add Gaussian noise of standard deviation ``noise_multiplier * C`` to every
+coordinate; round the noisy sum to the lattice ``2**k`` (``2**k <= 2**-8 C / sqrt(d)``, a post-processing
+step, see Noise); divide by the expected batch size ``q n``, a constant; hand the result to the optax
+optimizer as the gradient.
+
+**Neighbour relation**: add or remove one record, with ``q`` held fixed. **Sensitivity**: adding a record
+to a Poisson sample adds at most ``C`` to the clipped sum in L2. Each step is therefore the Poisson
+subsampled Gaussian mechanism (``remove``: the step's output with the record is ``(1 - q) N(s, (sigma
+C)^2) + q N(s + g, (sigma C)^2)`` against ``N(s, (sigma C)^2)``; ``add`` the reverse pair), and the run is
+``steps`` of them composed: :class:`~kakeibo.accounting.Composed` of
+:class:`~kakeibo.accounting.SubsampledGaussian` (Mironov, Talwar and Zhang 2019 for its Renyi curve;
+Koskela, Jalko and Honkela 2020 and Zhu, Dong and Wang 2022 for its PLD). The number of records ``n`` is
+treated as public, as in kakeibo's DP-ERM and in every DP-SGD library: ``q = batch_size / n`` and the
+number of steps ``ceil(epochs n / batch_size)`` are computed from it.
+
+**Calibration.** :func:`calibrate` finds the least noise multiplier (to 4 significant digits, by
+bisection) whose PLD epsilon at ``delta`` is at most the requested epsilon; the charge states that curve
+and the PLD epsilon it reaches (:class:`~kakeibo.accounting.MechanismLoss`), so pld and rdp books compose
+the run exactly and sequential books count ``(epsilon, delta)``.
+
+**Noise.** The Gaussian noise is floating point, drawn by a numpy generator seeded with 256 bits of the
+estimator's kakeibo random source (``random_state``; ``None`` = the OS CSPRNG), as for DP-ERM; the
+guarantee is that of the real-valued mechanism. Rounding the noisy sum to the lattice ``2**k`` is
+post-processing of that mechanism, and it keeps the low bits of the float sum (Mironov 2012) out of
+everything released: the model is a function of the lattice values only. What remains is the sampler's
+own float error, at most a few ulps of the noise, far below the lattice step.
+
+>>> plan = calibrate(epsilon=2.0, delta=1e-5, sampling_rate=0.05, steps=100)
+>>> float(plan.noise_multiplier), round(float(plan.loss.declared.epsilon), 4)
+(1.345, 1.9987)
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin
+
+from .. import release
+from ..accounting import Composed, Ledger, MechanismLoss, SubsampledGaussian
+from ..errors import ArgumentError, ArgumentTypeError, UnaccountedRelease
+from ..mechanisms.base import check_positive
+from ..noise import RandomSource, granularity_exponent
+from ..privacy import Number, as_fraction
+from ._common import FloatMatrix, RandomState, check_features, check_fitted, noise_generator, random_source
+
+__all__ = [
+    "DPMLPClassifier",
+    "DPSGDLogisticRegression",
+    "TrainingPlan",
+    "calibrate",
+    "clipped_sum",
+    "record_gradients",
+    "train",
+]
+
+#: The PLD grid of the search for the noise multiplier (coarser, so pessimistic) and of the final charge.
+_SEARCH_INTERVAL, _CHARGE_INTERVAL = 1e-3, 1e-4
+#: Records per jitted gradient call (a step's sample is cut into chunks of this size, the last padded).
+CHUNK = 128
+
+FloatVector = NDArray[np.float64]
+Loss = Callable[[Any, Any, Any], Any]  # (flat parameters, one record's features, its label) -> scalar
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What a DP-SGD run does and costs: its noise multiplier, sampling rate and steps, and the loss charged
+    (the declared ``(epsilon, delta)`` with the run's curve)."""
+
+    noise_multiplier: Fraction
+    sampling_rate: Fraction
+    steps: int
+    loss: MechanismLoss
+
+
+def calibrate(*, epsilon: Number, delta: Number, sampling_rate: Number, steps: int) -> TrainingPlan:
+    """The least noise multiplier, to 4 significant digits, for which ``steps`` Poisson-subsampled
+    Gaussians at ``sampling_rate`` are ``(epsilon, delta)``-DP by their PLD; ArgumentError when none up to
+    10,000 is.
+    """
+    target, dlt = as_fraction(epsilon, "epsilon"), as_fraction(delta, "delta")
+    rate = as_fraction(sampling_rate, "sampling_rate")
+    if target <= 0 or not 0 < dlt < 1:
+        raise ArgumentError("DP-SGD needs epsilon > 0 and delta in (0, 1).")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ArgumentError(f"steps must be a positive whole number, got {steps!r}.")
+
+    def run(sigma: Fraction) -> Composed:
+        return Composed([(SubsampledGaussian(sigma, rate), steps)])
+
+    def epsilon_at(sigma: Fraction, interval: float) -> float:
+        remove, add = run(sigma).distributions(interval)
+        return max(remove.epsilon(float(dlt)), add.epsilon(float(dlt)))
+
+    low, high = Fraction(1, 100), Fraction(10_000)
+    if epsilon_at(high, _SEARCH_INTERVAL) > target:
+        raise ArgumentError(
+            f"no noise multiplier up to {high} makes this run ({float(target)}, {float(dlt)})-DP."
+        )
+    while high / low > 1 + Fraction(1, 2000):  # geometric bisection
+        mid = _four_digits(Fraction(math.sqrt(low * high)))
+        if mid in (low, high):
+            break
+        if epsilon_at(mid, _SEARCH_INTERVAL) <= target:
+            high = mid
+        else:
+            low = mid
+    sigma = _four_digits(high, up=True)
+    loss = MechanismLoss.of(run(sigma), dlt, interval=_CHARGE_INTERVAL)
+    if loss.to_approx(dlt).epsilon > target:  # the search grid is the coarser one, so this does not happen
+        raise AssertionError("DP-SGD calibration exceeded epsilon; this is a bug in kakeibo")
+    return TrainingPlan(sigma, rate, steps, loss)
+
+
+def _four_digits(value: Fraction, *, up: bool = False) -> Fraction:
+    """``value`` rounded to 4 significant digits (up, or to nearest)."""
+    exponent = math.floor(math.log10(value)) - 3
+    scaled = value / Fraction(10) ** exponent
+    digits = math.ceil(scaled) if up else round(scaled)
+    return Fraction(digits) * Fraction(10) ** exponent
+
+
+@functools.lru_cache(maxsize=32)
+def record_gradients(loss: Loss) -> Callable[[Any, Any, Any], Any]:
+    """A jitted ``(flat parameters, features, labels) -> one gradient per record`` (``jax.vmap`` of
+    ``jax.grad``; each row depends on its record only)."""
+    import jax
+
+    return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))
+
+
+def clipped_sum(gradients: ArrayLike, weights: FloatVector, clip_norm: float) -> FloatVector:
+    """``sum_i weights_i g_i min(1, C' / ||g_i||)`` in float64, ``C' = clip_norm (1 - 2**-30)``: JAX computes
+    in float32, so the norms and the clipping are done here, with a margin far above float64's error in a
+    norm or a sum of a few hundred rows, so that one record moves the sum by at most ``clip_norm``.
+
+    >>> clipped_sum(np.array([[3.0, 4.0], [0.3, 0.4]]), np.ones(2), 1.0).round(6).tolist()
+    [0.9, 1.2]
+    """
+    rows = np.asarray(gradients, dtype=np.float64)
+    norms = np.sqrt(np.sum(rows * rows, axis=1))
+    bound = clip_norm * (1 - 2.0**-30)
+    factors = np.minimum(1.0, np.divide(bound, norms, out=np.ones_like(norms), where=norms > bound))
+    return np.asarray((factors * weights) @ rows, dtype=np.float64)
+
+
+def train(
+    loss: Loss,
+    flat: FloatVector,
+    features: FloatMatrix,
+    labels: NDArray[Any],
+    weights: FloatVector,
+    *,
+    plan: TrainingPlan,
+    clip_norm: float,
+    normaliser: float,
+    optimizer: Any,
+    source: RandomSource,
+) -> FloatVector:
+    """Run ``plan`` from the flat parameters ``flat`` (module docstring); returns the trained parameters.
+
+    ``weights`` (one per record, 0 or 1) silence records whose label is not declared; ``normaliser`` (the
+    expected batch size ``q n``, from the public ``n``) divides each noisy sum; ``source`` draws the
+    Poisson samples and seeds the noise."""
+    import jax.numpy as jnp
+
+    records, dimension = features.shape[0], flat.size
+    gradients = record_gradients(loss)
+    noise = noise_generator(source)
+    k = granularity_exponent(clip_norm * 2.0**-8 / math.sqrt(dimension))
+    threshold = min(2**64 - 1, math.floor(plan.sampling_rate * 2**64))  # Bernoulli(q') with q' <= q
+    scale = float(plan.noise_multiplier) * clip_norm
+    params = jnp.asarray(flat)
+    state = optimizer.init(params)
+    everyone = np.arange(records)
+    for _ in range(plan.steps):
+        if plan.sampling_rate < 1:
+            chosen = np.flatnonzero(source.words(records) < np.uint64(threshold))
+        else:
+            chosen = everyone
+        total = np.zeros(dimension)
+        for start in range(0, chosen.size, CHUNK):
+            index = chosen[start : start + CHUNK]
+            mask = np.zeros(CHUNK)
+            mask[: index.size] = weights[index]
+            padded = np.zeros(CHUNK, dtype=np.int64)
+            padded[: index.size] = index
+            total += clipped_sum(gradients(params, features[padded], labels[padded]), mask, clip_norm)
+        noisy = np.ldexp(np.rint(np.ldexp(total + scale * noise.standard_normal(dimension), -k)), k)
+        updates, state = optimizer.update(jnp.asarray(noisy / normaliser), state, params)
+        params = params + updates
+    return np.asarray(params, dtype=np.float64)
+
+
+_Estimator = TypeVar("_Estimator", bound="_DPSGDClassifier")
+
+
+class _DPSGDClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """What the DP-SGD classifiers share: parameters, checks, the plan, the one charge, predictions."""
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        *,
+        epochs: float = 20,
+        batch_size: int = 256,
+        learning_rate: float = 0.05,
+        clip_norm: float = 1.0,
+        classes: Any = None,
+        ledger: Ledger | Literal[False] | None = None,
+        dataset: str | None = None,
+        label: str | None = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.clip_norm = clip_norm
+        self.classes = classes
+        self.ledger = ledger
+        self.dataset = dataset
+        self.label = label
+        self.random_state = random_state
+
+    # -- what a subclass defines ---------------------------------------------------------------------
+
+    def _shapes(self, n_features: int, n_classes: int) -> list[tuple[int, int]]:
+        """The (inputs, outputs) of each dense layer."""
+        raise NotImplementedError
+
+    def _outputs(self, n_classes: int) -> int:
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------------------
+
+    def _check(self, n_records: int) -> tuple[int, Fraction]:
+        """``(steps, sampling rate)`` after checking every parameter (all public: free to refuse)."""
+        check_positive(self.epsilon, "epsilon")
+        delta = as_fraction(self.delta, "delta")
+        if not 0 < delta < 1:
+            raise ArgumentError(f"delta must lie in (0, 1), got {float(delta)}.")
+        epochs = check_positive(self.epochs, "epochs")
+        check_positive(self.learning_rate, "learning_rate")
+        check_positive(self.clip_norm, "clip_norm")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ArgumentError(f"batch_size must be a positive whole number, got {self.batch_size!r}.")
+        if self.ledger is not None and self.ledger is not False and not isinstance(self.ledger, Ledger):
+            raise ArgumentTypeError(
+                "ledger must be a kakeibo.accounting.Ledger, False (no charge, on purpose) or None, got "
+                f"{type(self.ledger).__name__}."
+            )
+        rate = Fraction(min(self.batch_size, n_records), n_records)
+        return max(1, math.ceil(epochs / rate)), rate
+
+    def _classes(self) -> NDArray[Any]:
+        if self.classes is None:
+            raise ArgumentError(
+                "classes must be declared (e.g. classes=(0, 1, 2)): reading them from the data would release "
+                "them without noise."
+            )
+        classes = np.asarray(list(self.classes))
+        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
+            raise ArgumentError("classes must be at least two distinct labels.")
+        return np.sort(classes)
+
+    def _ledger(self) -> Ledger | None:
+        if self.ledger is None:
+            warnings.warn(
+                f"{type(self).__name__}.fit released a model without charging a ledger; pass ledger= to "
+                "charge one, or ledger=False if no ledger is meant.",
+                UnaccountedRelease,
+                stacklevel=3,
+            )
+        return self.ledger if isinstance(self.ledger, Ledger) else None
+
+    def fit(self: _Estimator, X: ArrayLike, y: ArrayLike) -> _Estimator:
+        """Train with DP-SGD as one run of :func:`kakeibo.release.run` (module docstring): every check and
+        the noise calibration first (free), then the budget check, then the training (the draw), then the
+        charge. Labels outside ``classes`` are kept in the sample but contribute no gradient."""
+        import optax
+
+        features = check_features(X)
+        classes = self._classes()
+        labels = np.asarray(y)
+        if labels.ndim != 1 or labels.shape[0] != features.shape[0]:
+            raise ArgumentError(
+                f"y must be a 1-d array of {features.shape[0]} labels, got shape {labels.shape}."
+            )
+        steps, rate = self._check(features.shape[0])
+        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps)
+        targets = _targets(labels, classes)
+        known = targets >= 0
+        targets = np.maximum(targets, 0)
+        shapes = self._shapes(features.shape[1], classes.size)
+        loss = _network_loss(shapes, self._outputs(classes.size))
+        charge = release.Charge(
+            plan.loss, label=self.label or f"{type(self).__name__}.fit (DP-SGD)", dataset=self.dataset
+        )
+
+        def draw(source: RandomSource) -> FloatVector:
+            start = _initial(shapes, noise_generator(source))
+            return train(
+                loss,
+                start,
+                features,
+                targets,
+                known.astype(np.float64),
+                plan=plan,
+                clip_norm=float(self.clip_norm),
+                normaliser=float(rate) * features.shape[0],
+                optimizer=optax.sgd(float(self.learning_rate)),
+                source=source,
+            )
+
+        out = release.run(self._ledger(), charge, draw, rng=random_source(self.random_state))
+        self.classes_ = classes
+        self.n_features_in_ = features.shape[1]
+        self.coefs_ = _layers(out.value, shapes)
+        self.plan_ = plan
+        self.privacy_loss_ = plan.loss
+        self.ledger_entry_ = out.ledger_entry
+        return self
+
+    def decision_function(self, X: ArrayLike) -> FloatMatrix:
+        """The network's output for each row (logits)."""
+        check_fitted(self)
+        return _forward(self.coefs_, check_features(X, self.n_features_in_))
+
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
+        scores = self.decision_function(X)
+        if scores.shape[1] == 1:
+            return np.asarray(self.classes_[(scores[:, 0] > 0).astype(np.int64)])
+        return np.asarray(self.classes_[np.argmax(scores, axis=1)])
+
+
+class DPMLPClassifier(_DPSGDClassifier):
+    """A multilayer perceptron (tanh hidden layers, softmax output, cross-entropy loss) trained with DP-SGD
+    (module docstring), scikit-learn style.
+
+    >>> from sklearn.datasets import load_digits
+    >>> digits = load_digits()
+    >>> model = DPMLPClassifier(8.0, hidden_layer_sizes=(16,), epochs=2, classes=range(10), ledger=False,
+    ...                         random_state=0).fit(digits.data / 16, digits.target)
+    >>> model.predict(digits.data[:3] / 16).shape, model.plan_.steps
+    ((3,), 15)
+    """
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        *,
+        hidden_layer_sizes: Sequence[int] = (64,),
+        epochs: float = 20,
+        batch_size: int = 256,
+        learning_rate: float = 0.05,
+        clip_norm: float = 1.0,
+        classes: Any = None,
+        ledger: Ledger | Literal[False] | None = None,
+        dataset: str | None = None,
+        label: str | None = None,
+        random_state: RandomState = None,
+    ) -> None:
+        super().__init__(
+            epsilon,
+            delta,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            clip_norm=clip_norm,
+            classes=classes,
+            ledger=ledger,
+            dataset=dataset,
+            label=label,
+            random_state=random_state,
+        )
+        self.hidden_layer_sizes = hidden_layer_sizes
+
+    def _shapes(self, n_features: int, n_classes: int) -> list[tuple[int, int]]:
+        sizes = [n_features, *[int(h) for h in self.hidden_layer_sizes], n_classes]
+        if any(size < 1 for size in sizes):
+            raise ArgumentError("hidden_layer_sizes must be positive whole numbers.")
+        return list(itertools.pairwise(sizes))
+
+    def _outputs(self, n_classes: int) -> int:
+        return n_classes
+
+    def predict_proba(self, X: ArrayLike) -> FloatMatrix:
+        scores = self.decision_function(X)
+        scores = scores - scores.max(axis=1, keepdims=True)
+        exp = np.exp(scores)
+        return np.asarray(exp / exp.sum(axis=1, keepdims=True), dtype=np.float64)
+
+
+class DPSGDLogisticRegression(_DPSGDClassifier):
+    """Binary logistic regression trained with DP-SGD (module docstring); ``classes=(negative, positive)``.
+    (:class:`~kakeibo.ml.DPLogisticRegression` trains the same model by objective perturbation.)"""
+
+    def _shapes(self, n_features: int, n_classes: int) -> list[tuple[int, int]]:
+        if n_classes != 2:
+            raise ArgumentError("logistic regression has exactly two classes.")
+        return [(n_features, 1)]
+
+    def _outputs(self, n_classes: int) -> int:
+        return 1
+
+
+def _targets(labels: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int32]:
+    """Each label's index in ``classes``, or -1 for a label not declared (record by record, so that no label
+    can make ``fit`` refuse or fail: that would tell the analyst that some record carries it)."""
+    lookup = {value: i for i, value in enumerate(classes.tolist())}
+    out = np.full(labels.shape[0], -1, dtype=np.int32)
+    for i, value in enumerate(labels.tolist()):
+        try:
+            out[i] = lookup.get(value, -1)
+        except TypeError:  # an unhashable label is not a declared one
+            continue
+    return out
+
+
+def _network_loss(shapes: list[tuple[int, int]], outputs: int) -> Loss:
+    """The loss of one record for a dense network with ``shapes`` on a flat parameter vector: softmax
+    cross-entropy, or the logistic loss for one output."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(flat: Any, x: Any, target: Any) -> Any:
+        activation, offset = x, 0
+        for layer, (fan_in, fan_out) in enumerate(shapes):
+            weights = flat[offset : offset + fan_in * fan_out].reshape(fan_in, fan_out)
+            offset += fan_in * fan_out
+            activation = activation @ weights + flat[offset : offset + fan_out]
+            offset += fan_out
+            if layer < len(shapes) - 1:
+                activation = jnp.tanh(activation)
+        if outputs == 1:
+            sign = 2.0 * target - 1.0
+            return jax.nn.softplus(-sign * activation[0])
+        return -jax.nn.log_softmax(activation)[target]
+
+    return loss
+
+
+def _initial(shapes: list[tuple[int, int]], rng: np.random.Generator) -> FloatVector:
+    """Glorot-uniform weights and zero biases, flattened layer by layer."""
+    parts: list[FloatVector] = []
+    for fan_in, fan_out in shapes:
+        bound = math.sqrt(6 / (fan_in + fan_out))
+        parts.append(rng.uniform(-bound, bound, fan_in * fan_out))
+        parts.append(np.zeros(fan_out))
+    return np.concatenate(parts)
+
+
+def _layers(flat: FloatVector, shapes: list[tuple[int, int]]) -> list[tuple[FloatMatrix, FloatVector]]:
+    out, offset = [], 0
+    for fan_in, fan_out in shapes:
+        weights = flat[offset : offset + fan_in * fan_out].reshape(fan_in, fan_out)
+        offset += fan_in * fan_out
+        out.append((weights, flat[offset : offset + fan_out]))
+        offset += fan_out
+    return out
+
+
+def _forward(layers: list[tuple[FloatMatrix, FloatVector]], X: FloatMatrix) -> FloatMatrix:
+    activation = X
+    for i, (weights, bias) in enumerate(layers):
+        activation = activation @ weights + bias
+        if i < len(layers) - 1:
+            activation = np.tanh(activation)
+    return np.asarray(activation, dtype=np.float64)
