@@ -20,7 +20,6 @@ from kakeibo.accounting import Composed, Ledger, MechanismLoss, SubsampledGaussi
 from kakeibo.audit import audit
 from kakeibo.ml.dpsgd import (
     DPMLPClassifier,
-    DPSGDLogisticRegression,
     TrainingPlan,
     calibrate,
     clipped_sum,
@@ -230,9 +229,9 @@ def test_undeclared_labels_neither_refuse_nor_count() -> None:
     X = rng.normal(size=(200, 3))
     y = np.where(X[:, 0] > 0, "yes", "no").astype(object)
     y[:5] = ["alice:HIV+", None, ["x"], 3.5, "maybe"]
-    model = DPSGDLogisticRegression(8.0, classes=("no", "yes"), epochs=2, ledger=False, random_state=0).fit(
-        X, y
-    )
+    model = DPMLPClassifier(
+        8.0, hidden_layer_sizes=(), classes=("no", "yes"), epochs=2, ledger=False, random_state=0
+    ).fit(X, y)
     assert model.classes_.tolist() == ["no", "yes"] and set(model.predict(X).tolist()) <= {"no", "yes"}
 
 
@@ -249,4 +248,4 @@ def test_undeclared_labels_neither_refuse_nor_count() -> None:
 )
 def test_bad_parameters_are_refused_before_anything_is_charged(kwargs: dict, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises((ValueError, TypeError), match=message):
-        DPSGDLogisticRegression(1.0, random_state=0, **kwargs).fit(np.zeros((10, 2)), np.zeros(10))
+        DPMLPClassifier(1.0, random_state=0, **kwargs).fit(np.zeros((10, 2)), np.zeros(10))

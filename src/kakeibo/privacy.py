@@ -46,6 +46,8 @@ __all__ = [
     "RDPCurve",
     "as_fraction",
     "format_fraction",
+    "fraction_text",
+    "positive_fraction",
     "zcdp_delta",
     "zcdp_epsilon",
     "zcdp_epsilon_bun_steinke",
@@ -156,6 +158,23 @@ def format_fraction(value: Fraction) -> str:
     if value.denominator < 10**6:
         return f"{value.numerator}/{value.denominator}"
     return f"~{float(value):.6g}"
+
+
+def positive_fraction(value: Number, name: str) -> Fraction:
+    """``value`` as an exact :class:`Fraction` (:func:`as_fraction`), refused unless it is above 0."""
+    frac = as_fraction(value, name)
+    if frac <= 0:
+        raise ArgumentError(f"{name} must be positive, got {float(frac)}.")
+    return frac
+
+
+def fraction_text(value: Fraction) -> str:
+    """The ``"num/den"`` text a ledger stores an exact value as (it reads back and hashes the same forever).
+
+    >>> fraction_text(Fraction(1, 100000))
+    '1/100000'
+    """
+    return f"{value.numerator}/{value.denominator}"
 
 
 def _non_negative(value: Number, name: str) -> Fraction:

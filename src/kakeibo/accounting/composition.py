@@ -39,7 +39,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ..privacy import DEFAULT_ORDERS, ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from ..privacy import DEFAULT_ORDERS, ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction, fraction_text
 from .curves import Curve, MechanismLoss, curve_from_json, curve_of
 from .pld import LossDistribution
 
@@ -551,8 +551,7 @@ class AdvancedComposition(CompositionPolicy):
         return _approx_total(eps, delta + self.delta_slack)
 
     def config(self) -> dict[str, str]:
-        slack = self.delta_slack
-        return {"name": self.name, "delta_slack": f"{slack.numerator}/{slack.denominator}"}
+        return {"name": self.name, "delta_slack": fraction_text(self.delta_slack)}
 
 
 def _books_delta(budget: PrivacyLoss, name: str) -> Fraction:
@@ -604,7 +603,7 @@ class _TightBooks(CompositionPolicy):
     def config(self) -> dict[str, str]:
         if self.delta is None:
             return {"name": self.name}
-        return {"name": self.name, "delta": f"{self.delta.numerator}/{self.delta.denominator}"}
+        return {"name": self.name, "delta": fraction_text(self.delta)}
 
 
 #: The epsilon reported when the composition has none at the books' delta (a charge can never fit then).
@@ -726,8 +725,7 @@ class PLDComposition(_TightBooks):
         return _pld_epsilon(runs, float(self.interval), delta)
 
     def config(self) -> dict[str, str]:
-        step = self.interval
-        return {**super().config(), "interval": f"{step.numerator}/{step.denominator}"}
+        return {**super().config(), "interval": fraction_text(self.interval)}
 
 
 def _has_pld(curve: Curve, interval: Fraction) -> bool:

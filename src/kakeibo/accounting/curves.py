@@ -65,7 +65,17 @@ from numpy.typing import NDArray
 from scipy import special
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ..privacy import ZCDP, ApproxDP, Number, PrivacyLoss, PureDP, as_fraction, format_fraction
+from ..privacy import (
+    ZCDP,
+    ApproxDP,
+    Number,
+    PrivacyLoss,
+    PureDP,
+    as_fraction,
+    format_fraction,
+    fraction_text,
+    positive_fraction,
+)
 from .pld import TAIL, Cdf, LossDistribution, Pair, from_atoms, from_cdf, quantile
 
 __all__ = [
@@ -88,17 +98,6 @@ _MARGIN = 2.0**-36
 def _up(value: float, scale: float) -> float:
     """``value`` plus a margin for the float error of terms of magnitude up to ``scale``."""
     return value + _MARGIN * (abs(value) + abs(scale)) + 1e-300
-
-
-def _positive(value: Number, name: str) -> Fraction:
-    exact = as_fraction(value, name)
-    if exact <= 0:
-        raise ArgumentError(f"{name} must be positive, got {float(exact)}.")
-    return exact
-
-
-def _text(value: Fraction) -> str:
-    return f"{value.numerator}/{value.denominator}"
 
 
 def _orders(orders: Sequence[float]) -> NDArray[np.float64]:
@@ -177,7 +176,7 @@ class EpsilonDelta(Curve):
         return pair, pair
 
     def parameters(self) -> dict[str, Any]:
-        return {"epsilon": _text(self.epsilon), "delta": _text(self.delta)}
+        return {"epsilon": fraction_text(self.epsilon), "delta": fraction_text(self.delta)}
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ class Concentrated(Curve):
         return tuple(self.rho * Fraction(float(a)) for a in _orders(orders))
 
     def parameters(self) -> dict[str, Any]:
-        return {"rho": _text(self.rho)}
+        return {"rho": fraction_text(self.rho)}
 
 
 @dataclass(frozen=True)
@@ -216,7 +215,7 @@ class GaussianNoise(Curve):
     name: ClassVar[str] = "gaussian"
 
     def __init__(self, noise_multiplier: Number) -> None:
-        object.__setattr__(self, "noise_multiplier", _positive(noise_multiplier, "noise_multiplier"))
+        object.__setattr__(self, "noise_multiplier", positive_fraction(noise_multiplier, "noise_multiplier"))
 
     def __str__(self) -> str:
         return f"Gaussian noise (noise multiplier {format_fraction(self.noise_multiplier)})"
@@ -239,7 +238,7 @@ class GaussianNoise(Curve):
         return pair, pair
 
     def parameters(self) -> dict[str, Any]:
-        return {"noise_multiplier": _text(self.noise_multiplier)}
+        return {"noise_multiplier": fraction_text(self.noise_multiplier)}
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,7 @@ class LaplaceNoise(Curve):
     name: ClassVar[str] = "laplace"
 
     def __init__(self, noise_multiplier: Number) -> None:
-        object.__setattr__(self, "noise_multiplier", _positive(noise_multiplier, "noise_multiplier"))
+        object.__setattr__(self, "noise_multiplier", positive_fraction(noise_multiplier, "noise_multiplier"))
 
     def __str__(self) -> str:
         return f"Laplace noise (noise multiplier {format_fraction(self.noise_multiplier)})"
@@ -289,7 +288,7 @@ class LaplaceNoise(Curve):
         return pair, pair
 
     def parameters(self) -> dict[str, Any]:
-        return {"noise_multiplier": _text(self.noise_multiplier)}
+        return {"noise_multiplier": fraction_text(self.noise_multiplier)}
 
 
 SAMPLINGS = ("poisson", "fixed")
@@ -310,12 +309,12 @@ class SubsampledGaussian(Curve):
     name: ClassVar[str] = "subsampled_gaussian"
 
     def __init__(self, noise_multiplier: Number, sampling_rate: Number, sampling: str = "poisson") -> None:
-        rate = _positive(sampling_rate, "sampling_rate")
+        rate = positive_fraction(sampling_rate, "sampling_rate")
         if rate > 1:
             raise ArgumentError(f"sampling_rate must lie in (0, 1], got {float(rate)}.")
         if sampling not in SAMPLINGS:
             raise ArgumentError(f'sampling must be "poisson" or "fixed", got {sampling!r}.')
-        object.__setattr__(self, "noise_multiplier", _positive(noise_multiplier, "noise_multiplier"))
+        object.__setattr__(self, "noise_multiplier", positive_fraction(noise_multiplier, "noise_multiplier"))
         object.__setattr__(self, "sampling_rate", rate)
         object.__setattr__(self, "sampling", sampling)
 
@@ -350,8 +349,8 @@ class SubsampledGaussian(Curve):
 
     def parameters(self) -> dict[str, Any]:
         return {
-            "noise_multiplier": _text(self.noise_multiplier),
-            "sampling_rate": _text(self.sampling_rate),
+            "noise_multiplier": fraction_text(self.noise_multiplier),
+            "sampling_rate": fraction_text(self.sampling_rate),
             "sampling": self.sampling,
         }
 
@@ -541,6 +540,7 @@ def curve_from_json(data: object) -> Curve:
         raise ArgumentError(f"the stored {data['name']} description has wrong parameters ({exc}).") from None
 
 
+@lru_cache(maxsize=4096)
 def curve_of(loss: PrivacyLoss) -> Curve:
     """The curve a ledger's tight books account ``loss`` by: a :class:`MechanismLoss`'s own; a pure or
     approximate loss's :class:`EpsilonDelta`; a zCDP loss's :class:`Concentrated`."""

@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ..privacy import ZCDP, ApproxDP, PrivacyLoss, PureDP
+from ..privacy import ZCDP, ApproxDP, PrivacyLoss, PureDP, fraction_text
 from .curves import MechanismLoss, curve_from_json
 from .overlap import Box
 
@@ -182,10 +182,6 @@ def checked_region(region: object, dataset: str | None) -> Box | None:
 # -- storage encoding -----------------------------------------------------------------------------
 
 
-def _frac_text(value: Fraction) -> str:
-    return f"{value.numerator}/{value.denominator}"
-
-
 def _parse_frac(text: object) -> Fraction:
     if not isinstance(text, str):
         raise ArgumentError(f"expected 'num/den' text, found {text!r}")
@@ -200,11 +196,11 @@ def loss_columns(loss: PrivacyLoss) -> tuple[str, str | None, str | None, str | 
     if isinstance(loss, MechanismLoss):
         return loss_columns(loss.declared)
     if isinstance(loss, PureDP):
-        return "pure", _frac_text(loss.epsilon), None, None
+        return "pure", fraction_text(loss.epsilon), None, None
     if isinstance(loss, ApproxDP):
-        return "approx", _frac_text(loss.epsilon), _frac_text(loss.delta), None
+        return "approx", fraction_text(loss.epsilon), fraction_text(loss.delta), None
     if isinstance(loss, ZCDP):
-        return "zcdp", None, None, _frac_text(loss.rho)
+        return "zcdp", None, None, fraction_text(loss.rho)
     raise ArgumentTypeError(f"cannot store a {type(loss).__name__} loss.")
 
 

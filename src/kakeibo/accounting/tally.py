@@ -40,9 +40,29 @@ class Item:
 _Key = tuple[str | None, str | None]
 
 
-def _add(target: dict[Hashable, Fraction], weights: Weights) -> None:
+def _add(target: dict[Hashable, Fraction], weights: Weights, times: int = 1) -> None:
     for key, weight in weights.items():
-        target[key] = target.get(key, Fraction(0)) + weight
+        target[key] = target.get(key, Fraction(0)) + weight * times
+
+
+class _Sums:
+    """Exact sums of weights, added lazily: charges with the very same weights object (the tight books hand
+    out one cached object per mechanism) are counted, and folded into the sums when they are read, so that
+    rebuilding a tally from 100,000 entries adds each distinct mechanism's weights once."""
+
+    def __init__(self) -> None:
+        self._sums: dict[Hashable, Fraction] = {}
+        self._pending: dict[int, tuple[Weights, int]] = {}  # id -> (the object, kept alive; its count)
+
+    def add(self, weights: Weights) -> None:
+        held, count = self._pending.get(id(weights), (weights, 0))
+        self._pending[id(weights)] = (held, count + 1)
+
+    def totals(self) -> dict[Hashable, Fraction]:
+        for weights, count in self._pending.values():
+            _add(self._sums, weights, count)
+        self._pending.clear()
+        return self._sums
 
 
 class Tally:
@@ -55,16 +75,16 @@ class Tally:
         self.policy = policy
         self.kind = kind
         self.counts: dict[_Key, int] = {}
-        self.plain: dict[_Key, dict[Hashable, Fraction]] = {}
-        self.regions: dict[_Key, dict[Box, dict[Hashable, Fraction]]] = {}
+        self.plain: dict[_Key, _Sums] = {}
+        self.regions: dict[_Key, dict[Box, _Sums]] = {}
 
     def add(self, item: Item) -> None:
         key = (item.analyst, item.dataset)
         self.counts[key] = self.counts.get(key, 0) + 1
         if item.region is None:
-            _add(self.plain.setdefault(key, {}), item.weights)
+            self.plain.setdefault(key, _Sums()).add(item.weights)
         else:
-            _add(self.regions.setdefault(key, {}).setdefault(item.region, {}), item.weights)
+            self.regions.setdefault(key, {}).setdefault(item.region, _Sums()).add(item.weights)
 
     def sums(self, scope: Scope, extra: Item | None = None) -> tuple[dict[Hashable, Fraction], bool]:
         """Per-weight totals of the charges ``scope`` covers (plus ``extra``): plain sums, plus the maximum
@@ -73,9 +93,10 @@ class Tally:
         totals: dict[Hashable, Fraction] = {}
         by_dataset: dict[str | None, dict[Box, dict[Hashable, Fraction]]] = {}
         for key in covered:
-            _add(totals, self.plain.get(key, {}))
-            for box, weights in self.regions.get(key, {}).items():
-                _add(by_dataset.setdefault(key[1], {}).setdefault(box, {}), weights)
+            if key in self.plain:
+                _add(totals, self.plain[key].totals())
+            for box, sums in self.regions.get(key, {}).items():
+                _add(by_dataset.setdefault(key[1], {}).setdefault(box, {}), sums.totals())
         if extra is not None:
             if extra.region is None:
                 _add(totals, extra.weights)

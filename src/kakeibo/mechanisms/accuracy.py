@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from fractions import Fraction
 from typing import Protocol
 
 from scipy.special import ndtr, ndtri
 
 from ..errors import ArgumentError, ArgumentTypeError
-from ..privacy import Number, as_fraction
+from ..privacy import Number, as_fraction, positive_fraction
 from .base import check_beta
 from .gaussian import analytic_gaussian_sigma
 
@@ -76,13 +75,6 @@ class SupportsFailureProbability(Protocol):
     def failure_probability(self, tolerance: float) -> float: ...
 
 
-def _positive(value: Number, name: str) -> Fraction:
-    frac = as_fraction(value, name)
-    if frac <= 0:
-        raise ArgumentError(f"{name} must be positive, got {float(frac)}.")
-    return frac
-
-
 def _delta(value: Number) -> float:
     frac = as_fraction(value, "delta")
     if not 0 < frac < 1:
@@ -100,7 +92,7 @@ def laplace_error(*, sensitivity: Number, epsilon: Number, beta: float) -> float
     >>> round(laplace_error(sensitivity=1, epsilon=0.5, beta=0.05), 4)  # 2 ln 20
     5.9915
     """
-    scale = _positive(sensitivity, "sensitivity") / _positive(epsilon, "epsilon")
+    scale = positive_fraction(sensitivity, "sensitivity") / positive_fraction(epsilon, "epsilon")
     return float(scale) * -math.log(check_beta(beta))
 
 
@@ -113,9 +105,9 @@ def laplace_failure_probability(*, sensitivity: Number, epsilon: Number, toleran
     True
     """
     ratio = (
-        _positive(tolerance, "tolerance")
-        * _positive(epsilon, "epsilon")
-        / _positive(sensitivity, "sensitivity")
+        positive_fraction(tolerance, "tolerance")
+        * positive_fraction(epsilon, "epsilon")
+        / positive_fraction(sensitivity, "sensitivity")
     )
     return math.exp(-float(ratio))
 
@@ -126,7 +118,7 @@ def laplace_epsilon_for(*, sensitivity: Number, tolerance: Number, beta: float) 
     >>> round(laplace_epsilon_for(sensitivity=1 / 1000, tolerance=1, beta=0.05), 6)  # ln(20) / 1000
     0.002996
     """
-    per_unit = _positive(sensitivity, "sensitivity") / _positive(tolerance, "tolerance")
+    per_unit = positive_fraction(sensitivity, "sensitivity") / positive_fraction(tolerance, "tolerance")
     return float(per_unit) * -math.log(check_beta(beta)) * _UP
 
 
@@ -146,7 +138,7 @@ def geometric_failure_probability(*, sensitivity: Number, epsilon: Number, toler
     >>> round(geometric_failure_probability(sensitivity=1, epsilon=1, tolerance=2), 6)
     0.072795
     """
-    ratio = float(_positive(epsilon, "epsilon") / _positive(sensitivity, "sensitivity"))
+    ratio = float(positive_fraction(epsilon, "epsilon") / positive_fraction(sensitivity, "sensitivity"))
     tol = as_fraction(tolerance, "tolerance")
     if tol < 0:
         raise ArgumentError(f"tolerance must be non-negative, got {float(tol)}.")
@@ -160,7 +152,7 @@ def geometric_error(*, sensitivity: Number, epsilon: Number, beta: float) -> flo
     >>> geometric_error(sensitivity=1, epsilon=1, beta=0.05)
     3.0
     """
-    ratio = float(_positive(epsilon, "epsilon") / _positive(sensitivity, "sensitivity"))
+    ratio = float(positive_fraction(epsilon, "epsilon") / positive_fraction(sensitivity, "sensitivity"))
     beta = check_beta(beta)
     log_beta = math.log(beta)
     # Pr(|Z| > m) = Pr(|Z| >= m + 1); start from the closed form and correct for rounding by exact steps.
@@ -180,7 +172,7 @@ def geometric_epsilon_for(*, sensitivity: Number, tolerance: Number, beta: float
     >>> geometric_failure_probability(sensitivity=1, epsilon=eps, tolerance=3) <= 0.05
     True
     """
-    delta_1 = _positive(sensitivity, "sensitivity")
+    delta_1 = positive_fraction(sensitivity, "sensitivity")
     tol = as_fraction(tolerance, "tolerance")
     if tol < 0:
         raise ArgumentError(f"tolerance must be non-negative, got {float(tol)}.")
@@ -222,7 +214,7 @@ def gaussian_failure_probability(
     0.3173
     """
     sigma = _gaussian_sigma(sensitivity, epsilon, delta)
-    return float(2 * ndtr(-float(_positive(tolerance, "tolerance")) / sigma))
+    return float(2 * ndtr(-float(positive_fraction(tolerance, "tolerance")) / sigma))
 
 
 def gaussian_epsilon_for(*, sensitivity: Number, delta: Number, tolerance: Number, beta: float) -> float:
@@ -236,9 +228,9 @@ def gaussian_epsilon_for(*, sensitivity: Number, delta: Number, tolerance: Numbe
     >>> gaussian_error(sensitivity=1, epsilon=eps, delta=1e-5, beta=0.05) <= 10
     True
     """
-    sens = float(_positive(sensitivity, "sensitivity"))
+    sens = float(positive_fraction(sensitivity, "sensitivity"))
     dlt = _delta(delta)
-    sigma_max = float(_positive(tolerance, "tolerance")) / float(-ndtri(check_beta(beta) / 2))
+    sigma_max = float(positive_fraction(tolerance, "tolerance")) / float(-ndtri(check_beta(beta) / 2))
     if analytic_gaussian_sigma(0.0, dlt, sens) <= sigma_max:
         return 0.0
     lo, hi = 0.0, 1.0
@@ -254,8 +246,8 @@ def gaussian_epsilon_for(*, sensitivity: Number, delta: Number, tolerance: Numbe
 
 
 def _gaussian_sigma(sensitivity: Number, epsilon: Number, delta: Number) -> float:
-    sens = float(_positive(sensitivity, "sensitivity"))
-    eps = float(_positive(epsilon, "epsilon"))
+    sens = float(positive_fraction(sensitivity, "sensitivity"))
+    eps = float(positive_fraction(epsilon, "epsilon"))
     return analytic_gaussian_sigma(eps, _delta(delta), sens)
 
 

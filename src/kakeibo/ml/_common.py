@@ -9,21 +9,25 @@ tests), a ``Generator`` is used as it is, and ``None`` draws from the operating 
 from __future__ import annotations
 
 import numbers
+import warnings
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from ..errors import ArgumentError, ArgumentTypeError, Error
+from ..errors import ArgumentError, ArgumentTypeError, Error, UnaccountedRelease
 from ..noise.source import RandomSource, resolve_source
 
 __all__ = [
     "FloatMatrix",
     "NotFittedError",
+    "charged_ledger",
     "check_binary_labels",
     "check_features",
     "check_fitted",
+    "check_ledger",
     "noise_generator",
     "random_source",
 ]
@@ -60,6 +64,31 @@ def noise_generator(source: RandomSource) -> np.random.Generator:
     """A numpy generator seeded with 256 bits of ``source``: the bridge from kakeibo's randomness to the
     floating-point noise of DP-ERM and DP-SGD (each module's docstring says what that noise guarantees)."""
     return np.random.default_rng([int(word) for word in source.words(4)])
+
+
+def check_ledger(ledger: object) -> None:
+    """Refuse a ``ledger=`` that is not a :class:`~kakeibo.accounting.Ledger`, ``False`` or ``None``."""
+    from ..accounting import Ledger  # here: the owner-side transformers need no ledger
+
+    if ledger is not None and ledger is not False and not isinstance(ledger, Ledger):
+        raise ArgumentTypeError(
+            "ledger must be a kakeibo.accounting.Ledger, False (no charge, on purpose) or None, got "
+            f"{type(ledger).__name__}."
+        )
+
+
+def charged_ledger(estimator: object, ledger: Any) -> Any:
+    """The ledger an estimator's ``fit`` charges, or ``None``: ``ledger=False`` charges nothing on purpose;
+    ``None`` charges nothing and warns :class:`~kakeibo.UnaccountedRelease` (silence never means "not
+    charged")."""
+    if ledger is None:
+        warnings.warn(
+            f"{type(estimator).__name__}.fit released a model without charging a ledger; pass ledger= to "
+            "charge one, or ledger=False if no ledger is meant.",
+            UnaccountedRelease,
+            stacklevel=3,
+        )
+    return ledger if ledger is not None and ledger is not False else None
 
 
 def check_features(X: ArrayLike, n_features: int | None = None) -> FloatMatrix:

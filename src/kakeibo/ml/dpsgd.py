@@ -42,7 +42,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -54,15 +53,23 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from .. import release
 from ..accounting import Composed, Ledger, MechanismLoss, SubsampledGaussian
-from ..errors import ArgumentError, ArgumentTypeError, UnaccountedRelease
+from ..errors import ArgumentError
 from ..mechanisms.base import check_positive
 from ..noise import RandomSource, granularity_exponent
 from ..privacy import Number, as_fraction
-from ._common import FloatMatrix, RandomState, check_features, check_fitted, noise_generator, random_source
+from ._common import (
+    FloatMatrix,
+    RandomState,
+    charged_ledger,
+    check_features,
+    check_fitted,
+    check_ledger,
+    noise_generator,
+    random_source,
+)
 
 __all__ = [
     "DPMLPClassifier",
-    "DPSGDLogisticRegression",
     "TrainingPlan",
     "calibrate",
     "clipped_sum",
@@ -209,153 +216,13 @@ def train(
     return np.asarray(params, dtype=np.float64)
 
 
-_Estimator = TypeVar("_Estimator", bound="_DPSGDClassifier")
+_Estimator = TypeVar("_Estimator", bound="DPMLPClassifier")
 
 
-class _DPSGDClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
-    """What the DP-SGD classifiers share: parameters, checks, the plan, the one charge, predictions."""
-
-    def __init__(
-        self,
-        epsilon: float = 1.0,
-        delta: float = 1e-5,
-        *,
-        epochs: float = 20,
-        batch_size: int = 256,
-        learning_rate: float = 0.05,
-        clip_norm: float = 1.0,
-        classes: Any = None,
-        ledger: Ledger | Literal[False] | None = None,
-        dataset: str | None = None,
-        label: str | None = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.clip_norm = clip_norm
-        self.classes = classes
-        self.ledger = ledger
-        self.dataset = dataset
-        self.label = label
-        self.random_state = random_state
-
-    # -- what a subclass defines ---------------------------------------------------------------------
-
-    def _shapes(self, n_features: int, n_classes: int) -> list[tuple[int, int]]:
-        """The (inputs, outputs) of each dense layer."""
-        raise NotImplementedError
-
-    def _outputs(self, n_classes: int) -> int:
-        raise NotImplementedError
-
-    # -- shared --------------------------------------------------------------------------------------
-
-    def _check(self, n_records: int) -> tuple[int, Fraction]:
-        """``(steps, sampling rate)`` after checking every parameter (all public: free to refuse)."""
-        check_positive(self.epsilon, "epsilon")
-        delta = as_fraction(self.delta, "delta")
-        if not 0 < delta < 1:
-            raise ArgumentError(f"delta must lie in (0, 1), got {float(delta)}.")
-        epochs = check_positive(self.epochs, "epochs")
-        check_positive(self.learning_rate, "learning_rate")
-        check_positive(self.clip_norm, "clip_norm")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ArgumentError(f"batch_size must be a positive whole number, got {self.batch_size!r}.")
-        if self.ledger is not None and self.ledger is not False and not isinstance(self.ledger, Ledger):
-            raise ArgumentTypeError(
-                "ledger must be a kakeibo.accounting.Ledger, False (no charge, on purpose) or None, got "
-                f"{type(self.ledger).__name__}."
-            )
-        rate = Fraction(min(self.batch_size, n_records), n_records)
-        return max(1, math.ceil(epochs / rate)), rate
-
-    def _classes(self) -> NDArray[Any]:
-        if self.classes is None:
-            raise ArgumentError(
-                "classes must be declared (e.g. classes=(0, 1, 2)): reading them from the data would release "
-                "them without noise."
-            )
-        classes = np.asarray(list(self.classes))
-        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
-            raise ArgumentError("classes must be at least two distinct labels.")
-        return np.sort(classes)
-
-    def _ledger(self) -> Ledger | None:
-        if self.ledger is None:
-            warnings.warn(
-                f"{type(self).__name__}.fit released a model without charging a ledger; pass ledger= to "
-                "charge one, or ledger=False if no ledger is meant.",
-                UnaccountedRelease,
-                stacklevel=3,
-            )
-        return self.ledger if isinstance(self.ledger, Ledger) else None
-
-    def fit(self: _Estimator, X: ArrayLike, y: ArrayLike) -> _Estimator:
-        """Train with DP-SGD as one run of :func:`kakeibo.release.run` (module docstring): every check and
-        the noise calibration first (free), then the budget check, then the training (the draw), then the
-        charge. Labels outside ``classes`` are kept in the sample but contribute no gradient."""
-        import optax
-
-        features = check_features(X)
-        classes = self._classes()
-        labels = np.asarray(y)
-        if labels.ndim != 1 or labels.shape[0] != features.shape[0]:
-            raise ArgumentError(
-                f"y must be a 1-d array of {features.shape[0]} labels, got shape {labels.shape}."
-            )
-        steps, rate = self._check(features.shape[0])
-        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps)
-        targets = _targets(labels, classes)
-        known = targets >= 0
-        targets = np.maximum(targets, 0)
-        shapes = self._shapes(features.shape[1], classes.size)
-        loss = _network_loss(shapes, self._outputs(classes.size))
-        charge = release.Charge(
-            plan.loss, label=self.label or f"{type(self).__name__}.fit (DP-SGD)", dataset=self.dataset
-        )
-
-        def draw(source: RandomSource) -> FloatVector:
-            start = _initial(shapes, noise_generator(source))
-            return train(
-                loss,
-                start,
-                features,
-                targets,
-                known.astype(np.float64),
-                plan=plan,
-                clip_norm=float(self.clip_norm),
-                normaliser=float(rate) * features.shape[0],
-                optimizer=optax.sgd(float(self.learning_rate)),
-                source=source,
-            )
-
-        out = release.run(self._ledger(), charge, draw, rng=random_source(self.random_state))
-        self.classes_ = classes
-        self.n_features_in_ = features.shape[1]
-        self.coefs_ = _layers(out.value, shapes)
-        self.plan_ = plan
-        self.privacy_loss_ = plan.loss
-        self.ledger_entry_ = out.ledger_entry
-        return self
-
-    def decision_function(self, X: ArrayLike) -> FloatMatrix:
-        """The network's output for each row (logits)."""
-        check_fitted(self)
-        return _forward(self.coefs_, check_features(X, self.n_features_in_))
-
-    def predict(self, X: ArrayLike) -> NDArray[Any]:
-        scores = self.decision_function(X)
-        if scores.shape[1] == 1:
-            return np.asarray(self.classes_[(scores[:, 0] > 0).astype(np.int64)])
-        return np.asarray(self.classes_[np.argmax(scores, axis=1)])
-
-
-class DPMLPClassifier(_DPSGDClassifier):
-    """A multilayer perceptron (tanh hidden layers, softmax output, cross-entropy loss) trained with DP-SGD
-    (module docstring), scikit-learn style.
+class DPMLPClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """A multilayer perceptron (tanh hidden layers, a softmax output, the cross-entropy loss) trained with
+    DP-SGD (module docstring), scikit-learn style; ``hidden_layer_sizes=()`` is multinomial logistic
+    regression (:class:`~kakeibo.ml.DPLogisticRegression` trains a binary one by objective perturbation).
 
     >>> from sklearn.datasets import load_digits
     >>> digits = load_digits()
@@ -381,48 +248,117 @@ class DPMLPClassifier(_DPSGDClassifier):
         label: str | None = None,
         random_state: RandomState = None,
     ) -> None:
-        super().__init__(
-            epsilon,
-            delta,
-            epochs=epochs,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            clip_norm=clip_norm,
-            classes=classes,
-            ledger=ledger,
-            dataset=dataset,
-            label=label,
-            random_state=random_state,
-        )
+        self.epsilon = epsilon
+        self.delta = delta
         self.hidden_layer_sizes = hidden_layer_sizes
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.clip_norm = clip_norm
+        self.classes = classes
+        self.ledger = ledger
+        self.dataset = dataset
+        self.label = label
+        self.random_state = random_state
 
     def _shapes(self, n_features: int, n_classes: int) -> list[tuple[int, int]]:
+        """The (inputs, outputs) of each dense layer."""
         sizes = [n_features, *[int(h) for h in self.hidden_layer_sizes], n_classes]
         if any(size < 1 for size in sizes):
             raise ArgumentError("hidden_layer_sizes must be positive whole numbers.")
         return list(itertools.pairwise(sizes))
 
-    def _outputs(self, n_classes: int) -> int:
-        return n_classes
+    def _check(self, n_records: int) -> tuple[int, Fraction]:
+        """``(steps, sampling rate)`` after checking every parameter (all public: free to refuse)."""
+        check_positive(self.epsilon, "epsilon")
+        delta = as_fraction(self.delta, "delta")
+        if not 0 < delta < 1:
+            raise ArgumentError(f"delta must lie in (0, 1), got {float(delta)}.")
+        epochs = check_positive(self.epochs, "epochs")
+        check_positive(self.learning_rate, "learning_rate")
+        check_positive(self.clip_norm, "clip_norm")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ArgumentError(f"batch_size must be a positive whole number, got {self.batch_size!r}.")
+        check_ledger(self.ledger)
+        rate = Fraction(min(self.batch_size, n_records), n_records)
+        return max(1, math.ceil(epochs / rate)), rate
+
+    def _classes(self) -> NDArray[Any]:
+        if self.classes is None:
+            raise ArgumentError(
+                "classes must be declared (e.g. classes=(0, 1, 2)): reading them from the data would release "
+                "them without noise."
+            )
+        classes = np.asarray(list(self.classes))
+        if classes.ndim != 1 or classes.size < 2 or np.unique(classes).size != classes.size:
+            raise ArgumentError("classes must be at least two distinct labels.")
+        return np.sort(classes)
+
+    def fit(self: _Estimator, X: ArrayLike, y: ArrayLike) -> _Estimator:
+        """Train with DP-SGD as one run of :func:`kakeibo.release.run` (module docstring): every check and
+        the noise calibration first (free), then the budget check, then the training (the draw), then the
+        charge. Labels outside ``classes`` are kept in the sample but contribute no gradient."""
+        import optax
+
+        features = check_features(X)
+        classes = self._classes()
+        labels = np.asarray(y)
+        if labels.ndim != 1 or labels.shape[0] != features.shape[0]:
+            raise ArgumentError(
+                f"y must be a 1-d array of {features.shape[0]} labels, got shape {labels.shape}."
+            )
+        steps, rate = self._check(features.shape[0])
+        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps)
+        targets = _targets(labels, classes)
+        known = targets >= 0
+        targets = np.maximum(targets, 0)
+        shapes = self._shapes(features.shape[1], classes.size)
+        loss = _network_loss(shapes)
+        charge = release.Charge(
+            plan.loss, label=self.label or f"{type(self).__name__}.fit (DP-SGD)", dataset=self.dataset
+        )
+
+        def draw(source: RandomSource) -> FloatVector:
+            start = _initial(shapes, noise_generator(source))
+            return train(
+                loss,
+                start,
+                features,
+                targets,
+                known.astype(np.float64),
+                plan=plan,
+                clip_norm=float(self.clip_norm),
+                normaliser=float(rate) * features.shape[0],
+                optimizer=optax.sgd(float(self.learning_rate)),
+                source=source,
+            )
+
+        out = release.run(
+            charged_ledger(self, self.ledger), charge, draw, rng=random_source(self.random_state)
+        )
+        self.classes_ = classes
+        self.n_features_in_ = features.shape[1]
+        self.coefs_ = _layers(out.value, shapes)
+        self.plan_ = plan
+        self.privacy_loss_ = plan.loss
+        self.ledger_entry_ = out.ledger_entry
+        return self
+
+    def decision_function(self, X: ArrayLike) -> FloatMatrix:
+        """The network's output for each row (logits)."""
+        check_fitted(self)
+        return _forward(self.coefs_, check_features(X, self.n_features_in_))
+
+    def predict(self, X: ArrayLike) -> NDArray[Any]:
+        """The most probable declared class of each row."""
+        return np.asarray(self.classes_[np.argmax(self.decision_function(X), axis=1)])
 
     def predict_proba(self, X: ArrayLike) -> FloatMatrix:
+        """Softmax of :meth:`decision_function`."""
         scores = self.decision_function(X)
         scores = scores - scores.max(axis=1, keepdims=True)
         exp = np.exp(scores)
         return np.asarray(exp / exp.sum(axis=1, keepdims=True), dtype=np.float64)
-
-
-class DPSGDLogisticRegression(_DPSGDClassifier):
-    """Binary logistic regression trained with DP-SGD (module docstring); ``classes=(negative, positive)``.
-    (:class:`~kakeibo.ml.DPLogisticRegression` trains the same model by objective perturbation.)"""
-
-    def _shapes(self, n_features: int, n_classes: int) -> list[tuple[int, int]]:
-        if n_classes != 2:
-            raise ArgumentError("logistic regression has exactly two classes.")
-        return [(n_features, 1)]
-
-    def _outputs(self, n_classes: int) -> int:
-        return 1
 
 
 def _targets(labels: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int32]:
@@ -438,9 +374,9 @@ def _targets(labels: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int32]:
     return out
 
 
-def _network_loss(shapes: list[tuple[int, int]], outputs: int) -> Loss:
-    """The loss of one record for a dense network with ``shapes`` on a flat parameter vector: softmax
-    cross-entropy, or the logistic loss for one output."""
+def _network_loss(shapes: list[tuple[int, int]]) -> Loss:
+    """The softmax cross-entropy of one record for a dense network with ``shapes`` on a flat parameter
+    vector."""
     import jax
     import jax.numpy as jnp
 
@@ -453,9 +389,6 @@ def _network_loss(shapes: list[tuple[int, int]], outputs: int) -> Loss:
             offset += fan_out
             if layer < len(shapes) - 1:
                 activation = jnp.tanh(activation)
-        if outputs == 1:
-            sign = 2.0 * target - 1.0
-            return jax.nn.softplus(-sign * activation[0])
         return -jax.nn.log_softmax(activation)[target]
 
     return loss

@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -90,10 +89,19 @@ from threadpoolctl import ThreadpoolController
 
 from .. import release
 from ..accounting import Ledger
-from ..errors import ArgumentError, ArgumentTypeError, UnaccountedRelease
+from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import check_positive
 from ..privacy import PureDP
-from ._common import FloatMatrix, RandomState, check_features, check_fitted, noise_generator, random_source
+from ._common import (
+    FloatMatrix,
+    RandomState,
+    charged_ledger,
+    check_features,
+    check_fitted,
+    check_ledger,
+    noise_generator,
+    random_source,
+)
 
 __all__ = [
     "Calibration",
@@ -407,11 +415,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise ArgumentError(f"method must be 'objective' or 'output', got {self.method!r}.")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ArgumentTypeError(f"fit_intercept must be True or False, got {self.fit_intercept!r}.")
-        if self.ledger is not None and self.ledger is not False and not isinstance(self.ledger, Ledger):
-            raise ArgumentTypeError(
-                f"ledger must be a kakeibo.accounting.Ledger, False (no charge, on purpose) or None, got "
-                f"{type(self.ledger).__name__}."
-            )
+        check_ledger(self.ledger)
         for name in ("dataset", "label"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise ArgumentTypeError(
@@ -425,18 +429,6 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         if self.method == "output":
             return output_perturbation_calibration(epsilon, n_samples, regularization)
         return objective_perturbation_calibration(epsilon, n_samples, regularization, loss.curvature)
-
-    def _ledger(self) -> Ledger | None:
-        """The ledger ``fit`` charges, or ``None``: ``ledger=False`` charges nothing on purpose; ``None``
-        charges nothing and warns :class:`~kakeibo.UnaccountedRelease` (silence never means "not charged")."""
-        if self.ledger is None:
-            warnings.warn(
-                f"{type(self).__name__}.fit released a model without charging a ledger; pass ledger= to "
-                "charge one, or ledger=False if no ledger is meant.",
-                UnaccountedRelease,
-                stacklevel=3,
-            )
-        return self.ledger if isinstance(self.ledger, Ledger) else None
 
     def _private_weights(
         self,
@@ -475,7 +467,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             dataset=self.dataset,
         )
         out = release.run(
-            self._ledger(),
+            charged_ledger(self, self.ledger),
             charge,
             lambda source: self._private_weights(
                 loss, Z, signs, regularization, calibration, noise_generator(source)
