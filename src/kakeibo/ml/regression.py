@@ -1,0 +1,150 @@
+"""Linear regression under ``(epsilon, delta)``-DP by noisy sufficient statistics: the squared loss of seed
+000, chapter 9 (``l_sq``) is minimised from ``Z^T Z`` and ``Z^T y`` alone, so releasing those two with the
+Gaussian mechanism releases the model (the "sufficient statistics perturbation" of Vu and Slavkovic 2009 and
+Wang 2018; the noisy normal equations are then solved with a ridge term, post-processing). Charged to a ledger
+once per fit.
+
+**Rows and labels** are mapped record by record: ``x -> x / max(norm_bound, ||x||)`` (norm at most 1); with
+``fit_intercept`` a constant is appended and the row divided by ``sqrt(2)``, ``z = [x', 1] / sqrt(2)``; the
+label is clipped to ``[-y_bound, y_bound]`` and divided by ``y_bound``. **Neighbour relation**: add or
+remove one record. **Sensitivity**: one record adds ``(upper(z z^T), z y)`` to the released vector, of L2
+norm at most ``sqrt(||z||^4 + ||z||^2 y^2) <= sqrt(2)``; kakeibo's :class:`~kakeibo.mechanisms.Gaussian`
+is calibrated for ``SENSITIVITY`` (a rational just above sqrt(2)).
+
+**Solve.** ``w = (A_+ + lambda I)^-1 b`` with ``A`` the noisy ``Z^T Z`` (symmetrised), ``A_+`` it with its
+negative eigenvalues set to 0 (the true matrix is positive semi-definite) and ``b`` the noisy ``Z^T y``;
+``lambda`` is ``regularization`` or, by default, ``2 sqrt(d) sigma``, about the spectral norm of the
+symmetric noise (a public function of the parameters). The coefficients map back to the original units.
+
+>>> from sklearn.datasets import load_diabetes
+>>> data = load_diabetes()
+>>> model = DPLinearRegression(epsilon=8.0, delta=1e-6, norm_bound=0.25, y_bound=350, ledger=False,
+...                            random_state=0).fit(data.data, data.target)
+>>> model.coef_.shape, model.privacy_loss_
+((10,), ApproxDP(epsilon=Fraction(8, 1), delta=Fraction(1, 1000000)))
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from .. import release
+from ..accounting import Ledger
+from ..errors import ArgumentError
+from ..mechanisms import Gaussian
+from ..mechanisms.base import check_positive
+from ..noise import RandomSource
+from ._common import (
+    FloatMatrix,
+    RandomState,
+    charged_ledger,
+    check_features,
+    check_fitted,
+    check_ledger,
+    random_source,
+)
+
+__all__ = ["SENSITIVITY", "DPLinearRegression"]
+
+#: An exact rational just above sqrt(2): the L2 sensitivity of one record's statistics.
+SENSITIVITY = Fraction(141422, 100000)
+
+_Regressor = TypeVar("_Regressor", bound="DPLinearRegression")
+
+
+class DPLinearRegression(RegressorMixin, BaseEstimator):  # type: ignore[misc]
+    """Least squares from noisy sufficient statistics (module docstring), scikit-learn style."""
+
+    def __init__(
+        self,
+        *,
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        norm_bound: float = 1.0,
+        y_bound: float = 1.0,
+        fit_intercept: bool = True,
+        regularization: float | None = None,
+        ledger: Ledger | Literal[False] | None = None,
+        dataset: str | None = None,
+        label: str | None = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.norm_bound = norm_bound
+        self.y_bound = y_bound
+        self.fit_intercept = fit_intercept
+        self.regularization = regularization
+        self.ledger = ledger
+        self.dataset = dataset
+        self.label = label
+        self.random_state = random_state
+
+    def fit(self: _Regressor, X: ArrayLike, y: ArrayLike) -> _Regressor:
+        """Release ``(upper(Z^T Z), Z^T y)`` in one :func:`kakeibo.release.run`, then solve."""
+        features = check_features(X)
+        targets = np.asarray(y, dtype=np.float64)
+        if targets.shape != (features.shape[0],) or not np.all(np.isfinite(targets)):
+            raise ArgumentError(f"y must be {features.shape[0]} finite numbers in a 1-d array.")
+        norm_bound = check_positive(self.norm_bound, "norm_bound")
+        y_bound = check_positive(self.y_bound, "y_bound")
+        if self.regularization is not None:
+            check_positive(self.regularization, "regularization")
+        check_ledger(self.ledger)
+        mechanism = Gaussian(sensitivity=SENSITIVITY, epsilon=self.epsilon, delta=self.delta)
+        rows = _design(features, norm_bound, bool(self.fit_intercept))
+        labels = np.clip(targets, -y_bound, y_bound) / y_bound
+        width = rows.shape[1]
+        upper = np.triu_indices(width)
+        charge = release.Charge(
+            mechanism.ledger_loss, label=self.label or "DPLinearRegression.fit", dataset=self.dataset
+        )
+
+        def draw(source: RandomSource) -> FloatMatrix:
+            statistics = np.concatenate([(rows.T @ rows)[upper], rows.T @ labels])
+            return np.asarray(mechanism.release(statistics, rng=source), dtype=np.float64)
+
+        out = release.run(
+            charged_ledger(self, self.ledger), charge, draw, rng=random_source(self.random_state)
+        )
+        noisy = np.zeros((width, width))
+        noisy[upper] = out.value[: upper[0].size]
+        second = noisy + np.triu(noisy, 1).T
+        default = 2 * math.sqrt(width) * mechanism.sigma
+        ridge = float(self.regularization) if self.regularization is not None else default
+        values, vectors = np.linalg.eigh(second)
+        inverse = 1.0 / (np.maximum(values, 0.0) + ridge)
+        weights = vectors @ (inverse * (vectors.T @ out.value[upper[0].size :]))
+        scale = math.sqrt(2.0) if self.fit_intercept else 1.0
+        n_features = features.shape[1]
+        self.coef_ = y_bound * weights[:n_features] / (scale * norm_bound)
+        self.intercept_ = float(y_bound * weights[n_features] / scale) if self.fit_intercept else 0.0
+        self.n_features_in_ = n_features
+        self.regularization_ = float(ridge)
+        self.privacy_loss_ = mechanism.privacy_loss
+        self.ledger_entry_ = out.ledger_entry
+        return self
+
+    def predict(self, X: ArrayLike) -> Any:
+        """``clip(X) @ coef_ + intercept_`` (rows longer than ``norm_bound`` shrunk onto it, as in fit)."""
+        check_fitted(self)
+        features = check_features(X, self.n_features_in_)
+        bound = float(self.norm_bound)
+        norms = np.linalg.norm(features, axis=1, keepdims=True)
+        clipped = features * (bound / np.maximum(bound, norms))
+        return np.asarray(clipped @ self.coef_ + self.intercept_, dtype=np.float64)
+
+
+def _design(features: FloatMatrix, norm_bound: float, fit_intercept: bool) -> FloatMatrix:
+    """Rows of norm at most 1: ``x / max(norm_bound, ||x||)``, with ``[x', 1] / sqrt(2)`` for an intercept."""
+    norms = np.linalg.norm(features, axis=1, keepdims=True)
+    rows = features / np.maximum(norm_bound, norms)
+    if fit_intercept:
+        rows = np.hstack([rows, np.ones((rows.shape[0], 1))]) / math.sqrt(2.0)
+    return np.asarray(rows, dtype=np.float64)
