@@ -14,14 +14,15 @@ from scipy import stats
 from kakeibo.accounting import Ledger
 from kakeibo.audit import audit
 from kakeibo.mechanisms import Gaussian
-from kakeibo.ml.dppca import DPPCA, _scaled
+from kakeibo.ml._common import unit_rows
+from kakeibo.ml.dppca import DPPCA
 
 pytestmark = pytest.mark.statistical
 
 
 def test_one_record_moves_the_upper_triangle_by_at_most_one() -> None:
     rng = np.random.default_rng(0)
-    rows = _scaled(rng.normal(0, 30, (300, 7)) * rng.choice([0.01, 1, 100], (300, 1)), 5.0)
+    rows = unit_rows(rng.normal(0, 30, (300, 7)) * rng.choice([0.01, 1, 100], (300, 1)), 5.0, False)
     upper = np.triu_indices(7)
     with_all = (rows.T @ rows)[upper]
     for i in range(300):

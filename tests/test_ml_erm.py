@@ -28,6 +28,7 @@ from kakeibo.accounting import BudgetExceeded, Ledger
 from kakeibo.audit import audit, threshold
 from kakeibo.errors import ReleaseFailed
 from kakeibo.ml import erm
+from kakeibo.ml._common import unit_rows
 from kakeibo.ml.erm import (
     DPHuberSVM,
     DPLogisticRegression,
@@ -447,7 +448,7 @@ def test_output_perturbation_audit() -> None:
     epsilon, lam, h, bound = 1.0, 4.0, 0.5, 2.0
     X = np.array([[2.0, 0.0], [0.5, 1.0], [-1.0, -0.5], [0.3, -0.2], [-0.4, 0.9]])
     labels = {"D": np.array([1.0, 1.0, -1.0, -1.0, 1.0]), "D'": np.array([-1.0, 1.0, -1.0, -1.0, 1.0])}
-    Z = erm._design(X, bound, True)
+    Z = unit_rows(X, bound, True)
     n = len(X)
     minimisers = {
         k: erm._perturbed_minimiser(HuberLoss(h), Z, s, lam, np.zeros(3)) for k, s in labels.items()
@@ -502,7 +503,7 @@ def test_objective_perturbation_audit() -> None:
     epsilon, lam, h = 2.0, 5.0, 0.5
     model = huber(epsilon, h=h, regularization=lam, fit_intercept=False)
     loss = model._loss()
-    Z = erm._design(np.array([[0.3], [1.0]]), 1.0, False)
+    Z = unit_rows(np.array([[0.3], [1.0]]), 1.0, False)
     labels = {"D": np.array([1.0, 1.0]), "D'": np.array([1.0, -1.0])}
     calibration = model._calibrate(epsilon, 2, lam, loss)
     assert calibration.epsilon_prime == pytest.approx(2 - 2 * math.log(1.1), rel=1e-12)

@@ -17,14 +17,16 @@ from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import train_test_split
 
 from kakeibo.accounting import Ledger
+from kakeibo.audit import audit
 from kakeibo.mechanisms import Gaussian
-from kakeibo.ml.regression import SENSITIVITY, DPLinearRegression, _design
+from kakeibo.ml._common import unit_rows
+from kakeibo.ml.regression import SENSITIVITY, DPLinearRegression
 
 
 @pytest.mark.parametrize("intercept", [True, False])
 def test_one_record_moves_the_statistics_by_at_most_the_sensitivity(intercept: bool) -> None:
     rng = np.random.default_rng(0)
-    rows = _design(rng.normal(0, 5, (200, 6)) * rng.choice([0.01, 1, 50], (200, 1)), 2.0, intercept)
+    rows = unit_rows(rng.normal(0, 5, (200, 6)) * rng.choice([0.01, 1, 50], (200, 1)), 2.0, intercept)
     labels = np.clip(rng.normal(0, 3, 200), -1, 1)
     upper = np.triu_indices(rows.shape[1])
     moves = [
@@ -33,6 +35,33 @@ def test_one_record_moves_the_statistics_by_at_most_the_sensitivity(intercept: b
     ]
     assert max(moves) <= math.sqrt(2) <= SENSITIVITY
     assert max(moves) > 1.0  # rows on the sphere with |y| = 1 come close to the bound
+
+
+@pytest.mark.statistical
+def test_the_fit_audited_finds_no_epsilon_above_the_claim() -> None:
+    """One attribute, no intercept: ten silent records, and the canary (x = 10, shrunk to norm 1; y at its
+    bound). 1,000 fits per dataset (events chosen on 1,000 more) at epsilon 4, 95% confidence, on the
+    released coefficient: a fit that skipped the row map, the label clip or the noise would be refuted."""
+
+    def sampler(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        X, y = np.zeros((10 + d, 1)), np.zeros(10 + d)
+        if d:
+            X[-1, 0], y[-1] = 10.0, 5.0
+        return np.array(
+            [
+                DPLinearRegression(
+                    epsilon=4.0, delta=1e-5, fit_intercept=False, ledger=False, random_state=rng
+                )
+                .fit(X, y)
+                .coef_[0]
+                for _ in range(n)
+            ]
+        )
+
+    result = audit(
+        sampler, 0, 1, trials=1_000, selection_trials=1_000, rng=np.random.default_rng(6), delta=1e-5
+    )
+    assert not result.refutes(4.0), result
 
 
 def test_fit_is_one_ledger_entry_and_approaches_least_squares() -> None:

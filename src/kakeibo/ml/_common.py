@@ -8,6 +8,7 @@ tests), a ``Generator`` is used as it is, and ``None`` draws from the operating 
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 from typing import Any
@@ -28,8 +29,10 @@ __all__ = [
     "check_features",
     "check_fitted",
     "check_ledger",
+    "clip_rows",
     "noise_generator",
     "random_source",
+    "unit_rows",
 ]
 
 FloatMatrix = NDArray[np.float64]
@@ -89,6 +92,21 @@ def charged_ledger(estimator: object, ledger: Any) -> Any:
             stacklevel=3,
         )
     return ledger if ledger is not None and ledger is not False else None
+
+
+def clip_rows(X: FloatMatrix, norm_bound: float) -> FloatMatrix:
+    """Each row divided by ``max(1, ||x|| / norm_bound)``: rows longer than ``norm_bound`` shrink onto it."""
+    shrink = np.maximum(1.0, np.linalg.norm(X, axis=1) / norm_bound)
+    return np.asarray(X / shrink[:, None], dtype=np.float64)
+
+
+def unit_rows(X: FloatMatrix, norm_bound: float, fit_intercept: bool) -> FloatMatrix:
+    """The rows a mechanism sees, of norm at most 1, record by record: ``clip_rows(X) / norm_bound``, and
+    ``[x', 1] / sqrt(2)`` with ``fit_intercept`` (DP-ERM, DP-PCA and DP linear regression share this map)."""
+    unit = clip_rows(X, norm_bound) / norm_bound
+    if not fit_intercept:
+        return unit
+    return np.asarray(np.hstack([unit, np.ones((unit.shape[0], 1))]) / math.sqrt(2.0), dtype=np.float64)
 
 
 def check_features(X: ArrayLike, n_features: int | None = None) -> FloatMatrix:

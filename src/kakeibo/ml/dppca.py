@@ -45,6 +45,7 @@ from ._common import (
     check_fitted,
     check_ledger,
     random_source,
+    unit_rows,
 )
 
 __all__ = ["DPPCA"]
@@ -90,7 +91,7 @@ class DPPCA(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         norm_bound = check_positive(self.norm_bound, "norm_bound")
         check_ledger(self.ledger)
         mechanism = Gaussian(sensitivity=1, epsilon=self.epsilon, delta=self.delta)
-        rows = _scaled(features, norm_bound)
+        rows = unit_rows(features, norm_bound, False)
         upper = np.triu_indices(dimension)
         charge = release.Charge(
             mechanism.ledger_loss, label=self.label or "DPPCA.fit (Analyze Gauss)", dataset=self.dataset
@@ -117,11 +118,5 @@ class DPPCA(TransformerMixin, BaseEstimator):  # type: ignore[misc]
     def transform(self, X: ArrayLike) -> FloatMatrix:
         """Rows clipped and scaled as in ``fit``, projected on the components."""
         check_fitted(self)
-        rows = _scaled(check_features(X, self.n_features_in_), float(self.norm_bound))
+        rows = unit_rows(check_features(X, self.n_features_in_), float(self.norm_bound), False)
         return np.asarray(rows @ self.components_.T, dtype=np.float64)
-
-
-def _scaled(features: FloatMatrix, norm_bound: float) -> FloatMatrix:
-    """``x / max(norm_bound, ||x||)``: norm at most 1, record by record."""
-    norms = np.linalg.norm(features, axis=1, keepdims=True)
-    return np.asarray(features / np.maximum(norm_bound, norms), dtype=np.float64)

@@ -99,8 +99,10 @@ from ._common import (
     check_features,
     check_fitted,
     check_ledger,
+    clip_rows,
     noise_generator,
     random_source,
+    unit_rows,
 )
 
 __all__ = [
@@ -352,20 +354,6 @@ def _equals(label: Any, positive: Any) -> bool:
         return False
 
 
-def _clip_rows(X: FloatMatrix, norm_bound: float) -> FloatMatrix:
-    """Each row divided by ``max(1, ||x|| / norm_bound)``: rows longer than ``norm_bound`` shrink onto it."""
-    shrink = np.maximum(1.0, np.linalg.norm(X, axis=1) / norm_bound)
-    return np.asarray(X / shrink[:, None], dtype=np.float64)
-
-
-def _design(X: FloatMatrix, norm_bound: float, fit_intercept: bool) -> FloatMatrix:
-    """The rows the mechanism sees, of norm at most 1 (module docstring, "Rows")."""
-    unit = _clip_rows(X, norm_bound) / norm_bound
-    if not fit_intercept:
-        return unit
-    return np.hstack([unit, np.ones((unit.shape[0], 1))]) / math.sqrt(2.0)
-
-
 # -- estimators ------------------------------------------------------------------------------------------
 
 
@@ -460,7 +448,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         features = check_features(X)
         signs = _label_signs(y, features.shape[0], classes).astype(np.float64)
         calibration = self._calibrate(epsilon, features.shape[0], regularization, loss)
-        Z = _design(features, norm_bound, bool(self.fit_intercept))
+        Z = unit_rows(features, norm_bound, bool(self.fit_intercept))
         charge = release.Charge(
             PureDP(self.epsilon),
             label=self.label or f"{type(self).__name__}.fit ({self.method} perturbation)",
@@ -490,7 +478,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         """``clip(X) @ coef_.T + intercept_`` (rows longer than ``norm_bound`` shrunk onto it, as in fit);
         positive means ``classes_[1]``."""
         check_fitted(self)
-        features = _clip_rows(check_features(X, self.n_features_in_), float(self.norm_bound))
+        features = clip_rows(check_features(X, self.n_features_in_), float(self.norm_bound))
         return np.asarray(features @ self.coef_[0] + self.intercept_[0], dtype=np.float64)
 
     def predict(self, X: ArrayLike) -> NDArray[np.generic]:

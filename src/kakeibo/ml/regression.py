@@ -47,7 +47,9 @@ from ._common import (
     check_features,
     check_fitted,
     check_ledger,
+    clip_rows,
     random_source,
+    unit_rows,
 )
 
 __all__ = ["SENSITIVITY", "DPLinearRegression"]
@@ -98,7 +100,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):  # type: ignore[misc]
             check_positive(self.regularization, "regularization")
         check_ledger(self.ledger)
         mechanism = Gaussian(sensitivity=SENSITIVITY, epsilon=self.epsilon, delta=self.delta)
-        rows = _design(features, norm_bound, bool(self.fit_intercept))
+        rows = unit_rows(features, norm_bound, bool(self.fit_intercept))
         labels = np.clip(targets, -y_bound, y_bound) / y_bound
         width = rows.shape[1]
         upper = np.triu_indices(width)
@@ -134,17 +136,5 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):  # type: ignore[misc]
     def predict(self, X: ArrayLike) -> Any:
         """``clip(X) @ coef_ + intercept_`` (rows longer than ``norm_bound`` shrunk onto it, as in fit)."""
         check_fitted(self)
-        features = check_features(X, self.n_features_in_)
-        bound = float(self.norm_bound)
-        norms = np.linalg.norm(features, axis=1, keepdims=True)
-        clipped = features * (bound / np.maximum(bound, norms))
+        clipped = clip_rows(check_features(X, self.n_features_in_), float(self.norm_bound))
         return np.asarray(clipped @ self.coef_ + self.intercept_, dtype=np.float64)
-
-
-def _design(features: FloatMatrix, norm_bound: float, fit_intercept: bool) -> FloatMatrix:
-    """Rows of norm at most 1: ``x / max(norm_bound, ||x||)``, with ``[x', 1] / sqrt(2)`` for an intercept."""
-    norms = np.linalg.norm(features, axis=1, keepdims=True)
-    rows = features / np.maximum(norm_bound, norms)
-    if fit_intercept:
-        rows = np.hstack([rows, np.ones((rows.shape[0], 1))]) / math.sqrt(2.0)
-    return np.asarray(rows, dtype=np.float64)
