@@ -73,6 +73,7 @@ __all__ = [
     "TrainingPlan",
     "calibrate",
     "clipped_sum",
+    "record_contributions",
     "record_gradients",
     "train",
 ]
@@ -84,6 +85,8 @@ CHUNK = 128
 
 FloatVector = NDArray[np.float64]
 Loss = Callable[[Any, Any, Any], Any]  # (flat parameters, one record's features, its label) -> scalar
+#: ``(parameters, CHUNK unit indices, padded with 0) -> one row per unit``, before clipping.
+Contributions = Callable[[Any, NDArray[np.int64]], Any]
 
 
 @dataclass(frozen=True)
@@ -153,26 +156,42 @@ def record_gradients(loss: Loss) -> Callable[[Any, Any, Any], Any]:
     return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))
 
 
-def clipped_sum(gradients: ArrayLike, weights: FloatVector, clip_norm: float) -> FloatVector:
-    """``sum_i weights_i g_i min(1, C' / ||g_i||)`` in float64, ``C' = clip_norm (1 - 2**-30)``: JAX computes
+def clipped_sum(rows: ArrayLike, weights: FloatVector, clip_norm: float) -> FloatVector:
+    """``sum_i weights_i r_i min(1, C' / ||r_i||)`` in float64, ``C' = clip_norm (1 - 2**-30)``: JAX computes
     in float32, so the norms and the clipping are done here, with a margin far above float64's error in a
-    norm or a sum of a few hundred rows, so that one record moves the sum by at most ``clip_norm``.
+    norm or a sum of a few hundred rows, so that one unit moves the sum by at most ``clip_norm``.
 
-    >>> clipped_sum(np.array([[3.0, 4.0], [0.3, 0.4]]), np.ones(2), 1.0).round(6).tolist()
+    Total for every input: a row holding NaN or an infinity (a record of extreme values overflows float32)
+    counts as the zero row, and norms are taken of the row divided by its largest entry, so none overflows.
+    Otherwise one such record would turn the whole model into NaN, a deterministic answer about it.
+
+    >>> clipped_sum(np.array([[3.0, 4.0], [0.3, 0.4], [np.nan, 1.0]]), np.ones(3), 1.0).round(6).tolist()
     [0.9, 1.2]
     """
-    rows = np.asarray(gradients, dtype=np.float64)
-    norms = np.sqrt(np.sum(rows * rows, axis=1))
+    values = np.asarray(rows, dtype=np.float64)
+    values = np.where(np.all(np.isfinite(values), axis=1, keepdims=True), values, 0.0)
+    peaks = np.max(np.abs(values), axis=1, initial=0.0)
+    scaled = values / np.where(peaks > 0, peaks, 1.0)[:, None]
+    lengths = np.sqrt(np.sum(scaled * scaled, axis=1))  # ||r|| / peak, in [1, sqrt(d)] for a nonzero row
     bound = clip_norm * (1 - 2.0**-30)
-    factors = np.minimum(1.0, np.divide(bound, norms, out=np.ones_like(norms), where=norms > bound))
-    return np.asarray((factors * weights) @ rows, dtype=np.float64)
+    room = np.divide(bound, peaks, out=np.full_like(peaks, np.inf), where=peaks > 0)  # may be inf: no clip
+    factors = np.minimum(1.0, np.divide(room, lengths, out=np.ones_like(lengths), where=lengths > 0))
+    return np.asarray((factors * weights) @ values, dtype=np.float64)
+
+
+def record_contributions(loss: Loss, features: FloatMatrix, labels: NDArray[Any]) -> Contributions:
+    """DP-SGD's units are records: the contribution of each is its gradient of ``loss``. The features are cast
+    to JAX's float32 once; a value beyond its range becomes an infinity, and that record's gradient a row
+    :func:`clipped_sum` counts as zero."""
+    gradients = record_gradients(loss)
+    with np.errstate(over="ignore"):
+        narrow = features.astype(np.float32)
+    return lambda params, index: gradients(params, narrow[index], labels[index])
 
 
 def train(
-    loss: Loss,
+    contributions: Contributions,
     flat: FloatVector,
-    features: FloatMatrix,
-    labels: NDArray[Any],
     weights: FloatVector,
     *,
     plan: TrainingPlan,
@@ -183,23 +202,23 @@ def train(
 ) -> FloatVector:
     """Run ``plan`` from the flat parameters ``flat`` (module docstring); returns the trained parameters.
 
-    ``weights`` (one per record, 0 or 1) silence records whose label is not declared; ``normaliser`` (the
-    expected batch size ``q n``, from the public ``n``) divides each noisy sum; ``source`` draws the
-    Poisson samples and seeds the noise."""
+    The units sampled are records (DP-SGD: :func:`record_contributions`) or clients (DP-FedAvg:
+    :mod:`kakeibo.ml.fedavg`); ``weights`` (one per unit, 0 or 1) silence units that must not count;
+    ``normaliser`` (the expected sample size ``q n``, from the public ``n``) divides each noisy sum;
+    ``source`` draws the Poisson samples and seeds the noise."""
     import jax.numpy as jnp
 
-    records, dimension = features.shape[0], flat.size
-    gradients = record_gradients(loss)
+    units, dimension = weights.size, flat.size
     noise = noise_generator(source)
     k = granularity_exponent(clip_norm * 2.0**-8 / math.sqrt(dimension))
     threshold = min(2**64 - 1, math.floor(plan.sampling_rate * 2**64))  # Bernoulli(q') with q' <= q
     scale = float(plan.noise_multiplier) * clip_norm
     params = jnp.asarray(flat)
     state = optimizer.init(params)
-    everyone = np.arange(records)
+    everyone = np.arange(units)
     for _ in range(plan.steps):
         if plan.sampling_rate < 1:
-            chosen = np.flatnonzero(source.words(records) < np.uint64(threshold))
+            chosen = np.flatnonzero(source.words(units) < np.uint64(threshold))
         else:
             chosen = everyone
         total = np.zeros(dimension)
@@ -209,7 +228,7 @@ def train(
             mask[: index.size] = weights[index]
             padded = np.zeros(CHUNK, dtype=np.int64)
             padded[: index.size] = index
-            total += clipped_sum(gradients(params, features[padded], labels[padded]), mask, clip_norm)
+            total += clipped_sum(contributions(params, padded), mask, clip_norm)
         noisy = np.ldexp(np.rint(np.ldexp(total + scale * noise.standard_normal(dimension), -k)), k)
         updates, state = optimizer.update(jnp.asarray(noisy / normaliser), state, params)
         params = params + updates
@@ -321,10 +340,8 @@ class DPMLPClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         def draw(source: RandomSource) -> FloatVector:
             start = _initial(shapes, noise_generator(source))
             return train(
-                loss,
+                record_contributions(loss, features, targets),
                 start,
-                features,
-                targets,
                 known.astype(np.float64),
                 plan=plan,
                 clip_norm=float(self.clip_norm),
