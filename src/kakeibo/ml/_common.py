@@ -23,9 +23,11 @@ from ..noise.source import RandomSource, resolve_source
 
 __all__ = [
     "FloatMatrix",
+    "FloatVector",
     "NotFittedError",
     "charged_ledger",
     "check_binary_labels",
+    "check_count",
     "check_features",
     "check_fitted",
     "check_ledger",
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 FloatMatrix = NDArray[np.float64]
+FloatVector = NDArray[np.float64]
 RandomState = int | np.random.Generator | RandomSource | None
 
 
@@ -107,6 +110,13 @@ def unit_rows(X: FloatMatrix, norm_bound: float, fit_intercept: bool) -> FloatMa
     if not fit_intercept:
         return unit
     return np.asarray(np.hstack([unit, np.ones((unit.shape[0], 1))]) / math.sqrt(2.0), dtype=np.float64)
+
+
+def check_count(value: object, name: str) -> int:
+    """``value`` as a positive whole number, or ArgumentError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArgumentError(f"{name} must be a positive whole number, got {value!r}.")
+    return value
 
 
 def check_features(X: ArrayLike, n_features: int | None = None) -> FloatMatrix:

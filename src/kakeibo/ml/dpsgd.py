@@ -59,8 +59,10 @@ from ..noise import RandomSource, granularity_exponent
 from ..privacy import Number, as_fraction
 from ._common import (
     FloatMatrix,
+    FloatVector,
     RandomState,
     charged_ledger,
+    check_count,
     check_features,
     check_fitted,
     check_ledger,
@@ -70,6 +72,7 @@ from ._common import (
 
 __all__ = [
     "DPMLPClassifier",
+    "NetworkClassifier",
     "TrainingPlan",
     "calibrate",
     "clipped_sum",
@@ -83,7 +86,6 @@ _SEARCH_INTERVAL, _CHARGE_INTERVAL = 1e-3, 1e-4
 #: Records per jitted gradient call (a step's sample is cut into chunks of this size, the last padded).
 CHUNK = 128
 
-FloatVector = NDArray[np.float64]
 Loss = Callable[[Any, Any, Any], Any]  # (flat parameters, one record's features, its label) -> scalar
 #: ``(parameters, CHUNK unit indices, padded with 0) -> one row per unit``, before clipping.
 Contributions = Callable[[Any, NDArray[np.int64]], Any]
@@ -109,8 +111,7 @@ def calibrate(*, epsilon: Number, delta: Number, sampling_rate: Number, steps: i
     rate = as_fraction(sampling_rate, "sampling_rate")
     if target <= 0 or not 0 < dlt < 1:
         raise ArgumentError("DP-SGD needs epsilon > 0 and delta in (0, 1).")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ArgumentError(f"steps must be a positive whole number, got {steps!r}.")
+    check_count(steps, "steps")
 
     def run(sigma: Fraction) -> Composed:
         return Composed([(SubsampledGaussian(sigma, rate), steps)])
@@ -235,72 +236,53 @@ def train(
     return np.asarray(params, dtype=np.float64)
 
 
-_Estimator = TypeVar("_Estimator", bound="DPMLPClassifier")
+_Network = TypeVar("_Network", bound="NetworkClassifier")
 
 
-class DPMLPClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
-    """A multilayer perceptron (tanh hidden layers, a softmax output, the cross-entropy loss) trained with
-    DP-SGD (module docstring), scikit-learn style; ``hidden_layer_sizes=()`` is multinomial logistic
-    regression (:class:`~kakeibo.ml.DPLogisticRegression` trains a binary one by objective perturbation).
+class NetworkClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
+    """What kakeibo's network classifiers share: a dense network (tanh hidden layers, a softmax output, the
+    cross-entropy loss; ``hidden_layer_sizes=()`` is multinomial logistic regression) over declared
+    ``classes``, trained by :func:`train` as one :func:`kakeibo.release.run` charged the run's curve.
+    Subclasses say what a unit is (:class:`DPMLPClassifier`: a record; DP-FedAvg: a client)."""
 
-    >>> from sklearn.datasets import load_digits
-    >>> digits = load_digits()
-    >>> model = DPMLPClassifier(8.0, hidden_layer_sizes=(16,), epochs=2, classes=range(10), ledger=False,
-    ...                         random_state=0).fit(digits.data / 16, digits.target)
-    >>> model.predict(digits.data[:3] / 16).shape, model.plan_.steps
-    ((3,), 15)
-    """
+    epsilon: float
+    delta: float
+    hidden_layer_sizes: Sequence[int]
+    learning_rate: float
+    momentum: float
+    clip_norm: float
+    classes: Any
+    ledger: Ledger | Literal[False] | None
+    dataset: str | None
+    label: str | None
+    random_state: RandomState
 
-    def __init__(
-        self,
-        epsilon: float = 1.0,
-        delta: float = 1e-5,
-        *,
-        hidden_layer_sizes: Sequence[int] = (64,),
-        epochs: float = 20,
-        batch_size: int = 256,
-        learning_rate: float = 0.05,
-        clip_norm: float = 1.0,
-        classes: Any = None,
-        ledger: Ledger | Literal[False] | None = None,
-        dataset: str | None = None,
-        label: str | None = None,
-        random_state: RandomState = None,
-    ) -> None:
-        self.epsilon = epsilon
-        self.delta = delta
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.epochs = epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.clip_norm = clip_norm
-        self.classes = classes
-        self.ledger = ledger
-        self.dataset = dataset
-        self.label = label
-        self.random_state = random_state
-
-    def _shapes(self, n_features: int, n_classes: int) -> list[tuple[int, int]]:
+    def _shapes(self, n_features: int) -> tuple[tuple[int, int], ...]:
         """The (inputs, outputs) of each dense layer."""
-        sizes = [n_features, *[int(h) for h in self.hidden_layer_sizes], n_classes]
+        sizes = [n_features, *[int(h) for h in self.hidden_layer_sizes], self._classes().size]
         if any(size < 1 for size in sizes):
             raise ArgumentError("hidden_layer_sizes must be positive whole numbers.")
-        return list(itertools.pairwise(sizes))
+        return tuple(itertools.pairwise(sizes))
 
-    def _check(self, n_records: int) -> tuple[int, Fraction]:
-        """``(steps, sampling rate)`` after checking every parameter (all public: free to refuse)."""
+    def _check_common(self) -> None:
+        """Check the parameters every network classifier has (all public: free to refuse)."""
         check_positive(self.epsilon, "epsilon")
         delta = as_fraction(self.delta, "delta")
         if not 0 < delta < 1:
             raise ArgumentError(f"delta must lie in (0, 1), got {float(delta)}.")
-        epochs = check_positive(self.epochs, "epochs")
         check_positive(self.learning_rate, "learning_rate")
         check_positive(self.clip_norm, "clip_norm")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ArgumentError(f"batch_size must be a positive whole number, got {self.batch_size!r}.")
+        momentum = self.momentum
+        if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or not 0 <= momentum < 1:
+            raise ArgumentError(f"momentum must be a number in [0, 1), got {momentum!r}.")
         check_ledger(self.ledger)
-        rate = Fraction(min(self.batch_size, n_records), n_records)
-        return max(1, math.ceil(epochs / rate)), rate
+        self._classes()
+
+    def _optimizer(self) -> Any:
+        """optax's SGD at ``learning_rate``, with heavy-ball ``momentum`` when it is not 0."""
+        import optax
+
+        return optax.sgd(float(self.learning_rate), momentum=float(self.momentum) or None)
 
     def _classes(self) -> NDArray[Any]:
         if self.classes is None:
@@ -313,48 +295,37 @@ class DPMLPClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
             raise ArgumentError("classes must be at least two distinct labels.")
         return np.sort(classes)
 
-    def fit(self: _Estimator, X: ArrayLike, y: ArrayLike) -> _Estimator:
-        """Train with DP-SGD as one run of :func:`kakeibo.release.run` (module docstring): every check and
-        the noise calibration first (free), then the budget check, then the training (the draw), then the
-        charge. Labels outside ``classes`` are kept in the sample but contribute no gradient."""
-        import optax
-
-        features = check_features(X)
-        classes = self._classes()
+    def _labels(self, y: ArrayLike, n_records: int) -> tuple[NDArray[np.int32], FloatVector]:
+        """``(class index of each label, 1.0 where the label is declared)``; an undeclared label gets index
+        0 and weight 0 (record by record: no label can make ``fit`` refuse)."""
         labels = np.asarray(y)
-        if labels.ndim != 1 or labels.shape[0] != features.shape[0]:
-            raise ArgumentError(
-                f"y must be a 1-d array of {features.shape[0]} labels, got shape {labels.shape}."
-            )
-        steps, rate = self._check(features.shape[0])
-        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps)
-        targets = _targets(labels, classes)
-        known = targets >= 0
-        targets = np.maximum(targets, 0)
-        shapes = self._shapes(features.shape[1], classes.size)
-        loss = _network_loss(shapes)
+        if labels.ndim != 1 or labels.shape[0] != n_records:
+            raise ArgumentError(f"y must be a 1-d array of {n_records} labels, got shape {labels.shape}.")
+        targets = _targets(labels, self._classes())
+        return np.maximum(targets, 0), (targets >= 0).astype(np.float64)
+
+    def _fit_run(
+        self: _Network,
+        n_features: int,
+        plan: TrainingPlan,
+        run: Callable[[Loss, FloatVector, RandomSource], FloatVector],
+        method: str,
+    ) -> _Network:
+        """Charge ``plan`` for ``run(loss, initial parameters, source)`` in one :func:`kakeibo.release.run`
+        and keep the trained network."""
+        shapes = self._shapes(n_features)
         charge = release.Charge(
-            plan.loss, label=self.label or f"{type(self).__name__}.fit (DP-SGD)", dataset=self.dataset
+            plan.loss, label=self.label or f"{type(self).__name__}.fit ({method})", dataset=self.dataset
         )
 
         def draw(source: RandomSource) -> FloatVector:
-            start = _initial(shapes, noise_generator(source))
-            return train(
-                record_contributions(loss, features, targets),
-                start,
-                known.astype(np.float64),
-                plan=plan,
-                clip_norm=float(self.clip_norm),
-                normaliser=float(rate) * features.shape[0],
-                optimizer=optax.sgd(float(self.learning_rate)),
-                source=source,
-            )
+            return run(_network_loss(shapes), _initial(shapes, noise_generator(source)), source)
 
         out = release.run(
             charged_ledger(self, self.ledger), charge, draw, rng=random_source(self.random_state)
         )
-        self.classes_ = classes
-        self.n_features_in_ = features.shape[1]
+        self.classes_ = self._classes()
+        self.n_features_in_ = n_features
         self.coefs_ = _layers(out.value, shapes)
         self.plan_ = plan
         self.privacy_loss_ = plan.loss
@@ -378,6 +349,78 @@ class DPMLPClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return np.asarray(exp / exp.sum(axis=1, keepdims=True), dtype=np.float64)
 
 
+class DPMLPClassifier(NetworkClassifier):
+    """A :class:`NetworkClassifier` trained with DP-SGD (module docstring), scikit-learn style; with
+    ``hidden_layer_sizes=()`` it is multinomial logistic regression (:class:`~kakeibo.ml.DPLogisticRegression`
+    trains a binary one by objective perturbation).
+
+    >>> from sklearn.datasets import load_digits
+    >>> digits = load_digits()
+    >>> model = DPMLPClassifier(8.0, hidden_layer_sizes=(16,), epochs=2, classes=range(10), ledger=False,
+    ...                         random_state=0).fit(digits.data / 16, digits.target)
+    >>> model.predict(digits.data[:3] / 16).shape, model.plan_.steps
+    ((3,), 15)
+    """
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        *,
+        hidden_layer_sizes: Sequence[int] = (64,),
+        epochs: float = 20,
+        batch_size: int = 256,
+        learning_rate: float = 0.05,
+        momentum: float = 0.0,
+        clip_norm: float = 1.0,
+        classes: Any = None,
+        ledger: Ledger | Literal[False] | None = None,
+        dataset: str | None = None,
+        label: str | None = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.momentum = momentum
+        self.clip_norm = clip_norm
+        self.classes = classes
+        self.ledger = ledger
+        self.dataset = dataset
+        self.label = label
+        self.random_state = random_state
+
+    def fit(self, X: ArrayLike, y: ArrayLike) -> DPMLPClassifier:
+        """Train with DP-SGD as one run of :func:`kakeibo.release.run` (module docstring): every check and
+        the noise calibration first (free), then the budget check, then the training (the draw), then the
+        charge. Labels outside ``classes`` are kept in the sample but contribute no gradient."""
+        features = check_features(X)
+        targets, known = self._labels(y, features.shape[0])
+        self._check_common()
+        epochs = check_positive(self.epochs, "epochs")
+        check_count(self.batch_size, "batch_size")
+        rate = Fraction(min(self.batch_size, features.shape[0]), features.shape[0])
+        steps = max(1, math.ceil(epochs / rate))
+        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps)
+
+        def run(loss: Loss, start: FloatVector, source: RandomSource) -> FloatVector:
+            return train(
+                record_contributions(loss, features, targets),
+                start,
+                known,
+                plan=plan,
+                clip_norm=float(self.clip_norm),
+                normaliser=float(rate) * features.shape[0],
+                optimizer=self._optimizer(),
+                source=source,
+            )
+
+        return self._fit_run(features.shape[1], plan, run, "DP-SGD")
+
+
 def _targets(labels: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int32]:
     """Each label's index in ``classes``, or -1 for a label not declared (record by record, so that no label
     can make ``fit`` refuse or fail: that would tell the analyst that some record carries it)."""
@@ -391,7 +434,8 @@ def _targets(labels: NDArray[Any], classes: NDArray[Any]) -> NDArray[np.int32]:
     return out
 
 
-def _network_loss(shapes: list[tuple[int, int]]) -> Loss:
+@functools.lru_cache(maxsize=32)
+def _network_loss(shapes: tuple[tuple[int, int], ...]) -> Loss:
     """The softmax cross-entropy of one record for a dense network with ``shapes`` on a flat parameter
     vector."""
     import jax
@@ -411,7 +455,7 @@ def _network_loss(shapes: list[tuple[int, int]]) -> Loss:
     return loss
 
 
-def _initial(shapes: list[tuple[int, int]], rng: np.random.Generator) -> FloatVector:
+def _initial(shapes: tuple[tuple[int, int], ...], rng: np.random.Generator) -> FloatVector:
     """Glorot-uniform weights and zero biases, flattened layer by layer."""
     parts: list[FloatVector] = []
     for fan_in, fan_out in shapes:
@@ -421,7 +465,7 @@ def _initial(shapes: list[tuple[int, int]], rng: np.random.Generator) -> FloatVe
     return np.concatenate(parts)
 
 
-def _layers(flat: FloatVector, shapes: list[tuple[int, int]]) -> list[tuple[FloatMatrix, FloatVector]]:
+def _layers(flat: FloatVector, shapes: tuple[tuple[int, int], ...]) -> list[tuple[FloatMatrix, FloatVector]]:
     out, offset = [], 0
     for fan_in, fan_out in shapes:
         weights = flat[offset : offset + fan_in * fan_out].reshape(fan_in, fan_out)
