@@ -1,7 +1,8 @@
 """Tight accounting: kakeibo's Renyi and PLD accountants and the ledger's books, next to Google's
 ``dp-accounting`` (its RDP and PLD accountants) and kakeibo's own zCDP and sequential policies, in one run.
 
-Run: ``.venv/bin/python benchmarks/bench_accounting.py [--part compositions|verify|all] [--charges 100000]``
+Run: ``.venv/bin/python benchmarks/bench_accounting.py [--part compositions|verify|opacus|all]
+[--charges 100000]``
 
 Part ``compositions`` (epsilon at delta = 1e-5, seconds per accounting):
 
@@ -19,6 +20,11 @@ Part ``verify``: ``--charges`` charges on one SQLite ledger with rdp books (a cy
 five epsilons, kakeibo Gaussian releases and a DP-SGD run every 1,000 charges), the time to charge them and
 to re-verify the whole chain (hash chain and the books recomputed from it); and the same for pld books at
 ``--pld-charges`` (each pld check recomposes every distinct mechanism, so it is slower per charge).
+
+Part ``opacus``: the three DP-SGD runs whose MNIST accuracy Opacus publishes (pytorch/opacus,
+``examples/mnist_README.md``: sampling rate 0.004; noise multiplier and epochs as listed there) with the
+epsilon it reports at delta 1e-5, next to kakeibo's and dp-accounting's PLD and RDP epsilons for the same
+runs.
 """
 
 from __future__ import annotations
@@ -239,9 +245,30 @@ def verify(n: int, books_name: str) -> None:
     print(f"| {books_name} books | {n:>9,} | {rate:>13,.0f} | {checked:>15.2f} | {epsilon:>10.4f} |")
 
 
+#: Opacus's published MNIST runs: (epsilon it reports, epochs, noise multiplier); sampling rate 0.004.
+OPACUS_RUNS = ((Fraction(710, 100), 45, Fraction(7, 10)), (Fraction(301, 100), 60, Fraction(11, 10)),
+               (Fraction(119, 100), 15, Fraction(13, 10)))  # fmt: skip
+
+
+def opacus() -> None:
+    print("\n# Opacus's published MNIST runs (q = 0.004), epsilon at delta = 1e-5")
+    header = ("sigma", "steps", "Opacus", "kakeibo PLD", "dp-acc. PLD", "kakeibo RDP", "dp-acc. RDP")
+    print("| " + " | ".join(f"{h:>11}" for h in header) + " |")
+    print("|" + "|".join("-" * 13 for _ in header) + "|")
+    for published, epochs, sigma in OPACUS_RUNS:
+        steps = round(epochs / Fraction(4, 1000))
+        run = Composed([(SubsampledGaussian(sigma, Fraction(4, 1000)), steps)])
+        event = _poisson(0.004, float(sigma), steps)
+        cells = (
+            float(sigma), steps, float(published), pld_once(run), reference(event, pld=True),
+            rdp_once(run), reference(event, pld=False),
+        )  # fmt: skip
+        print("| " + " | ".join(f"{c:>11.4g}" if isinstance(c, float) else f"{c:>11,}" for c in cells) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("compositions", "verify", "all"), default="all")
+    parser.add_argument("--part", choices=("compositions", "verify", "opacus", "all"), default="all")
     parser.add_argument("--charges", type=int, default=100_000)
     parser.add_argument("--pld-charges", type=int, default=1_000)
     args = parser.parse_args()
@@ -254,6 +281,8 @@ def main() -> None:
         print(f"|{'-' * 11}|{'-' * 11}|{'-' * 15}|{'-' * 17}|{'-' * 12}|")
         verify(args.charges, "rdp")
         verify(args.pld_charges, "pld")
+    if args.part in ("opacus", "all"):
+        opacus()
 
 
 if __name__ == "__main__":
