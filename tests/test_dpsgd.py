@@ -29,26 +29,16 @@ from kakeibo.ml.dpsgd import (
 )
 from kakeibo.noise import resolve_source
 from kakeibo.privacy import ApproxDP
+from training_fixtures import canary_loss, claimed_epsilon, one_step_plan
 
 pytestmark = pytest.mark.statistical
-
-
-def canary_loss(flat, x, y):  # type: ignore[no-untyped-def]
-    """A loss whose gradient is ``x * y``: records with x = 0 contribute nothing, the canary (x = 1, y = 5)
-    contributes 5 before clipping."""
-    return flat[0] * x[0] * y
 
 
 def one_step(noise_multiplier: float, rate: float, clip: float):  # type: ignore[no-untyped-def]
     """A sampler for :func:`kakeibo.audit.audit`: ``d`` is 0 (50 silent records) or 1 (the same and the
     canary); each output is the parameter after one DP-SGD step from 0 with learning rate 1, clipping at
     ``clip`` with noise of standard deviation ``noise_multiplier * clip``."""
-    plan = TrainingPlan(
-        Fraction(noise_multiplier),
-        Fraction(rate),
-        1,
-        MechanismLoss(ApproxDP(1, 1e-5), Composed([(SubsampledGaussian(noise_multiplier, rate), 1)])),
-    )
+    plan = one_step_plan(noise_multiplier, rate)
 
     def sampler(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
         features = np.zeros((50 + d, 1))
@@ -71,11 +61,6 @@ def one_step(noise_multiplier: float, rate: float, clip: float):  # type: ignore
         return out
 
     return sampler
-
-
-def claimed_epsilon(noise_multiplier: float, rate: float, delta: float) -> float:
-    remove, add = SubsampledGaussian(noise_multiplier, rate).distributions(1e-4)
-    return max(remove.epsilon(delta), add.epsilon(delta))
 
 
 @pytest.mark.parametrize("rate", [1.0, 0.5])

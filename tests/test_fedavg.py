@@ -15,19 +15,14 @@ import numpy as np
 import optax
 import pytest
 
-from kakeibo.accounting import Composed, Ledger, MechanismLoss, SubsampledGaussian
+from kakeibo.accounting import Ledger
 from kakeibo.audit import audit
-from kakeibo.ml.dpsgd import TrainingPlan, train
+from kakeibo.ml.dpsgd import train
 from kakeibo.ml.fedavg import DPFedAvgClassifier, client_contributions, client_rows
 from kakeibo.noise import resolve_source
-from kakeibo.privacy import ApproxDP
+from training_fixtures import canary_loss, claimed_epsilon, one_step_plan
 
 pytestmark = pytest.mark.statistical
-
-
-def canary_loss(flat, x, y):  # type: ignore[no-untyped-def]
-    """Gradient ``x * y``: silent rows (x = 0) pull nowhere, a canary row (x = 1, y = 5) pulls by 5."""
-    return flat[0] * x[0] * y
 
 
 def one_round(noise_multiplier: float, rate: float, clip: float, canary_records: int):  # type: ignore[no-untyped-def]
@@ -35,12 +30,7 @@ def one_round(noise_multiplier: float, rate: float, clip: float, canary_records:
     and a canary client holding ``canary_records`` canary records). Each output is the parameter after one
     round from 0 (3 local steps at rate 0.5: the canary's update is 7.5 before clipping; server SGD at
     rate 1)."""
-    plan = TrainingPlan(
-        Fraction(noise_multiplier),
-        Fraction(rate),
-        1,
-        MechanismLoss(ApproxDP(1, 1e-5), Composed([(SubsampledGaussian(noise_multiplier, rate), 1)])),
-    )
+    plan = one_step_plan(noise_multiplier, rate)
 
     def sampler(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
         silent = 60
@@ -71,11 +61,6 @@ def one_round(noise_multiplier: float, rate: float, clip: float, canary_records:
         return out
 
     return sampler
-
-
-def claimed_epsilon(noise_multiplier: float, rate: float, delta: float) -> float:
-    remove, add = SubsampledGaussian(noise_multiplier, rate).distributions(1e-4)
-    return max(remove.epsilon(delta), add.epsilon(delta))
 
 
 @pytest.mark.parametrize(("rate", "canary_records"), [(1.0, 1), (0.5, 40)])
