@@ -26,7 +26,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: $(STAMP)
-	$(BIN)/pytest -n 2 --dist loadgroup -q
+	$(BIN)/pytest -n 2 --dist loadgroup -q --durations=30
 
 # PostgreSQL, Java and Chromium from Debian's packages when missing (the tests start their own servers)
 system:

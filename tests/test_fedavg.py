@@ -29,7 +29,8 @@ def one_round(noise_multiplier: float, rate: float, clip: float, canary_records:
     """A sampler for :func:`kakeibo.audit.audit`: ``d`` is 0 (20 clients of 3 silent records) or 1 (the same
     and a canary client holding ``canary_records`` canary records). Each output is the parameter after one
     round from 0 (3 local steps at rate 0.5: the canary's update is 7.5 before clipping; server SGD at
-    rate 1)."""
+    rate 1). The clients' rows are drawn once per batch of rounds: a client's records are all alike here, so
+    every draw gives the same rows up to order."""
     plan = one_step_plan(noise_multiplier, rate)
 
     def sampler(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -42,12 +43,12 @@ def one_round(noise_multiplier: float, rate: float, clip: float, canary_records:
         if d:
             members.append(list(range(silent, records)))
         source = resolve_source(rng)
+        rows = client_rows(members, 8, rng)
+        contributions = client_contributions(
+            canary_loss, features, labels, np.ones(records), rows, local_steps=3, local_learning_rate=0.5
+        )
         out = np.empty(n)
         for i in range(n):
-            rows = client_rows(members, 8, np.random.default_rng(i))
-            contributions = client_contributions(
-                canary_loss, features, labels, np.ones(records), rows, local_steps=3, local_learning_rate=0.5
-            )
             out[i] = train(
                 contributions,
                 np.zeros(1),

@@ -102,10 +102,12 @@ class TrainingPlan:
     loss: MechanismLoss
 
 
+@functools.lru_cache(maxsize=64)
 def calibrate(*, epsilon: Number, delta: Number, sampling_rate: Number, steps: int) -> TrainingPlan:
     """The least noise multiplier, to 4 significant digits, for which ``steps`` Poisson-subsampled
     Gaussians at ``sampling_rate`` are ``(epsilon, delta)``-DP by their PLD; ArgumentError when none up to
-    10,000 is.
+    10,000 is. Cached: the search takes 1-16 s of PLD compositions, and refitting with the same public
+    parameters is common (the plan is immutable).
     """
     target, dlt = as_fraction(epsilon, "epsilon"), as_fraction(delta, "delta")
     rate = as_fraction(sampling_rate, "sampling_rate")
