@@ -36,7 +36,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 
 from kakeibo.ml.dpsgd import calibrate, train
-from kakeibo.ml.fedavg import DPFedAvgClassifier, client_contributions, client_rows
+from kakeibo.ml.fedavg import DPFedAvgClassifier, client_contributions
 from kakeibo.noise import resolve_source
 
 #: clients -> (rounds, clients per round)
@@ -69,7 +69,7 @@ def fedavg_without_privacy(
     """FedAvg's weights after ``rounds`` rounds with no noise and no clipping (module docstring). The clip
     sets the lattice of the released sum too (2**k <= 2**-8 clip / sqrt(d)), so it is 100, not infinity."""
     rng = np.random.default_rng(seed)
-    members = [np.flatnonzero(ids == c).tolist() for c in range(clients)]
+    members = [np.flatnonzero(ids == c) for c in range(clients)]
     rate = min(per_round, clients) / clients
     plan = dataclasses.replace(
         calibrate(epsilon=8, delta=1e-5, sampling_rate=rate, steps=rounds), noise_multiplier=0
@@ -79,7 +79,9 @@ def fedavg_without_privacy(
         X,
         y.astype(np.int32),
         np.ones(y.size),
-        client_rows(members, 64, rng),
+        members,
+        width=64,
+        rng=rng,
         local_steps=10,
         local_learning_rate=0.5,
     )

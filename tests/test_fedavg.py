@@ -29,8 +29,7 @@ def one_round(noise_multiplier: float, rate: float, clip: float, canary_records:
     """A sampler for :func:`kakeibo.audit.audit`: ``d`` is 0 (20 clients of 3 silent records) or 1 (the same
     and a canary client holding ``canary_records`` canary records). Each output is the parameter after one
     round from 0 (3 local steps at rate 0.5: the canary's update is 7.5 before clipping; server SGD at
-    rate 1). The clients' rows are drawn once per batch of rounds: a client's records are all alike here, so
-    every draw gives the same rows up to order."""
+    rate 1)."""
     plan = one_step_plan(noise_multiplier, rate)
 
     def sampler(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -39,13 +38,20 @@ def one_round(noise_multiplier: float, rate: float, clip: float, canary_records:
         features = np.zeros((records, 1))
         labels = np.zeros(records, dtype=np.int32)
         features[silent:, 0], labels[silent:] = 1.0, 5
-        members = [list(range(3 * c, 3 * c + 3)) for c in range(20)]
+        members = [np.arange(3 * c, 3 * c + 3) for c in range(20)]
         if d:
-            members.append(list(range(silent, records)))
+            members.append(np.arange(silent, records))
         source = resolve_source(rng)
-        rows = client_rows(members, 8, rng)
         contributions = client_contributions(
-            canary_loss, features, labels, np.ones(records), rows, local_steps=3, local_learning_rate=0.5
+            canary_loss,
+            features,
+            labels,
+            np.ones(records),
+            members,
+            width=8,
+            rng=rng,
+            local_steps=3,
+            local_learning_rate=0.5,
         )
         out = np.empty(n)
         for i in range(n):
@@ -99,19 +105,20 @@ def test_the_audit_catches_noise_calibrated_for_a_smaller_clip() -> None:
 
 
 def test_every_client_trains_on_the_same_number_of_rows() -> None:
-    """Local work is fixed: a client of 500 records keeps a random 8 of them, a client of 1 is padded with
-    the silent row; over many draws each of the big client's records is kept about 8/500 of the time."""
-    members = [list(range(500)), [500], []]
+    """Local work is fixed: a client of 500 records trains on a fresh random 8 of them each round, a client
+    of 1 is padded with the silent row; over many rounds each of the big client's records is used about
+    8/500 of the time."""
+    members = [np.arange(500), np.array([500]), np.array([], dtype=np.int64)]
+    rng = np.random.default_rng(0)
     kept = np.zeros(502)
-    for seed in range(2_000):
-        rows = client_rows(members, 8, np.random.default_rng(seed))
+    for _ in range(2_000):
+        rows = client_rows(members, 8, 501, rng)
         assert rows.shape == (3, 8)
         assert len(set(rows[0].tolist())) == 8 and set(rows[0].tolist()) <= set(range(500))
         assert rows[1].tolist() == [500] + [501] * 7 and rows[2].tolist() == [501] * 8
         kept += np.bincount(rows[0], minlength=502)
-    share = kept[:500] / 2_000
     # each count is Binomial(2,000, 0.016): mean 32, sd 5.6; the extremes of 500 stay within 6 sd
-    assert abs(share.mean() - 8 / 500) < 1e-12
+    assert kept[:500].sum() == 16_000
     assert np.all(np.abs(kept[:500] - 32) < 6 * 5.6)
 
 

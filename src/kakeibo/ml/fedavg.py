@@ -18,12 +18,13 @@ client adds at most ``S`` (L2) to a round's clipped sum, whatever its records. E
 the Poisson-subsampled Gaussian mechanism over clients, and the run is ``rounds`` of them:
 :func:`~kakeibo.ml.dpsgd.calibrate` finds the noise and states the curve the ledger composes.
 
-**Records.** Every client trains on exactly ``client_records`` rows (its records in a random order drawn
-from kakeibo's source, the first ``client_records`` kept, padded with silent rows), so a client's local
-work, and the time of a round, depend on the number of clients sampled only, not on how many records any
-client holds. A record whose label is not declared is a silent row too. A client whose local model
-overflows float32 (records of extreme values) reports NaN or infinities, which the clipping counts as a
-zero update.
+**Records.** Every client trains on exactly ``client_records`` rows in every round: all of its records when
+it holds that many or fewer (padded with silent rows), otherwise that many drawn afresh each round without
+replacement (from a generator seeded by kakeibo's source), so each record is used in a round its client
+takes part in with probability client_records / the client's count. A client's local work, and the time of a
+round, depend on the number of clients sampled only, not on how many records any client holds. A record
+whose label is not declared is a silent row too. A client whose local model overflows float32 (records of
+extreme values) reports NaN or infinities, which the clipping counts as a zero update.
 
 **Client ids** are the federation's roster, public like ``N``: any hashable values, one per record.
 
@@ -86,22 +87,26 @@ def client_contributions(
     features: FloatMatrix,
     labels: NDArray[np.int32],
     weights: FloatVector,
-    rows: NDArray[np.int64],
+    members: Sequence[NDArray[np.int64]],
     *,
+    width: int,
+    rng: np.random.Generator,
     local_steps: int,
     local_learning_rate: float,
 ) -> Contributions:
-    """DP-FedAvg's units are clients: the contribution of client ``c`` is its update from the records
-    ``rows[c]`` (:func:`client_rows`; index ``len(features)`` is a silent padding row)."""
+    """DP-FedAvg's units are clients: the contribution of client ``c`` is its update from ``width`` of its
+    records ``members[c]``, drawn afresh for every round by :func:`client_rows` (index ``len(features)`` is
+    a silent padding row)."""
     with np.errstate(over="ignore"):  # beyond float32: infinities, then a zero update (module docstring)
         padded_x = np.vstack([features, np.zeros((1, features.shape[1]))]).astype(np.float32)
     padded_y = np.append(labels, 0).astype(np.int32)
     padded_w = np.append(weights, 0.0).astype(np.float32)
     updates = client_updates(loss, local_steps, local_learning_rate)
+    pad = features.shape[0]
 
     def contributions(params: Any, index: NDArray[np.int64]) -> Any:
-        chosen = rows[index]
-        return updates(params, padded_x[chosen], padded_y[chosen], padded_w[chosen])
+        rows = client_rows([members[c] for c in index.tolist()], width, pad, rng)
+        return updates(params, padded_x[rows], padded_y[rows], padded_w[rows])
 
     return contributions
 
@@ -168,9 +173,16 @@ class DPFedAvgClassifier(NetworkClassifier):
         plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=rounds)
 
         def run(loss: Loss, start: FloatVector, source: RandomSource) -> FloatVector:
-            rows = client_rows(members, width, noise_generator(source))
             contributions = client_contributions(
-                loss, features, targets, known, rows, local_steps=local_steps, local_learning_rate=local_rate
+                loss,
+                features,
+                targets,
+                known,
+                members,
+                width=width,
+                rng=noise_generator(source),
+                local_steps=local_steps,
+                local_learning_rate=local_rate,
             )
             return train(
                 contributions,
@@ -188,7 +200,7 @@ class DPFedAvgClassifier(NetworkClassifier):
         return self
 
 
-def _roster(clients: ArrayLike, n_records: int) -> list[list[int]]:
+def _roster(clients: ArrayLike, n_records: int) -> list[NDArray[np.int64]]:
     """The records of each client, clients in order of first appearance."""
     ids = np.asarray(clients, dtype=object)
     if ids.shape != (n_records,):
@@ -199,15 +211,18 @@ def _roster(clients: ArrayLike, n_records: int) -> list[list[int]]:
             members.setdefault(client, []).append(record)
         except TypeError:
             raise ArgumentError(f"client ids must be hashable, got {type(client).__name__}.") from None
-    return list(members.values())
+    return [np.asarray(records, dtype=np.int64) for records in members.values()]
 
 
-def client_rows(members: list[list[int]], width: int, rng: np.random.Generator) -> NDArray[np.int64]:
-    """A ``(clients, width)`` table of record indices: each client's records in a random order, the first
-    ``width`` kept, padded with the index of a silent row (one past the last record)."""
-    pad = sum(len(records) for records in members)
+def client_rows(
+    members: Sequence[NDArray[np.int64]], width: int, pad: int, rng: np.random.Generator
+) -> NDArray[np.int64]:
+    """A ``(clients, width)`` table of record indices: all of a client's records when it has at most
+    ``width`` (padded with ``pad``), otherwise ``width`` of them drawn uniformly without replacement."""
     table = np.full((len(members), width), pad, dtype=np.int64)
     for client, records in enumerate(members):
-        kept = rng.permutation(np.asarray(records, dtype=np.int64))[:width]
-        table[client, : kept.size] = kept
+        if records.size <= width:
+            table[client, : records.size] = records
+        else:
+            table[client] = rng.choice(records, width, replace=False)
     return table
