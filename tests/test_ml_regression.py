@@ -89,18 +89,20 @@ def test_sgd_fit_is_one_ledger_entry_charged_the_run_and_approaches_least_square
     mean_only = np.mean((y_train.mean() - y_test) ** 2)
     ledger = Ledger(":memory:", budget=(200, 1e-5), composition="pld")
     model = DPLinearRegression(
-        epsilon=100,
+        epsilon=20,
         delta=1e-6,
         norm_bound=0.2,
         y_bound=350,
         method="sgd",
-        epochs=50,
+        epochs=30,
+        batch_size=128,
+        clip_norm=0.5,
         ledger=ledger,
         random_state=0,
     ).fit(X_train, y_train)
     [entry] = ledger.entries()
     assert entry.loss == model.privacy_loss_ == model.plan_.loss
-    assert model.plan_.steps == math.ceil(50 * X_train.shape[0] / 64)
+    assert model.plan_.steps == math.ceil(30 * X_train.shape[0] / 128)
     error = np.mean((model.predict(X_test) - y_test) ** 2)
     assert error < mean_only and error < 1.5 * ols, (error, ols, mean_only)
 

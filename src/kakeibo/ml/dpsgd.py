@@ -202,13 +202,15 @@ def train(
     normaliser: float,
     optimizer: Any,
     source: RandomSource,
+    chunk: int = CHUNK,
 ) -> FloatVector:
     """Run ``plan`` from the flat parameters ``flat`` (module docstring); returns the trained parameters.
 
     The units sampled are records (DP-SGD: :func:`record_contributions`) or clients (DP-FedAvg:
     :mod:`kakeibo.ml.fedavg`); ``weights`` (one per unit, 0 or 1) silence units that must not count;
     ``normaliser`` (the expected sample size ``q n``, from the public ``n``) divides each noisy sum;
-    ``source`` draws the Poisson samples and seeds the noise."""
+    ``source`` draws the Poisson samples and seeds the noise; ``chunk`` units go to each call of
+    ``contributions`` (the last call of a step padded), so a step's time depends on the sample's size only."""
     import jax.numpy as jnp
 
     units, dimension = weights.size, flat.size
@@ -225,11 +227,11 @@ def train(
         else:
             chosen = everyone
         total = np.zeros(dimension)
-        for start in range(0, chosen.size, CHUNK):
-            index = chosen[start : start + CHUNK]
-            mask = np.zeros(CHUNK)
+        for start in range(0, chosen.size, chunk):
+            index = chosen[start : start + chunk]
+            mask = np.zeros(chunk)
             mask[: index.size] = weights[index]
-            padded = np.zeros(CHUNK, dtype=np.int64)
+            padded = np.zeros(chunk, dtype=np.int64)
             padded[: index.size] = index
             total += clipped_sum(contributions(params, padded), mask, clip_norm)
         noisy = np.ldexp(np.rint(np.ldexp(total + scale * noise.standard_normal(dimension), -k)), k)

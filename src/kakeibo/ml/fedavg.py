@@ -22,7 +22,8 @@ the Poisson-subsampled Gaussian mechanism over clients, and the run is ``rounds`
 it holds that many or fewer (padded with silent rows), otherwise that many drawn afresh each round without
 replacement (from a generator seeded by kakeibo's source), so each record is used in a round its client
 takes part in with probability client_records / the client's count. A client's local work, and the time of a
-round, depend on the number of clients sampled only, not on how many records any client holds. A record
+round, depend on the number of clients sampled only, not on how many records any client holds (every
+client's rows are one draw from its pool, its records padded to ``client_records``). A record
 whose label is not declared is a silent row too. A client whose local model overflows float32 (records of
 extreme values) reports NaN or infinities, which the clipping counts as a zero update.
 
@@ -54,7 +55,18 @@ from ..noise import RandomSource
 from ._common import FloatMatrix, FloatVector, RandomState, check_count, check_features, noise_generator
 from .dpsgd import Contributions, Loss, NetworkClassifier, calibrate, train
 
-__all__ = ["DPFedAvgClassifier", "client_contributions", "client_rows", "client_updates"]
+__all__ = [
+    "CLIENT_CHUNK",
+    "DPFedAvgClassifier",
+    "client_contributions",
+    "client_pools",
+    "client_rows",
+    "client_updates",
+]
+
+#: Clients per jitted call of their local training (each client's work is ``local_steps`` gradient steps on
+#: ``client_records`` rows, so fewer than DP-SGD's records per call).
+CLIENT_CHUNK = 32
 
 
 @functools.lru_cache(maxsize=32)
@@ -95,17 +107,17 @@ def client_contributions(
     local_learning_rate: float,
 ) -> Contributions:
     """DP-FedAvg's units are clients: the contribution of client ``c`` is its update from ``width`` of its
-    records ``members[c]``, drawn afresh for every round by :func:`client_rows` (index ``len(features)`` is
-    a silent padding row)."""
+    records ``members[c]``, drawn afresh for every round by :func:`client_rows` from its pool (index
+    ``len(features)`` is a silent padding row)."""
     with np.errstate(over="ignore"):  # beyond float32: infinities, then a zero update (module docstring)
         padded_x = np.vstack([features, np.zeros((1, features.shape[1]))]).astype(np.float32)
     padded_y = np.append(labels, 0).astype(np.int32)
     padded_w = np.append(weights, 0.0).astype(np.float32)
     updates = client_updates(loss, local_steps, local_learning_rate)
-    pad = features.shape[0]
+    pools = client_pools(members, width, features.shape[0])
 
     def contributions(params: Any, index: NDArray[np.int64]) -> Any:
-        rows = client_rows([members[c] for c in index.tolist()], width, pad, rng)
+        rows = client_rows([pools[c] for c in index.tolist()], width, rng)
         return updates(params, padded_x[rows], padded_y[rows], padded_w[rows])
 
     return contributions
@@ -193,6 +205,7 @@ class DPFedAvgClassifier(NetworkClassifier):
                 normaliser=float(rate) * n_clients,
                 optimizer=self._optimizer(),
                 source=source,
+                chunk=CLIENT_CHUNK,
             )
 
         self._fit_run(features.shape[1], plan, run, "DP-FedAvg")
@@ -215,14 +228,16 @@ def _roster(clients: ArrayLike, n_records: int) -> list[NDArray[np.int64]]:
 
 
 def client_rows(
-    members: Sequence[NDArray[np.int64]], width: int, pad: int, rng: np.random.Generator
+    pools: Sequence[NDArray[np.int64]], width: int, rng: np.random.Generator
 ) -> NDArray[np.int64]:
-    """A ``(clients, width)`` table of record indices: all of a client's records when it has at most
-    ``width`` (padded with ``pad``), otherwise ``width`` of them drawn uniformly without replacement."""
-    table = np.full((len(members), width), pad, dtype=np.int64)
-    for client, records in enumerate(members):
-        if records.size <= width:
-            table[client, : records.size] = records
-        else:
-            table[client] = rng.choice(records, width, replace=False)
-    return table
+    """A ``(clients, width)`` table of record indices, ``width`` drawn uniformly without replacement from
+    each client's pool (:func:`client_pools`): the same call for every client, whatever it holds."""
+    return np.stack([rng.choice(pool, width, replace=False) for pool in pools])
+
+
+def client_pools(members: Sequence[NDArray[np.int64]], width: int, pad: int) -> list[NDArray[np.int64]]:
+    """Each client's records, padded with ``pad`` (a silent row) to at least ``width``."""
+    return [
+        np.concatenate([records, np.full(max(0, width - records.size), pad, dtype=np.int64)])
+        for records in members
+    ]
