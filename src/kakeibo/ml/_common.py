@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -21,11 +22,15 @@ from sklearn.utils.validation import check_is_fitted
 from ..errors import ArgumentError, ArgumentTypeError, Error, UnaccountedRelease
 from ..noise.source import RandomSource, resolve_source
 
+if TYPE_CHECKING:
+    from ..release import Released
+
 __all__ = [
     "FloatMatrix",
     "FloatVector",
     "NotFittedError",
     "charged_ledger",
+    "charged_run",
     "check_binary_labels",
     "check_count",
     "check_features",
@@ -34,11 +39,13 @@ __all__ = [
     "clip_rows",
     "noise_generator",
     "random_source",
+    "symmetric",
     "unit_rows",
 ]
 
 FloatMatrix = NDArray[np.float64]
 FloatVector = NDArray[np.float64]
+T = TypeVar("T")
 RandomState = int | np.random.Generator | RandomSource | None
 
 
@@ -83,6 +90,26 @@ def check_ledger(ledger: object) -> None:
         )
 
 
+def charged_run(estimator: Any, loss: Any, label: str, draw: Callable[[RandomSource], T]) -> Released[T]:
+    """One :func:`kakeibo.release.run` of ``draw`` that charges ``loss`` to the estimator's ledger (see
+    :func:`charged_ledger`) under its ``label`` (or ``label``) and ``dataset``, drawing from its
+    ``random_state``: how every private ``fit`` of :mod:`kakeibo.ml` pays."""
+    from .. import release
+
+    charge = release.Charge(loss, label=estimator.label or label, dataset=estimator.dataset)
+    return release.run(
+        charged_ledger(estimator, estimator.ledger), charge, draw, rng=random_source(estimator.random_state)
+    )
+
+
+def symmetric(upper: FloatVector, dimension: int) -> FloatMatrix:
+    """The symmetric ``dimension x dimension`` matrix whose upper triangle (``np.triu_indices`` order) is
+    ``upper``: how DP-PCA and DP linear regression release a second moment (each entry noised once)."""
+    out = np.zeros((dimension, dimension))
+    out[np.triu_indices(dimension)] = upper
+    return np.asarray(out + np.triu(out, 1).T, dtype=np.float64)
+
+
 def charged_ledger(estimator: object, ledger: Any) -> Any:
     """The ledger an estimator's ``fit`` charges, or ``None``: ``ledger=False`` charges nothing on purpose;
     ``None`` charges nothing and warns :class:`~kakeibo.UnaccountedRelease` (silence never means "not
@@ -92,7 +119,7 @@ def charged_ledger(estimator: object, ledger: Any) -> Any:
             f"{type(estimator).__name__}.fit released a model without charging a ledger; pass ledger= to "
             "charge one, or ledger=False if no ledger is meant.",
             UnaccountedRelease,
-            stacklevel=3,
+            stacklevel=4,
         )
     return ledger if ledger is not None and ledger is not False else None
 

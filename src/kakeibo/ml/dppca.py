@@ -31,7 +31,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from .. import release
 from ..accounting import Ledger
 from ..errors import ArgumentError
 from ..mechanisms import Gaussian
@@ -40,11 +39,11 @@ from ..noise import RandomSource
 from ._common import (
     FloatMatrix,
     RandomState,
-    charged_ledger,
+    charged_run,
     check_features,
     check_fitted,
     check_ledger,
-    random_source,
+    symmetric,
     unit_rows,
 )
 
@@ -93,19 +92,11 @@ class DPPCA(TransformerMixin, BaseEstimator):  # type: ignore[misc]
         mechanism = Gaussian(sensitivity=1, epsilon=self.epsilon, delta=self.delta)
         rows = unit_rows(features, norm_bound, False)
         upper = np.triu_indices(dimension)
-        charge = release.Charge(
-            mechanism.ledger_loss, label=self.label or "DPPCA.fit (Analyze Gauss)", dataset=self.dataset
-        )
 
         def draw(source: RandomSource) -> FloatMatrix:
-            second = rows.T @ rows
-            noisy = np.zeros((dimension, dimension))
-            noisy[upper] = mechanism.release(second[upper], rng=source)
-            return np.asarray(noisy + np.triu(noisy, 1).T, dtype=np.float64)
+            return symmetric(mechanism.release((rows.T @ rows)[upper], rng=source), dimension)
 
-        out = release.run(
-            charged_ledger(self, self.ledger), charge, draw, rng=random_source(self.random_state)
-        )
+        out = charged_run(self, mechanism.ledger_loss, "DPPCA.fit (Analyze Gauss)", draw)
         values, vectors = np.linalg.eigh(out.value)
         order = np.argsort(values)[::-1][: self.n_components]
         self.components_ = vectors[:, order].T

@@ -51,7 +51,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from .. import release
 from ..accounting import Composed, Ledger, MechanismLoss, SubsampledGaussian
 from ..errors import ArgumentError
 from ..mechanisms.base import check_positive
@@ -61,13 +60,12 @@ from ._common import (
     FloatMatrix,
     FloatVector,
     RandomState,
-    charged_ledger,
+    charged_run,
     check_count,
     check_features,
     check_fitted,
     check_ledger,
     noise_generator,
-    random_source,
 )
 
 __all__ = [
@@ -76,6 +74,7 @@ __all__ = [
     "TrainingPlan",
     "calibrate",
     "clipped_sum",
+    "epoch_plan",
     "record_contributions",
     "record_gradients",
     "train",
@@ -140,6 +139,15 @@ def calibrate(*, epsilon: Number, delta: Number, sampling_rate: Number, steps: i
     if loss.to_approx(dlt).epsilon > target:  # the search grid is the coarser one, so this does not happen
         raise AssertionError("DP-SGD calibration exceeded epsilon; this is a bug in kakeibo")
     return TrainingPlan(sigma, rate, steps, loss)
+
+
+def epoch_plan(epsilon: Number, delta: Number, records: int, batch_size: int, epochs: Number) -> TrainingPlan:
+    """:func:`calibrate` for ``epochs`` passes over ``records`` (public) at expected batch ``batch_size``:
+    ``q = min(batch_size, records) / records`` and ``max(1, ceil(epochs / q))`` steps."""
+    passes = check_positive(epochs, "epochs")
+    rate = Fraction(min(check_count(batch_size, "batch_size"), records), records)
+    steps = max(1, math.ceil(passes / rate))
+    return calibrate(epsilon=epsilon, delta=delta, sampling_rate=rate, steps=steps)
 
 
 def _four_digits(value: Fraction, *, up: bool = False) -> Fraction:
@@ -318,16 +326,11 @@ class NetworkClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         """Charge ``plan`` for ``run(loss, initial parameters, source)`` in one :func:`kakeibo.release.run`
         and keep the trained network."""
         shapes = self._shapes(n_features)
-        charge = release.Charge(
-            plan.loss, label=self.label or f"{type(self).__name__}.fit ({method})", dataset=self.dataset
-        )
 
         def draw(source: RandomSource) -> FloatVector:
             return run(_network_loss(shapes), _initial(shapes, noise_generator(source)), source)
 
-        out = release.run(
-            charged_ledger(self, self.ledger), charge, draw, rng=random_source(self.random_state)
-        )
+        out = charged_run(self, plan.loss, f"{type(self).__name__}.fit ({method})", draw)
         self.classes_ = self._classes()
         self.n_features_in_ = n_features
         self.coefs_ = _layers(out.value, shapes)
@@ -404,11 +407,7 @@ class DPMLPClassifier(NetworkClassifier):
         features = check_features(X)
         targets, known = self._labels(y, features.shape[0])
         self._check_common()
-        epochs = check_positive(self.epochs, "epochs")
-        check_count(self.batch_size, "batch_size")
-        rate = Fraction(min(self.batch_size, features.shape[0]), features.shape[0])
-        steps = max(1, math.ceil(epochs / rate))
-        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps)
+        plan = epoch_plan(self.epsilon, self.delta, features.shape[0], self.batch_size, self.epochs)
 
         def run(loss: Loss, start: FloatVector, source: RandomSource) -> FloatVector:
             return train(
@@ -417,7 +416,7 @@ class DPMLPClassifier(NetworkClassifier):
                 known,
                 plan=plan,
                 clip_norm=float(self.clip_norm),
-                normaliser=float(rate) * features.shape[0],
+                normaliser=float(plan.sampling_rate) * features.shape[0],
                 optimizer=self._optimizer(),
                 source=source,
             )

@@ -87,7 +87,6 @@ from scipy import optimize, special
 from sklearn.base import BaseEstimator, ClassifierMixin
 from threadpoolctl import ThreadpoolController
 
-from .. import release
 from ..accounting import Ledger
 from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms.base import check_positive
@@ -95,13 +94,12 @@ from ..privacy import PureDP
 from ._common import (
     FloatMatrix,
     RandomState,
-    charged_ledger,
+    charged_run,
     check_features,
     check_fitted,
     check_ledger,
     clip_rows,
     noise_generator,
-    random_source,
     unit_rows,
 )
 
@@ -449,18 +447,14 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         signs = _label_signs(y, features.shape[0], classes).astype(np.float64)
         calibration = self._calibrate(epsilon, features.shape[0], regularization, loss)
         Z = unit_rows(features, norm_bound, bool(self.fit_intercept))
-        charge = release.Charge(
-            PureDP(self.epsilon),
-            label=self.label or f"{type(self).__name__}.fit ({self.method} perturbation)",
-            dataset=self.dataset,
-        )
-        out = release.run(
-            charged_ledger(self, self.ledger),
-            charge,
+        loss_charged = PureDP(self.epsilon)
+        out = charged_run(
+            self,
+            loss_charged,
+            f"{type(self).__name__}.fit ({self.method} perturbation)",
             lambda source: self._private_weights(
                 loss, Z, signs, regularization, calibration, noise_generator(source)
             ),
-            rng=random_source(self.random_state),
         )
         weights = out.value
         scale = math.sqrt(2.0) if self.fit_intercept else 1.0
@@ -470,7 +464,7 @@ class _DPLinearClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         self.coef_ = (weights[:n_features] / (scale * norm_bound)).reshape(1, -1)
         self.intercept_ = np.array([weights[n_features] / scale if self.fit_intercept else 0.0])
         self.calibration_ = calibration
-        self.privacy_loss_ = charge.loss
+        self.privacy_loss_ = loss_charged
         self.ledger_entry_ = out.ledger_entry
         return self
 

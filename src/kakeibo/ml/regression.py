@@ -42,7 +42,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from .. import release
 from ..accounting import Ledger, MechanismLoss
 from ..errors import ArgumentError
 from ..mechanisms import Gaussian
@@ -53,13 +52,12 @@ from ._common import (
     FloatMatrix,
     FloatVector,
     RandomState,
-    charged_ledger,
-    check_count,
+    charged_run,
     check_features,
     check_fitted,
     check_ledger,
     clip_rows,
-    random_source,
+    symmetric,
     unit_rows,
 )
 
@@ -142,20 +140,13 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):  # type: ignore[misc]
         mechanism = Gaussian(sensitivity=SENSITIVITY, epsilon=self.epsilon, delta=self.delta)
         width = rows.shape[1]
         upper = np.triu_indices(width)
-        charge = release.Charge(
-            mechanism.ledger_loss, label=self.label or "DPLinearRegression.fit", dataset=self.dataset
-        )
 
         def draw(source: RandomSource) -> FloatMatrix:
             statistics = np.concatenate([(rows.T @ rows)[upper], rows.T @ labels])
             return np.asarray(mechanism.release(statistics, rng=source), dtype=np.float64)
 
-        out = release.run(
-            charged_ledger(self, self.ledger), charge, draw, rng=random_source(self.random_state)
-        )
-        noisy = np.zeros((width, width))
-        noisy[upper] = out.value[: upper[0].size]
-        second = noisy + np.triu(noisy, 1).T
+        out = charged_run(self, mechanism.ledger_loss, "DPLinearRegression.fit", draw)
+        second = symmetric(out.value[: upper[0].size], width)
         default = 2 * math.sqrt(width) * mechanism.sigma
         ridge = float(self.regularization) if self.regularization is not None else default
         values, vectors = np.linalg.eigh(second)
@@ -169,19 +160,12 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):  # type: ignore[misc]
         """DP-SGD on the squared loss of the mapped rows, from zero weights."""
         import optax
 
-        from .dpsgd import calibrate, record_contributions, train
+        from .dpsgd import epoch_plan, record_contributions, train
 
-        epochs = check_positive(self.epochs, "epochs")
         check_positive(self.learning_rate, "learning_rate")
         clip = check_positive(self.clip_norm, "clip_norm")
         n = rows.shape[0]
-        rate = Fraction(min(check_count(self.batch_size, "batch_size"), n), n)
-        plan = calibrate(
-            epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=max(1, math.ceil(epochs / rate))
-        )
-        charge = release.Charge(
-            plan.loss, label=self.label or "DPLinearRegression.fit (DP-SGD)", dataset=self.dataset
-        )
+        plan = epoch_plan(self.epsilon, self.delta, n, self.batch_size, self.epochs)
 
         def draw(source: RandomSource) -> FloatVector:
             return train(
@@ -190,14 +174,12 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):  # type: ignore[misc]
                 np.ones(n),
                 plan=plan,
                 clip_norm=clip,
-                normaliser=float(rate) * n,
+                normaliser=float(plan.sampling_rate) * n,
                 optimizer=optax.sgd(float(self.learning_rate)),
                 source=source,
             )
 
-        out = release.run(
-            charged_ledger(self, self.ledger), charge, draw, rng=random_source(self.random_state)
-        )
+        out = charged_run(self, plan.loss, "DPLinearRegression.fit (DP-SGD)", draw)
         self.plan_ = plan
         self.privacy_loss_ = plan.loss
         self.ledger_entry_ = out.ledger_entry
