@@ -42,7 +42,11 @@ The curves, each with its neighbour relation and sensitivity:
   neighbouring integers (WBK 2019, Cor. 10). Every order is capped by the unsampled Gaussian's. PLD
   (Poisson): ``remove`` is ``P = (1 - q) N(0, s^2) + q N(1, s^2)`` against ``Q = N(0, s^2)``, with loss
   ``ln(1 - q + q e^((2x - 1) / (2 s^2)))`` increasing in x; ``add`` is the reverse pair (Zhu, Dong and
-  Wang, AISTATS 2022). Fixed-size sampling has no PLD here (the ledger's PLD books refuse it).
+  Wang, AISTATS 2022). Fixed-size sampling has no PLD here (the ledger's PLD books refuse it): under
+  replace-one neighbours its dominating pair depends on how the sensitivity is stated: with each record's
+  contribution of norm at most 1, replacing one record already gives ``(1 - q) N(0, s^2) + q N(1, s^2)``
+  against ``(1 - q) N(0, s^2) + q N(-1, s^2)`` (at q = 1 a shift of 2), which the Poisson pair at the same
+  noise does not dominate; and dp-accounting, the reference the PLDs here are tested against, has none.
 * :class:`Composed` -- ``count`` runs of each part (a DP-SGD run: ``steps`` subsampled Gaussians). Renyi
   divergences add (Mironov 2017, Prop. 1); PLDs convolve.
 
