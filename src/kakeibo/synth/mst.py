@@ -136,7 +136,7 @@ class MST(BaseEstimator):  # type: ignore[misc]
         self.privacy_loss_ = loss
         self.ledger_entry_ = released.ledger_entry
         self.edges_ = edges
-        self.marginals_, self.tables_ = _fit_tree(domain, ones, edges, pairs, float(rho))
+        self.marginals_, self.tables_ = _fit_tree(domain, ones, edges, pairs, rho)
         return self
 
     def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
@@ -175,37 +175,43 @@ def _counts(data: IntMatrix, domain: tuple[int, ...], attributes: tuple[int, ...
     return np.bincount(flat, minlength=math.prod(shape)).reshape(shape).astype(np.int64)
 
 
+def _split(rho: Fraction, d: int) -> tuple[Fraction, Fraction]:
+    """``(rho of each 1-way marginal, rho of each pick and of each 2-way marginal)``: a third of ``rho`` per
+    step (all of it on the 1-way marginals when ``d == 1``)."""
+    if d == 1:
+        return rho, Fraction(0)
+    return rho / (3 * d), rho / (3 * (d - 1))
+
+
 def _measure(
     data: IntMatrix, domain: tuple[int, ...], rho: Fraction, source: RandomSource
 ) -> tuple[list[FloatArray], list[tuple[int, int]], dict[tuple[int, int], FloatArray]]:
     """Steps 1-3 of the module docstring: the noisy 1-way marginals, the chosen edges, their noisy 2-way
     marginals. Everything released is here; nothing after it reads ``data``."""
     d = len(domain)
-    share = rho if d == 1 else rho / 3
-    one_way = DiscreteGaussian(sensitivity=1, rho=share / d)
+    one_rho, edge_rho = _split(rho, d)
+    one_way = DiscreteGaussian(sensitivity=1, rho=one_rho)
     ones = [np.asarray(one_way.release(_counts(data, domain, (a,)), rng=source), float) for a in range(d)]
-    edges: list[tuple[int, int]] = []
-    pairs: dict[tuple[int, int], FloatArray] = {}
     if d == 1:
-        return ones, edges, pairs
-    pick = Exponential(utility_sensitivity=1, epsilon=math.sqrt(2 * float(share) / (d - 1)) * (1 - 1e-12))
-    two_way = DiscreteGaussian(sensitivity=1, rho=share / (d - 1))
+        return ones, [], {}
+    pick = Exponential(utility_sensitivity=1, epsilon=math.sqrt(2 * float(edge_rho)) * (1 - 1e-12))
+    two_way = DiscreteGaussian(sensitivity=1, rho=edge_rho)
     shares = [np.clip(y, 0, None) / max(np.clip(y, 0, None).sum(), 1.0) for y in ones]
     total = max(float(np.mean([y.sum() for y in ones])), 0.0)
+    exact = {(a, b): _counts(data, domain, (a, b)) for a in range(d) for b in range(a + 1, d)}
+    utility = {
+        (a, b): float(np.abs(counts - total * np.outer(shares[a], shares[b])).sum())
+        for (a, b), counts in exact.items()
+    }
     part = list(range(d))  # Kruskal's components: part[a] is a's representative
-    candidates = [(a, b) for a in range(d) for b in range(a + 1, d)]
+    edges: list[tuple[int, int]] = []
     for _ in range(d - 1):
-        joining = [(a, b) for a, b in candidates if part[a] != part[b]]
-        utilities = [
-            float(np.abs(_counts(data, domain, (a, b)) - total * np.outer(shares[a], shares[b])).sum())
-            for a, b in joining
-        ]
-        a, b = joining[pick.release(utilities, rng=source)]
+        joining = [(a, b) for a, b in exact if part[a] != part[b]]
+        a, b = joining[pick.release([utility[pair] for pair in joining], rng=source)]
         edges.append((a, b))
         old, new = part[b], part[a]
         part = [new if p == old else p for p in part]
-    for a, b in edges:
-        pairs[(a, b)] = np.asarray(two_way.release(_counts(data, domain, (a, b)), rng=source), float)
+    pairs = {edge: np.asarray(two_way.release(exact[edge], rng=source), float) for edge in edges}
     return ones, edges, pairs
 
 
@@ -214,14 +220,14 @@ def _fit_tree(
     ones: list[FloatArray],
     edges: list[tuple[int, int]],
     pairs: dict[tuple[int, int], FloatArray],
-    rho: float,
+    rho: Fraction,
 ) -> tuple[list[FloatArray], dict[tuple[int, int], FloatArray]]:
     """Post-processing (module docstring): each attribute's distribution and each edge's table, oriented
     both ways (``tables[(a, b)][i, j]`` = P(a = i, b = j))."""
     d = len(domain)
-    share = rho if d == 1 else rho / 3
-    one_var = d / (2 * share)  # sigma^2 of each 1-way cell
-    two_var = (d - 1) / (2 * share) if d > 1 else math.inf
+    one_rho, edge_rho = _split(rho, d)
+    one_var = 1 / (2 * float(one_rho))  # sigma^2 of each 1-way cell
+    two_var = 1 / (2 * float(edge_rho)) if d > 1 else math.inf
     sums = [ones[a] / one_var for a in range(d)]
     weights = [np.full(domain[a], 1 / one_var) for a in range(d)]
     for (a, b), table in pairs.items():
