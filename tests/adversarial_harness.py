@@ -473,8 +473,11 @@ def outcome(
     nonnegative: bool = False,
     bounds: Mapping[str, object] | None = None,
     catalog: Catalog = CATALOG,
+    synthesis: Mapping[str, object] | None = None,
 ) -> Outcome:
-    """Run ``session.sql(query, epsilon=epsilon)`` on one world with a fresh ledger and record it.
+    """Run ``session.sql(query, epsilon=epsilon)`` on one world with a fresh ledger and record it; with
+    ``synthesis`` (keyword arguments such as ``delta`` and ``rows_per_person``), ``session.synthesize(query,
+    epsilon=epsilon, **synthesis)`` instead, its synthetic table recorded as the answer.
 
     ``rng_seed=None`` uses the secure default generator; otherwise both worlds draw from
     ``numpy.random.default_rng(rng_seed)``. ``timeout`` (Spark only) cancels the engine's jobs when the call
@@ -514,18 +517,24 @@ def outcome(
     refusal = False
     start = time.perf_counter()
     try:
-        result = session.sql(query, **kwargs)
+        if synthesis is not None:
+            table, chosen = (
+                session.synthesize(query, epsilon=epsilon, rng=kwargs.get("rng"), **synthesis).table,
+                None,
+            )
+        else:
+            result = session.sql(query, **kwargs)
+            table, chosen = result.to_arrow(), result.bounds
     except Exception as exc:  # every failure is an observation
         seconds = time.perf_counter() - start
         accepted, error_class, error_text = False, _class_name(exc), str(exc)
         refusal = isinstance(exc, (ValueError, TypeError, BudgetExceeded))
     else:
         seconds = time.perf_counter() - start
-        table = result.to_arrow()
         accepted = True
         schema = tuple((f.name, str(f.type)) for f in table.schema)
         rows = table.num_rows
-        truncated = tuple(sorted(result.bounds.dropped_intervals)) if result.bounds is not None else ()
+        truncated = tuple(sorted(chosen.dropped_intervals)) if chosen is not None else ()
     finally:
         if timer is not None:
             timer.cancel()
@@ -1358,3 +1367,38 @@ def _ladder_bounds(
     if rng.random() < 1 / 2:
         bounds["max_partitions"] = rng.choice(LIMIT_VALUES)
     return bounds
+
+
+#: the columns a synthesis takes (bounded or public-valued, the user-constant age among them), and those it
+#: refuses (unbounded, decimal, date, the privacy unit itself)
+SYNTHESIS_COLUMNS = ("category", "level", "amount", "age", "x")
+REFUSED_SYNTHESIS_COLUMNS = ("name", "price", "day", "birth_year", "user_id")
+
+
+def synthesis_call(rng: random.Random) -> tuple[str, object, dict[str, object]]:
+    """One ``Session.synthesize`` call: ``(query, epsilon, the other keyword arguments)``. Two in three are
+    calls a session answers: 1-3 columns of ``visits`` (whose target holds 1e308, -1e308, NaN, +-inf,
+    5e-324, -0.0, NULL and an age beyond its bound) at an ordinary epsilon, delta and person bound; the rest
+    draw a refused column, the row-level ``people``, another query shape, or epsilon, delta and the person
+    bound at and past the edges the session refuses, and bins for any column."""
+    columns = rng.sample(SYNTHESIS_COLUMNS, rng.choice([1, 2, 2, 3, 3]))
+    options: dict[str, object] = {"delta": 1e-6, "rows_per_person": rng.choice([1, 2, 4, 9])}
+    epsilon: object = rng.choice([0.5, 1, 8, 1000])
+    if rng.random() < 2 / 3:
+        return f"SELECT {', '.join(columns)} FROM visits", epsilon, options
+    table = "visits"
+    hostile = rng.choice(["column", "people", "shape", "numbers", "bins"])
+    if hostile == "column":
+        columns[-1] = rng.choice(REFUSED_SYNTHESIS_COLUMNS)
+    elif hostile == "people":
+        table, columns = "people", rng.sample(["age", "city", "category", "income"], rng.randint(1, 2))
+    elif hostile == "numbers":
+        options["delta"] = rng.choice([1e-9, "1e-6", 0.5, 0, 5e-324, 1])
+        options["rows_per_person"] = rng.choice([1, 4, 1_000, 0, True, "auto"])
+        epsilon = rng.choice([1e-3, 2**-41, 2**41, 1e308, 5e-324, 0])
+    elif hostile == "bins":
+        options["bins"] = {rng.choice(columns): rng.choice([1, 3, 1_000, 2**21])}
+    query = f"SELECT {', '.join(columns)} FROM {table}"
+    if hostile == "shape":
+        query = rng.choice([f"{query} WHERE amount > 1e308", f"SELECT COUNT(*) FROM {table}", "SELECT 1"])
+    return query, epsilon, options

@@ -41,6 +41,7 @@ from adversarial_harness import (
     assert_indistinguishable,
     numeric_query,
     queries,
+    synthesis_call,
 )
 
 pytestmark = pytest.mark.xdist_group("spark")
@@ -104,3 +105,27 @@ def test_fuzz_numbers(worlds: Worlds, ledgers: Path) -> None:
         except AssertionError as error:
             mismatches.append(f"seed {seed}: {error}")
     assert not mismatches, f"{len(mismatches)} draws differ between the worlds:\n" + "\n".join(mismatches[:3])
+
+
+#: seeds of synthesis_call per engine
+SYNTHESIS_SEEDS = {"duckdb": 60, "postgres": 30, "spark": 10}
+
+
+def test_fuzz_synthesis(worlds: Worlds, ledgers: Path) -> None:
+    """``Session.synthesize`` on both worlds: the columns (bounded, public-valued, unbounded, of refused
+    types, the person's own), the person bound, epsilon, delta and bins drawn by
+    ``adversarial_harness.synthesis_call``; acceptance, error, charge and schema alike."""
+    timeout = SPARK_TIMEOUT if worlds.engine == "spark" else None
+    mismatches, accepted = [], 0
+    for seed in range(SYNTHESIS_SEEDS[worlds.engine]):
+        query, epsilon, options = synthesis_call(random.Random(seed))
+        try:
+            outcomes = assert_indistinguishable(
+                worlds, query, epsilon, ledger_dir=ledgers, timeout=timeout, synthesis=options
+            )
+        except AssertionError as error:
+            mismatches.append(f"seed {seed}: {error}")
+        else:
+            accepted += outcomes["base"].accepted
+    assert not mismatches, f"{len(mismatches)} draws differ between the worlds:\n" + "\n".join(mismatches[:3])
+    assert accepted >= SYNTHESIS_SEEDS[worlds.engine] // 5, accepted  # the property held on fitted models too

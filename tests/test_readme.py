@@ -36,5 +36,7 @@ def test_the_readme_examples_run(
     printed = capsys.readouterr().out
     # the quick start's remaining budget, explain's report, the accuracy query's table and what remains of 3
     # after epsilon 1 and the accuracy query's 0.3 (the least epsilon for +-50 at 95%, from the plan alone)
-    for marker in ("epsilon=0.75", "privacy loss: epsilon=1", "engine statement:", "n_ci_low", "epsilon=1.7"):
+    # and the synthesis' charge: the zCDP curve of rho_for(1, 1e-6) (kakeibo.synth.mst's doctest)
+    markers = ("epsilon=0.75", "privacy loss: epsilon=1", "engine statement:", "n_ci_low", "epsilon=1.7")
+    for marker in (*markers, "rho=0.0243559-zCDP release"):
         assert marker in printed, marker

@@ -518,3 +518,41 @@ def test_a_view_is_released_once_and_queried_at_no_cost(service: tuple[TestClien
     other = make_analyst(client, admin_key, "bob")
     assert client.get("/v1/views", params={"dataset": "shop"}, headers=bearer(other)).json() == []
     assert ask(client, other, sql="SELECT COUNT(*) FROM v").status_code == 400
+
+
+def test_a_synthesis_is_charged_once_from_the_grant_and_replayed_free(tmp_path: Path) -> None:
+    """POST /v1/synthesize charges (epsilon', delta) once from the analyst's grant and returns synthetic rows
+    of the columns; the same request again is a free replay (new rows for another random_state); the
+    history shows the entry's (epsilon, delta); a request past the grant is a 409 with nothing charged."""
+    config, admin_key = write_service(tmp_path)
+    config.write_text(config.read_text().replace("budget = 1.5", 'budget = 1.5\ndelta_budget = "1e-5"'))
+    body = {
+        "dataset": "shop",
+        "sql": "SELECT category, amount FROM visits",
+        "epsilon": 0.5,
+        "delta": 1e-6,
+        "rows_per_person": 3,
+        "rows": 500,
+        "random_state": 1,
+    }
+    with TestClient(create_app(ServiceConfig.from_toml(config))) as client:
+        key = make_analyst(client, admin_key, "alice")
+        first = client.post("/v1/synthesize", json=body, headers=bearer(key))
+        assert first.status_code == 200, first.text
+        out = first.json()
+        assert out["columns"] == ["category", "amount"] and len(out["rows"]) == 500
+        assert {row[0] for row in out["rows"]} <= {"food", "rent", None}
+        assert all(row[1] is None or 0 <= row[1] <= 100 for row in out["rows"])
+        assert 0 < out["privacy_loss"]["epsilon"] <= 0.5 and out["privacy_loss"]["delta"] == 1e-6
+        assert not out["replayed"] and "each person bounded to 3 rows" in out["note"]
+        again = client.post("/v1/synthesize", json={**body, "random_state": 2}, headers=bearer(key)).json()
+        assert again["replayed"] and again["ledger_entry"] == out["ledger_entry"]
+        assert again["rows"] != out["rows"] and again["estimated_rows"] == out["estimated_rows"]
+        assert spent(client, key) == out["privacy_loss"]["epsilon"]
+        [entry] = client.get("/v1/history", headers=bearer(key)).json()
+        assert entry["privacy_loss"] == out["privacy_loss"]
+        past = client.post("/v1/synthesize", json={**body, "epsilon": 0.9}, headers=bearer(key))
+        assert past.status_code == 409, past.text
+        assert spent(client, key) == out["privacy_loss"]["epsilon"]
+        for bad in ({"delta": 0}, {"method": "gan"}, {"rows": 100_001}, {"rows_per_person": 0}):
+            assert client.post("/v1/synthesize", json={**body, **bad}, headers=bearer(key)).status_code == 422

@@ -4,8 +4,9 @@ bodies that break the schema), and they are sent in-process (ASGI, no network).
 
 Each request carries a valid key: the admin's on admin operations, an analyst's elsewhere, and now and then
 the other role's or none. Most query bodies are steered towards the served dataset, a few known queries,
-affordable epsilons and a new idempotency key (a repeated request replays its first answer), and half the
-admin requests towards a second analyst, so that answers, charges and admin writes happen as well as
+affordable epsilons and a new idempotency key (a repeated request replays its first answer), most synthesis
+bodies towards the served table and an affordable (epsilon, delta) (the dataset has a delta budget), and
+half the admin requests towards a second analyst, so that answers, charges and admin writes happen as well as
 refusals. For every answer:
 
 * its status is one the document lists for the operation, and its body matches the documented schema
@@ -13,8 +14,9 @@ refusals. For every answer:
 * a 500 is only a designed one: a release that failed after its draw, or a misconfigured dataset;
 * no refusal quotes the category value the catalog does not declare.
 
-Afterwards the ledger verifies and every charge in it is an answered query: the ledger entries are the
-entries the 200 answers of ``/v1/query`` named (and at most one more per charged failure, 503 or 500).
+Afterwards the ledger verifies and every charge in it is an answered request: the ledger entries are the
+entries the 200 answers of ``/v1/query``, ``/v1/views`` and ``/v1/synthesize`` named (and at most one more
+per charged failure of a query, 503 or 500).
 
 ``KAKEIBO_FUZZ_EXAMPLES`` sets the number of requests (500 by default: about ten seconds); the run is
 derandomized, so a failure reproduces.
@@ -82,6 +84,16 @@ def steer(case: Any, data: st.DataObject) -> None:
             body["request_id"] = f"fuzz-{next(FRESH)}"
             for key in ("bounds", "dialect"):
                 body.pop(key, None)
+    elif case.path == "/v1/synthesize" and body is not None:
+        if often(data, "dataset"):
+            body["dataset"] = "shop"
+        if often(data, "sql"):
+            body["sql"] = "SELECT category, amount FROM visits"
+            body.pop("bins", None)
+        if often(data, "spend"):
+            body["epsilon"] = data.draw(st.floats(0.01, 2.0), label="epsilon")
+            body["delta"] = data.draw(st.sampled_from([1e-9, 1e-6]), label="delta")
+            body["rows"] = data.draw(st.integers(0, 50), label="rows")
     elif case.path.startswith("/v1/admin/") and data.draw(st.booleans(), label="admin"):
         if body is not None:
             body.update({k: v for k, v in (("analyst", OTHER), ("dataset", "shop")) if k in body})
@@ -112,6 +124,8 @@ def send(client: TestClient, case: Any, key: str | None) -> Any:
 
 def test_the_service_answers_as_its_document_says(tmp_path: Path) -> None:
     config, admin = write_service(tmp_path, per_minute=10**6, dataset_budget=1000, failed_per_minute=10**6)
+    # a delta budget, so that syntheses (which spend delta) are answered too
+    config.write_text(config.read_text().replace("budget = 1000", 'budget = 1000\ndelta_budget = "1e-2"'))
     app = create_app(ServiceConfig.from_toml(config))
     document = app.openapi()
     schema = schemathesis.openapi.from_dict(document)
@@ -123,7 +137,7 @@ def test_the_service_answers_as_its_document_says(tmp_path: Path) -> None:
         for op in operations
     }
     seen: collections.Counter[tuple[str, str, int]] = collections.Counter()
-    answered: set[int] = set()  # the ledger entries the 200 answers of /v1/query named
+    answered: set[int] = set()  # the ledger entries the 200 answers of the charging operations named
     charged_failures = 0
     started = time.monotonic()
     with TestClient(app, raise_server_exceptions=False) as client:
@@ -158,8 +172,8 @@ def test_the_service_answers_as_its_document_says(tmp_path: Path) -> None:
                 assert response.json()["detail"] in DESIGNED_500, response.text
             if status != 200:
                 assert SECRET_CATEGORY not in response.text, response.text
-            if case.path == "/v1/query":
-                if status == 200:
+            if case.path in ("/v1/query", "/v1/views", "/v1/synthesize"):  # the charging operations
+                if status == 200 and response.json()["ledger_entry"] is not None:  # None: a view's answer
                     answered.add(response.json()["ledger_entry"])
                 elif status in (500, 503):
                     charged_failures += 1

@@ -14,7 +14,7 @@ import kakeibo
 from kakeibo.backends import DuckDBBackend
 from kakeibo.privacy import PureDP
 from kakeibo.sql import Catalog, QueryRefused
-from kakeibo.sql.views import Axis, parse_view_definition, view_counts_sql
+from kakeibo.sql.views import Axis, cell_counts_sql, parse_view_definition
 
 CATALOG = Catalog.from_dict(
     {
@@ -185,7 +185,7 @@ def test_outside_view_charge_runs_the_query_on_the_table(people: pa.Table, tmp_p
         ("v", "SELECT name FROM regions", None, "'regions' is public"),
         ("adult", "SELECT age FROM adult", None, "cannot take the name of the catalog's table"),
         ("1v", "SELECT age FROM adult", None, "must be an identifier"),
-        ("v", "SELECT age FROM adult", {"hours": 8}, "bins= names columns the view does not have: hours"),
+        ("v", "SELECT age FROM adult", {"hours": 8}, "bins= names columns a view does not have: hours"),
         ("v", "SELECT age FROM (", None, "this is not SQL kakeibo reads"),
     ],
 )
@@ -216,12 +216,16 @@ def test_the_catalog_declares_bins() -> None:
 # --- the user-level bound and the calibration ------------------------------------------------------------
 
 
+@pytest.mark.parametrize("random_order", [False, True])
 def test_a_person_adds_at_most_rows_per_person_rows_and_the_view_is_built_at_epsilon_over_them(
-    tmp_path: Path,
+    tmp_path: Path, random_order: bool
 ) -> None:
     """The group-privacy argument's two halves: one person, however many rows they hold, moves the count
-    tensor by at most ``rows_per_person`` in L1; the view is then built at ``epsilon / rows_per_person``."""
+    tensor by at most ``rows_per_person`` in L1 (kept in cell order, as a view keeps them, or in random
+    order, as a synthesis does); the view is then built at ``epsilon / rows_per_person``."""
     base = _adult(5_000, seed=8, users=1_000)
+    if random_order:  # every other person within the bound, so that only the heavy one's rows are drawn
+        base = base.set_column(0, "uid", pa.array(np.arange(5_000) // 3))
     heavy = _adult(500, seed=9)
     heavy = heavy.set_column(0, "uid", pa.array(np.full(500, 10**6)))
     definition = parse_view_definition("v", DEFINITION, CATALOG)
@@ -229,7 +233,9 @@ def test_a_person_adds_at_most_rows_per_person_rows_and_the_view_is_built_at_eps
     for table in (base, pa.concat_tables([base, heavy])):
         backend = DuckDBBackend()
         backend.load_table("adult", table)
-        counts = backend.execute(view_counts_sql(definition, 3))
+        counts = backend.execute(
+            cell_counts_sql(definition.table, definition.axes, 3, random_order=random_order)
+        )
         keys = zip(*(counts.column(f"__c{i}").to_pylist() for i in range(3)), strict=True)
         tensors.append(dict(zip(keys, counts.column("__n").to_pylist(), strict=True)))
     moved = sum(
@@ -294,9 +300,11 @@ def _expected_bins() -> list[tuple[int, int, int]]:
     )
 
 
-def _engine_bins(backend: Any) -> list[tuple[int, int, int]]:
+def _engine_bins(backend: Any, random_order: bool) -> list[tuple[int, int, int]]:
+    """The engine's cells of EDGES' rows by the statement of a view (``random_order=False``) or of a
+    synthesis (each person's one row kept in random order: the same cells)."""
     definition = parse_view_definition("v", DEFINITION, CATALOG)
-    statement = view_counts_sql(definition, 1)
+    statement = cell_counts_sql(definition.table, definition.axes, 1, random_order=random_order)
     import sqlglot
 
     counts = backend.execute(sqlglot.transpile(statement, read="duckdb", write=backend.dialect)[0])
@@ -306,32 +314,35 @@ def _engine_bins(backend: Any) -> list[tuple[int, int, int]]:
     return sorted(cells)
 
 
-def test_duckdb_bins_every_value_as_the_axes_say() -> None:
+@pytest.mark.parametrize("random_order", [False, True])
+def test_duckdb_bins_every_value_as_the_axes_say(random_order: bool) -> None:
     backend = DuckDBBackend()
     backend.load_table("adult", EDGES)
-    assert _engine_bins(backend) == _expected_bins()
+    assert _engine_bins(backend, random_order) == _expected_bins()
 
 
 @pytest.mark.xdist_group("postgres")
-def test_postgres_bins_every_value_as_duckdb_does(postgres_server: str) -> None:
+@pytest.mark.parametrize("random_order", [False, True])
+def test_postgres_bins_every_value_as_duckdb_does(postgres_server: str, random_order: bool) -> None:
     from kakeibo.backends.postgres import PostgresBackend
     from tpch_fixtures import postgres_database_with
 
     backend = PostgresBackend(postgres_database_with(postgres_server, {"adult": EDGES}))
     try:
-        assert _engine_bins(backend) == _expected_bins()
+        assert _engine_bins(backend, random_order) == _expected_bins()
     finally:
         backend.close()
 
 
 @pytest.mark.xdist_group("spark")
-def test_spark_bins_every_value_as_duckdb_does(spark_backend: Any) -> None:
+@pytest.mark.parametrize("random_order", [False, True])
+def test_spark_bins_every_value_as_duckdb_does(spark_backend: Any, random_order: bool) -> None:
     from kakeibo.backends.spark import SparkBackend
 
     backend = SparkBackend(session=spark_backend.session)
     backend.load_table("adult", EDGES)
     try:
-        assert _engine_bins(backend) == _expected_bins()
+        assert _engine_bins(backend, random_order) == _expected_bins()
     finally:
         backend.close()
 
@@ -373,7 +384,7 @@ def _person_worlds() -> tuple[Any, list[pa.Table]]:
     for table in (base, pa.concat_tables([base, target])):
         backend = DuckDBBackend()
         backend.load_table("adult", table)
-        tensors.append(backend.execute(view_counts_sql(definition, 5)))
+        tensors.append(backend.execute(cell_counts_sql(definition.table, definition.axes, 5)))
     return definition, tensors
 
 

@@ -36,7 +36,8 @@ def _chain(n: int, seed: int) -> np.ndarray:
     return np.column_stack([a, b, c, rng.integers(0, 3, n)])
 
 
-def _tvd(x: np.ndarray, y: np.ndarray, columns: tuple[int, ...], sizes: tuple[int, ...]) -> float:
+def tvd(x: np.ndarray, y: np.ndarray, columns: tuple[int, ...], sizes: tuple[int, ...]) -> float:
+    """The total variation distance between the marginals of ``columns`` of two coded tables."""
     shape = tuple(sizes[c] for c in columns)
     counts = [
         np.bincount(np.ravel_multi_index(tuple(z[:, c] for c in columns), shape), minlength=math.prod(shape))
@@ -104,10 +105,11 @@ def _release(
     data = np.zeros((20 + canary, 3), dtype=np.int64)
     data[20:] = 1
     rho = rho_for(epsilon, DELTA)
+    ones = np.ones(len(data), dtype=np.int64)
     source = resolve_source(rng)
     out = np.empty(n, dtype=np.int64)
     for i in range(n):
-        _, edges, pairs = (measure or mst_module._measure)(data, DOMAIN, rho, source)
+        _, edges, pairs = (measure or mst_module._measure)(data, ones, DOMAIN, rho, 1, source)
         first = edges[0]
         pair = [(0, 1), (0, 2), (1, 2)].index(first)
         out[i] = pair * 10**5 + int(np.clip(pairs[first][1, 1], -49_999, 49_999)) + 50_000
@@ -129,9 +131,12 @@ def test_the_audit_refutes_two_way_marginals_without_noise() -> None:
     """The negative control: the same audit at epsilon 1, with the 2-way marginals released exactly, refutes
     the claim (300 trials bound epsilon by about ln 300 from below, so the control runs at a small claim)."""
 
-    def exact_pairs(data: np.ndarray, domain: tuple[int, ...], rho: Fraction, source: Any) -> Any:
-        ones, edges, _ = mst_module._measure(data, domain, rho, source)
-        return ones, edges, {edge: mst_module._counts(data, domain, edge).astype(float) for edge in edges}
+    def exact_pairs(
+        data: np.ndarray, counts: np.ndarray, domain: tuple[int, ...], rho: Fraction, k: int, source: Any
+    ) -> Any:
+        ones, edges, _ = mst_module._measure(data, counts, domain, rho, k, source)
+        exact = {edge: mst_module._counts(data, counts, domain, edge).astype(float) for edge in edges}
+        return ones, edges, exact
 
     def leaky(canary: int, n: int, rng: np.random.Generator) -> np.ndarray:
         return _release(canary, n, rng, EPSILON, exact_pairs)
@@ -143,18 +148,18 @@ def test_the_audit_refutes_two_way_marginals_without_noise() -> None:
 def test_the_tree_follows_the_chain_and_the_marginals_are_close() -> None:
     codes, sizes = _chain(20_000, 3), (4, 4, 2, 3)
     model = MST(10.0, DELTA, ledger=False, random_state=4).fit(codes, sizes=sizes)
-    assert {(0, 1), (1, 2)} <= set(model.edges_)
+    assert {(0, 1), (1, 2)} <= set(model.model_.edges)
     synthetic = model.sample(50_000, random_state=5)
     for columns in ((0,), (1,), (2,), (3,), (0, 1), (1, 2), (0, 2)):
-        assert _tvd(codes, synthetic, columns, sizes) < 0.03, columns
+        assert tvd(codes, synthetic, columns, sizes) < 0.03, columns
     shuffle = np.random.default_rng(6)
     independent = np.column_stack([shuffle.permutation(codes[:, j]) for j in range(4)])
-    assert _tvd(codes, independent, (0, 1), sizes) > 0.5  # the pair is far from independent
+    assert tvd(codes, independent, (0, 1), sizes) > 0.5  # the pair is far from independent
 
 
 def test_one_attribute_spends_everything_on_its_marginal() -> None:
     model = MST(5.0, DELTA, ledger=False, random_state=0).fit(np.zeros((50, 1), dtype=int), sizes=(3,))
-    assert model.edges_ == [] and model.marginals_[0].argmax() == 0
+    assert model.model_.edges == () and model.model_.marginals[0].argmax() == 0
     assert model.sample(10, random_state=0).shape == (10, 1)
 
 

@@ -173,7 +173,9 @@ def _number(value: float | Fraction) -> float | None:
 
 
 def loss_json(loss: PrivacyLoss) -> dict[str, float | None]:
-    """``{"epsilon", "delta"}`` of a loss, JSON-safe (a pure loss has delta 0)."""
+    """``{"epsilon", "delta"}`` of a loss, JSON-safe (a pure loss has delta 0; a mechanism's loss with its
+    curve, such as a synthesis', is read as the ``(epsilon, delta)`` it declares)."""
+    loss = getattr(loss, "declared", loss)
     return {
         "epsilon": _number(getattr(loss, "epsilon", math.nan)),
         "delta": _number(getattr(loss, "delta", 0)),

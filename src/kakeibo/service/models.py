@@ -13,7 +13,19 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from .registry import NAME_PATTERN
 
-__all__ = ["Alpha", "Beta", "BoundValue", "Budget", "Delta", "Epsilon", "Finite", "Name", "StrictRequest"]
+__all__ = [
+    "Alpha",
+    "Beta",
+    "Bins",
+    "BoundValue",
+    "Budget",
+    "Delta",
+    "Epsilon",
+    "Finite",
+    "Name",
+    "RowsPerPerson",
+    "StrictRequest",
+]
 
 
 class StrictRequest(BaseModel):
@@ -35,3 +47,6 @@ Beta = Annotated[float, Field(gt=0, lt=1, strict=True, description="the probabil
 Budget = Annotated[float, Field(gt=0, strict=True, description="an epsilon budget")]
 Finite = Annotated[float, Field(strict=True)]
 BoundValue = StrictInt | Finite | Literal["auto"] | tuple[Finite, Finite]
+#: bins of numeric columns the catalog gives none, by column (views, syntheses)
+Bins = dict[Annotated[str, Field(max_length=64)], Annotated[StrictInt, Field(ge=1, le=65_536)]]
+RowsPerPerson = Annotated[StrictInt, Field(ge=1, le=1_000, description="rows of each person kept")]

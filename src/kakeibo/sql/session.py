@@ -38,6 +38,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
@@ -48,6 +49,7 @@ from ..errors import ArgumentTypeError, ConfigurationError
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
+from ..synth.mst import fit_tree, mst_loss
 from ..views.hdpview import HDPViewParameters
 from . import execute, program
 from .analyze import QueryRefused, analyze
@@ -57,11 +59,19 @@ from .dp_clause import read_clause
 from .execute import read_release
 from .explain import explanation
 from .options import QueryOptions
-from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
+from .plan import CONFIDENCE, NoisePlan, check_epsilon, epsilon_for_accuracy, plan_query
 from .program import ProgramQuery, analyze_program
 from .region import constant_check_sql, declared_constants
 from .rewrite import engine_sql, public_values_sql
 from .shape import AnalyzedQuery, check_dialect, named_columns
+from .synthesis import (
+    Synthesis,
+    SynthesisCodec,
+    SynthesisModel,
+    check_method,
+    numeric_bounds,
+    synthesis_request_id,
+)
 from .views import (
     NOTE_KEY,
     VIEW_CONFIDENCE,
@@ -70,12 +80,15 @@ from .views import (
     ViewRelease,
     answer,
     build_view,
+    cell_counts,
+    cell_counts_sql,
+    check_rows_per_person,
     over_table,
     parse_view_definition,
+    read_columns,
     read_view_query,
     rows_bound,
     stored_views,
-    view_counts_sql,
     view_name,
     view_request_id,
 )
@@ -367,7 +380,7 @@ class Session:
 
         def draw(source: RandomSource) -> StoredView:
             rows, choice = bound.choose(definition.table, self._execute, source)
-            counts = self._execute(view_counts_sql(definition, rows))
+            counts = self._execute(cell_counts_sql(definition.table, definition.axes, rows))
             return build_view(
                 definition,
                 counts,
@@ -390,6 +403,77 @@ class Session:
         )
         self._views = None  # read again, with this one
         return ViewRelease(out.value, loss, out.ledger_entry, seeded=out.seeded)
+
+    # --- synthesis --------------------------------------------------------------------------------------
+
+    def synthesize(
+        self,
+        query: str,
+        *,
+        epsilon: Number,
+        delta: Number,
+        method: str = "mst",
+        rows_per_person: int = 1,
+        bins: Mapping[str, int] | None = None,
+        rows: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        rng: Rng = None,
+    ) -> Synthesis:
+        """Fit a synthesis ``method`` of ``query`` (``SELECT col, ... FROM table``, read as a view reads it)
+        at ``(epsilon, delta)`` for the person, each person bounded to ``rows_per_person`` rows, charged once
+        (:mod:`.synthesis`); return ``rows`` synthetic rows (by default the model's estimate of the bounded
+        row count) drawn with ``random_state``, and the model, from which more rows are free. ``rng`` is the
+        release's noise (seeded: reproducible, hence not private against whoever knows the seed). The model
+        is stored with its ledger entry: fitting it again with the same settings is a free replay."""
+        table, axes, sql = read_columns(query, self.catalog, bins, "a synthesis")
+        sizes = check_method(method, axes)
+        check_rows_per_person(table, rows_per_person, auto=False)
+        check_epsilon(as_fraction(epsilon, "epsilon"), "a synthesis' epsilon")
+        rho, loss = mst_loss(epsilon, delta, sizes, rows_per_person)
+        fraction = str(as_fraction(epsilon, "epsilon")), str(as_fraction(delta, "delta"))
+        settings = (method, *fraction, rows_per_person)
+        bounds = tuple(None if a.values is not None else numeric_bounds(table.column(a.name)) for a in axes)
+        charge = release.Charge(
+            loss,
+            label=f"SYNTHESIZE {method.upper()} FROM ({sql}) WITH {rows_per_person} ROWS PER PERSON",
+            analyst=self.analyst,
+            dataset=self.dataset or table.name,
+            request_id=synthesis_request_id(table, axes, (self.analyst, self.dataset, self.source), settings),
+        )
+
+        def draw(source: RandomSource) -> SynthesisModel:
+            engine = self._execute(cell_counts_sql(table, axes, rows_per_person, random_order=True))
+            cells, counts = cell_counts(engine, len(axes))
+            model = fit_tree(cells, counts, sizes, rho, rows_per_person, source)
+            return SynthesisModel(
+                method,
+                table.name,
+                sql,
+                axes,
+                bounds,
+                float(epsilon),
+                float(delta),
+                rows_per_person,
+                table.privacy_unit is not None,
+                model,
+            )
+
+        out = release.run(
+            self.ledger,
+            charge,
+            draw,
+            rng=rng,
+            check=lambda: self._check_types(table, frozenset(axis.name for axis in axes)),
+            codec=SynthesisCodec(),
+        )
+        return Synthesis(
+            out.value.sample(rows, random_state),
+            out.value,
+            loss,
+            out.ledger_entry,
+            seeded=out.seeded,
+            replayed=out.replayed,
+        )
 
     def views(self) -> dict[str, StoredView]:
         """The views this session's analyst built over its data, by name (read from the ledger)."""

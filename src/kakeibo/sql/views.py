@@ -10,7 +10,7 @@ column into bins (an :class:`Axis`):
   than values), values beyond the bounds clamped into the end bins (NaN, ordered above every number by
   the engines, into the top one), and one more bin for NULL.
 
-The engine counts the rows per cell of that grid (:func:`view_counts_sql`) after bounding each person to
+The engine counts the rows per cell of that grid (:func:`cell_counts_sql`) after bounding each person to
 ``rows_per_person`` rows (``ROW_NUMBER()`` over the person's rows in cell order: a function of that person's
 rows only). Neighbour relation: add or remove one person; the person changes at most ``rows_per_person``
 counts by 1 each, so the view is built at ``epsilon / rows_per_person`` (group privacy over the row-level
@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import sqlglot
+from numpy.typing import NDArray
 from sqlglot import exp
 
 from ..accounting import Ledger, LedgerEntry
@@ -88,13 +89,16 @@ __all__ = [
     "answer",
     "answer_work",
     "build_view",
+    "cell_counts",
+    "cell_counts_sql",
+    "check_rows_per_person",
     "check_view_epsilon",
     "over_table",
     "parse_view_definition",
+    "read_columns",
     "read_view_query",
     "rows_bound",
     "stored_views",
-    "view_counts_sql",
     "view_name",
     "view_request_id",
 ]
@@ -132,16 +136,16 @@ class Axis:
         return self.bins + 1
 
     @classmethod
-    def of(cls, spec: ColumnSpec, bins: int | None) -> Axis:
+    def of(cls, spec: ColumnSpec, bins: int | None, noun: str = "a view") -> Axis:
         if spec.type not in ("int", "float", "str"):  # bin_sql and the stored axes hold numbers and text
             raise QueryRefused(
-                f"a view holds int, float and str columns; {spec.name!r} is a {spec.type} column."
+                f"{noun} holds int, float and str columns; {spec.name!r} is a {spec.type} column."
             )
         if spec.public_values is not None:
             return cls(spec.name, spec.type, values=spec.public_values, bins=len(spec.public_values))
         if not spec.bounded or spec.type not in ("int", "float"):
             raise QueryRefused(
-                f"a view needs the bins of column {spec.name!r}: declare its public_values, or numeric lower "
+                f"{noun} needs the bins of column {spec.name!r}: declare its public_values, or numeric lower "
                 "and upper bounds."
             )
         assert spec.lower is not None and spec.upper is not None
@@ -222,12 +226,21 @@ def parse_view_definition(
         raise QueryRefused(f"a view's name must be an identifier, got {name!r}.")
     if name.lower() in {t.lower() for t in catalog.tables}:
         raise QueryRefused(f"a view cannot take the name of the catalog's table {name!r}.")
+    table, axes, sql = read_columns(query, catalog, bins, "a view")
+    return ViewDefinition(name, table, axes, sql)
+
+
+def read_columns(
+    query: str, catalog: Catalog, bins: Mapping[str, int] | None, noun: str
+) -> tuple[TableSpec, tuple[Axis, ...], str]:
+    """``SELECT col, ... FROM table`` read against the catalog: the table, an :class:`Axis` per column and
+    the normalised statement; anything else is refused with a sentence about ``noun`` (what is being built
+    from the columns: ``"a view"``, ``"a synthesis"``)."""
+    shape = f"{noun} is defined by SELECT col, ... FROM table"
     try:
         tree = sqlglot.parse_one(query, read="duckdb")
     except (sqlglot.errors.SqlglotError, ValueError, IndexError):  # sqlglot's tokenizer raises them all
-        raise QueryRefused(
-            "a view is defined by SELECT col, ... FROM table; this is not SQL kakeibo reads."
-        ) from None
+        raise QueryRefused(f"{shape}; this is not SQL kakeibo reads.") from None
     tables = list(tree.find_all(exp.Table)) if isinstance(tree, exp.Select) else []
     plain = isinstance(tree, exp.Select) and all(isinstance(e, exp.Column) for e in tree.expressions)
     extras = [
@@ -236,35 +249,33 @@ def parse_view_definition(
         if tree.args.get(key)
     ]
     if not plain or len(tables) != 1 or extras:
-        raise QueryRefused(
-            "a view is defined by SELECT col, ... FROM table: plain columns of one table, no other clause."
-        )
+        raise QueryRefused(f"{shape}: plain columns of one table, no other clause.")
     table = catalog.table(tables[0].name)
     if table.public or table.references:
         raise QueryRefused(
-            f"a view reads one sensitive table without references; {table.name!r} is "
+            f"{noun} reads one sensitive table without references; {table.name!r} is "
             f"{'public' if table.public else 'joined to its persons through references'}."
         )
     if table.correlation is not None:
         raise QueryRefused(
-            f"the persons of table {table.name} are correlated and a view's noise is calibrated for "
-            "independent persons, so no view is built on it; ask COUNT, SUM or AVG of the table with sql() "
-            "instead, which are calibrated to the correlation."
+            f"the persons of table {table.name} are correlated and the noise of {noun} is calibrated for "
+            "independent persons, so it is not built on that table; ask COUNT, SUM or AVG of the table with "
+            "sql() instead, which are calibrated to the correlation."
         )
     names = [column.name.lower() for column in tree.expressions]
     if len(set(names)) != len(names):
-        raise QueryRefused("a view lists each column once.")
+        raise QueryRefused(f"{noun} lists each column once.")
     wanted = {k.lower(): v for k, v in (bins or {}).items()}
     unknown = sorted(set(wanted) - set(names))
     if unknown:
-        raise QueryRefused(f"bins= names columns the view does not have: {', '.join(unknown)}.")
+        raise QueryRefused(f"bins= names columns {noun} does not have: {', '.join(unknown)}.")
     axes = []
     for column in names:
         spec = table.columns.get(column)
         if spec is None or column == table.privacy_unit:
-            raise QueryRefused(f"{table.name}.{column} is not a column a view can hold.")
-        axes.append(Axis.of(spec, wanted.get(column)))
-    return ViewDefinition(name, table, tuple(axes), f"SELECT {', '.join(names)} FROM {table.name}")
+            raise QueryRefused(f"{table.name}.{column} is not a column {noun} can hold.")
+        axes.append(Axis.of(spec, wanted.get(column), noun))
+    return table, tuple(axes), f"SELECT {', '.join(names)} FROM {table.name}"
 
 
 def view_request_id(
@@ -295,22 +306,38 @@ def stored_views(
     return found
 
 
-def view_counts_sql(definition: ViewDefinition, rows_per_person: int) -> str:
-    """The engine statement (DuckDB's dialect) of the view's count tensor: the non-zero cells and their
-    counts, after each person is bounded to ``rows_per_person`` rows."""
-    table = definition.table.engine_name()
-    bins = [axis.bin_sql(exp.to_identifier(axis.name, quoted=True).sql("duckdb")) for axis in definition.axes]
+def cell_counts_sql(
+    table: TableSpec, axes: tuple[Axis, ...], rows_per_person: int, *, random_order: bool = False
+) -> str:
+    """The engine statement (DuckDB's dialect) of the count tensor of ``table``'s columns binned by ``axes``:
+    the non-zero cells and their counts, after each person is bounded to ``rows_per_person`` rows: the
+    person's first rows in cell order (a view: the same counts on every engine), or with ``random_order``
+    in the engine's ``random()`` order (a synthesis: the kept rows are a uniform choice of the person's, so
+    the bound does not favour low bins). Either order is a function of the person's rows and of randomness
+    independent of the data, so each person adds at most ``rows_per_person`` to the counts."""
+    name = table.engine_name()
+    bins = [axis.bin_sql(exp.to_identifier(axis.name, quoted=True).sql("duckdb")) for axis in axes]
     cells = ", ".join(f"{b} AS __c{i}" for i, b in enumerate(bins))
     keys = ", ".join(f"__c{i}" for i in range(len(bins)))
-    unit = definition.table.privacy_unit
+    unit = table.privacy_unit
     if unit is None:
-        return f"SELECT {keys}, COUNT(*) AS __n FROM (SELECT {cells} FROM {table}) AS __b GROUP BY {keys}"
+        return f"SELECT {keys}, COUNT(*) AS __n FROM (SELECT {cells} FROM {name}) AS __b GROUP BY {keys}"
     person = exp.to_identifier(unit, quoted=True).sql("duckdb")
+    order, drawn = ("__o", ", random() AS __o") if random_order else (keys, "")
     return (
         f"SELECT {keys}, COUNT(*) AS __n FROM (SELECT {keys}, ROW_NUMBER() OVER (PARTITION BY __u ORDER BY "
-        f"{keys}) AS __r FROM (SELECT {person} AS __u, {cells} FROM {table} WHERE {person} IS NOT NULL) "
-        f"AS __b) AS __k WHERE __r <= {int(rows_per_person)} GROUP BY {keys}"
+        f"{order}) AS __r FROM (SELECT {person} AS __u, {cells}{drawn} FROM {name} WHERE {person} IS NOT "
+        f"NULL) AS __b) AS __k WHERE __r <= {int(rows_per_person)} GROUP BY {keys}"
     )
+
+
+def cell_counts(counts: pa.Table, width: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The rows of :func:`cell_counts_sql` as ``(cells, counts)``: one row of ``width`` bin codes per
+    non-zero cell, and its count."""
+    cells = np.zeros((counts.num_rows, width), np.int64)
+    for i in range(width):
+        cells[:, i] = counts.column(f"__c{i}").to_numpy(zero_copy_only=False)
+    return cells, np.asarray(counts.column("__n").to_numpy(zero_copy_only=False), np.int64)
 
 
 def check_view_epsilon(
@@ -382,16 +409,7 @@ def rows_bound(
     (a test of public inputs only) and costs each by the noise of the view's total count when every cell
     is a block (:mod:`.view_bounds`)."""
     table = definition.table
-    if isinstance(rows_per_person, bool) or not isinstance(rows_per_person, (int, str)):
-        raise ArgumentTypeError(
-            f'rows_per_person is a whole number of at least 1 or "auto", got {rows_per_person!r}.'
-        )
-    if rows_per_person != "auto" and not (isinstance(rows_per_person, int) and rows_per_person >= 1):
-        raise QueryRefused(
-            f'rows_per_person must be a whole number of at least 1 or "auto", got {rows_per_person!r}.'
-        )
-    if table.privacy_unit is None and rows_per_person != 1:
-        raise QueryRefused(f"each row of {table.name} is a person: rows_per_person must be 1.")
+    check_rows_per_person(table, rows_per_person, auto=True)
     if isinstance(rows_per_person, int):
         check_view_epsilon(definition, epsilon, rows_per_person, parameters)
         return RowsBound(rows_per_person, epsilon)
@@ -407,6 +425,20 @@ def rows_bound(
     scale = Calibration.of(float(own), volume, parameters or HDPViewParameters()).perturb.scale
     costs = tuple(math.sqrt(2 * volume) * scale * k for k in ks)
     return RowsBound(None, own, table.max_rows_bound, histogram, tuple(ks), costs)
+
+
+def check_rows_per_person(table: TableSpec, rows_per_person: object, *, auto: bool) -> None:
+    """Refuse (free) a ``rows_per_person`` that is not a whole number of at least 1 (or ``"auto"``, where
+    ``auto`` allows it), and any but 1 for a table without a privacy unit (each row is a person)."""
+    wanted = 'a whole number of at least 1 or "auto"' if auto else "a whole number of at least 1"
+    if isinstance(rows_per_person, bool) or not isinstance(rows_per_person, (int, str)):
+        raise ArgumentTypeError(f"rows_per_person is {wanted}, got {rows_per_person!r}.")
+    if not (auto and rows_per_person == "auto") and not (
+        isinstance(rows_per_person, int) and rows_per_person >= 1
+    ):
+        raise QueryRefused(f"rows_per_person must be {wanted}, got {rows_per_person!r}.")
+    if table.privacy_unit is None and rows_per_person != 1:
+        raise QueryRefused(f"each row of {table.name} is a person: rows_per_person must be 1.")
 
 
 def _buildable(
@@ -432,7 +464,7 @@ def build_view(
     timeout: float | None = None,
     choice: RowsChoice | None = None,
 ) -> StoredView:
-    """The view of the engine's count tensor (rows of :func:`view_counts_sql`), built at ``epsilon /
+    """The view of the engine's count tensor (rows of :func:`cell_counts_sql`), built at ``epsilon /
     rows_per_person`` (module docstring); with ``choice`` (``rows_per_person`` chosen privately,
     :mod:`.view_bounds`), at ``(epsilon - choice.epsilon) / rows_per_person``.
 
@@ -440,13 +472,10 @@ def build_view(
     statement: past it, :class:`~kakeibo.errors.StatementTimeout` stops the build (issue 29, R4: builds ran
     for more than five minutes, since how many blocks HDPView cuts depends on the data). The build is part of
     the release's draw, so a build stopped there is charged like any answer (:mod:`kakeibo.release`)."""
-    width = len(definition.axes)
-    cells = np.zeros((counts.num_rows, width), np.int64)
-    for i in range(width):
-        cells[:, i] = counts.column(f"__c{i}").to_numpy(zero_copy_only=False)
+    cells, totals = cell_counts(counts, len(definition.axes))
     view = build(
         cells,
-        counts.column("__n").to_numpy(zero_copy_only=False),
+        totals,
         tuple(axis.size for axis in definition.axes),
         epsilon=_build_epsilon(epsilon - (0.0 if choice is None else choice.epsilon), rows_per_person),
         parameters=parameters,

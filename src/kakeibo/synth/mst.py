@@ -3,7 +3,9 @@ NIST Contest: A scalable and general approach to differentially private syntheti
 charged to a ledger once per fit.
 
 **Data.** ``codes``: one row per record, one column per attribute, each value a whole number in ``[0,
-sizes[j])`` (bin or category codes; the caller discretises, with public bins).
+sizes[j])`` (bin or category codes; the caller discretises, with public bins). :func:`fit_tree` also takes
+the table as weighted cells (``counts[i]`` records equal to ``cells[i]``): how ``Session.synthesize`` passes
+the engine's count tensor (:mod:`kakeibo.sql.synthesis`).
 
 **The algorithm** at ``rho``-zCDP (``rho`` the least that reaches the requested ``(epsilon, delta)``,
 :func:`rho_for`), split in thirds (all of it on the first step when there is one attribute):
@@ -19,39 +21,47 @@ sizes[j])`` (bin or category codes; the caller discretises, with public bins).
    permute-and-flip, so it is not used);
 3. the 2-way marginal of each chosen pair with discrete Gaussian noise, ``rho / (3 (d - 1))`` each.
 
-**Neighbour relation**: add or remove one record. **Sensitivities**: a record adds 1 to one cell of every
-marginal (L2 sensitivity 1) and moves each utility of step 2 by at most 1 (the prediction it is compared
-with is fixed by step 1's output). The measurements compose to ``rho``-zCDP; the charge states the zCDP
+**Neighbour relation**: add or remove one record (the estimator), or one person with at most ``k`` records
+(``fit_tree(sensitivity=k)``). **Sensitivities**: a record adds 1 to one cell of every marginal, so ``k``
+records change each marginal by at most ``k`` in L2 (all in one cell; spread over cells, ``sqrt(k)``), and
+each utility of step 2 by at most ``k`` (the prediction it is compared with is fixed by step 1's output);
+every mechanism is calibrated to ``k``. The measurements compose to ``rho``-zCDP; the charge states the zCDP
 curve (rdp books) and ``(epsilon', delta)`` with ``epsilon' <= epsilon`` from it (sequential books).
 
-**The model** (post-processing, own inference for a tree; the paper uses Private-PGM): each attribute's
-distribution is the inverse-variance average of its noisy 1-way marginal and the margins of its noisy
-2-way marginals, clipped at 0 and normalised; each edge's table is its noisy 2-way marginal clipped at 0
-and fitted to those two distributions by iterative proportional fitting. A tree's joint distribution is
-determined by its edge tables, so sampling walks the tree from attribute 0: each attribute is drawn given
-its parent's value.
+**The model** (:class:`TreeModel`; post-processing, own inference for a tree; the paper uses
+Private-PGM): each attribute's distribution is the inverse-variance average of its noisy 1-way marginal
+and the margins of its noisy 2-way marginals, clipped at 0 and normalised; each edge's table is its noisy
+2-way marginal clipped at 0 and fitted to those two distributions by iterative proportional fitting. A
+tree's joint distribution is determined by its edge tables, so sampling walks the tree from attribute 0:
+each attribute is drawn given its parent's value.
 
-**Timing.** A fit's time grows with the number of records, treated as public as for DP-SGD; the
-permute-and-flip picks draw a data-dependent number of exact coins (:class:`~kakeibo.mechanisms.
-Exponential`); sampling's time depends on the released model only.
+**Timing.** A fit's time grows with the number of records (of distinct cells, given as weighted cells),
+treated as public as for DP-SGD; the permute-and-flip picks draw a data-dependent number of exact coins
+(:class:`~kakeibo.mechanisms.Exponential`); sampling's time depends on the released model only.
+
+**Size.** Every attribute pair's 2-way table is counted exactly for the selection, so a domain in which
+two attributes' sizes multiply past :data:`MAX_PAIR_CELLS` is refused before any charge.
 
 Not yet: MST's domain compression (merging values whose noisy count is small) and Private-PGM's
-least-squares inference; a session entry point with per-person bounds (issue 35).
+least-squares inference (issue 35).
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> a = rng.integers(0, 3, 2000)
 >>> codes = np.column_stack([a, (a + (rng.random(2000) < 0.1)) % 3, rng.integers(0, 2, 2000)])
 >>> model = MST(8.0, 1e-6, ledger=False, random_state=0).fit(codes, sizes=(3, 3, 2))
->>> model.edges_[0], model.sample(5, random_state=1).shape
+>>> model.model_.edges[0], model.sample(5, random_state=1).shape
 ((0, 1), (5, 3))
 """
 
 from __future__ import annotations
 
 import functools
+import io
+import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
@@ -68,12 +78,14 @@ from ..ml import RandomState, charged_run, check_count, check_fitted, check_ledg
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, as_fraction, zcdp_epsilon
 
-__all__ = ["MST", "rho_for"]
+__all__ = ["MAX_PAIR_CELLS", "MST", "TreeModel", "check_domain", "fit_tree", "mst_loss", "rho_for"]
 
 IntMatrix = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 #: rounds of iterative proportional fitting per edge table
 _IPF_ROUNDS = 50
+#: the most cells of one attribute pair's 2-way table (each pair is counted exactly for the selection)
+MAX_PAIR_CELLS = 2**22
 
 
 @functools.lru_cache(maxsize=64)
@@ -99,9 +111,111 @@ def rho_for(epsilon: Number, delta: Number) -> Fraction:
     return Fraction(math.floor(lo * 10**digits), 10**digits)
 
 
+def mst_loss(
+    epsilon: Number, delta: Number, sizes: tuple[int, ...], sensitivity: int
+) -> tuple[Fraction, MechanismLoss]:
+    """``(rho, the charge)`` of a fit at ``(epsilon, delta)``: the zCDP curve (rdp books) and the ``(epsilon',
+    delta)`` it converts to, ``epsilon' <= epsilon`` (sequential books). Refused (free, before the charge)
+    where the accounting's arithmetic or a mechanism of the fit over ``sizes`` at ``sensitivity`` would
+    leave its range: every mechanism is built here once, from public inputs, as the draw will build it."""
+    check_positive(epsilon, "epsilon")
+    try:
+        rho = rho_for(epsilon, delta)
+        _mechanisms(rho, len(sizes), sensitivity)
+        reached = zcdp_epsilon(float(rho), float(delta))
+    except ArgumentError:
+        raise
+    except (ValueError, OverflowError, ZeroDivisionError):
+        raise ArgumentError(
+            f"a synthesis at epsilon {float(epsilon):g}, delta {float(delta):g} over these columns needs "
+            "noise beyond the range of kakeibo's accounting or exact samplers; choose epsilon and delta "
+            "nearer 1."
+        ) from None
+    return rho, MechanismLoss(ApproxDP(reached, delta), Concentrated(rho))
+
+
+def check_domain(sizes: Sequence[int]) -> tuple[int, ...]:
+    """``sizes`` as whole numbers of at least 1, refused (free) when two of them multiply past
+    :data:`MAX_PAIR_CELLS` (module docstring, Size)."""
+    domain = tuple(check_count(size, "each size") for size in sizes)
+    if not domain:
+        raise ArgumentError("a synthesis needs at least one column.")
+    largest = sorted(domain)[-2:]
+    if math.prod(largest) > MAX_PAIR_CELLS:
+        raise ArgumentError(
+            f"the two largest columns have {largest[0]} x {largest[1]} value pairs, more than the "
+            f"{MAX_PAIR_CELLS} a synthesis counts per pair; bin them more coarsely."
+        )
+    return domain
+
+
+@dataclass(frozen=True, eq=False)
+class TreeModel:
+    """A fitted MST model (module docstring, The model): each attribute's distribution, the chosen edges and
+    each edge's joint table (``tables[(a, b)][i, j]`` = P(a = i, b = j) for the edge ``(a, b)`` as chosen),
+    and ``total``, the record count the noisy 1-way marginals estimate (their mean total, at least 0).
+    Everything in it is post-processing of the measurements."""
+
+    sizes: tuple[int, ...]
+    edges: tuple[tuple[int, int], ...]
+    marginals: tuple[FloatArray, ...]
+    tables: Mapping[tuple[int, int], FloatArray]
+    total: float
+
+    def sample(self, n: int, rng: np.random.Generator) -> IntMatrix:
+        """``n`` records: attribute 0 from its distribution, then each attribute given its parent's value in
+        the tree (breadth-first, :func:`_walk`)."""
+        out = np.empty((n, len(self.sizes)), dtype=np.int64)
+        out[:, 0] = _draw(self.marginals[0][None, :], np.zeros(n, dtype=np.int64), rng)
+        for parent, child in _walk(len(self.sizes), list(self.edges)):
+            edge = (parent, child)
+            table = self.tables[edge] if edge in self.tables else self.tables[(child, parent)].T
+            out[:, child] = _draw(table, out[:, parent], rng)
+        return out
+
+    def to_bytes(self) -> bytes:
+        """A JSON header line (sizes, edges, total), then the distributions and tables as a NumPy archive."""
+        header = {"sizes": list(self.sizes), "edges": [list(e) for e in self.edges], "total": self.total}
+        arrays: dict[str, Any] = {f"marginal_{a}": m for a, m in enumerate(self.marginals)}
+        arrays.update({f"table_{i}": self.tables[edge] for i, edge in enumerate(self.edges)})
+        body = io.BytesIO()
+        np.savez(body, **arrays)
+        return json.dumps(header).encode() + b"\n" + body.getvalue()
+
+    @classmethod
+    def from_bytes(cls, payload: bytes) -> TreeModel:
+        head, _, body = payload.partition(b"\n")
+        header = json.loads(head)
+        arrays = np.load(io.BytesIO(body), allow_pickle=False)
+        edges = tuple((int(a), int(b)) for a, b in header["edges"])
+        return cls(
+            tuple(int(size) for size in header["sizes"]),
+            edges,
+            tuple(arrays[f"marginal_{a}"] for a in range(len(header["sizes"]))),
+            {edge: arrays[f"table_{i}"] for i, edge in enumerate(edges)},
+            float(header["total"]),
+        )
+
+
+def fit_tree(
+    cells: IntMatrix,
+    counts: NDArray[np.int64],
+    sizes: tuple[int, ...],
+    rho: Fraction,
+    sensitivity: int,
+    source: RandomSource,
+) -> TreeModel:
+    """Measure (steps 1-3) and fit the tree model of ``counts[i]`` records equal to ``cells[i]``, every
+    mechanism calibrated to ``sensitivity`` (module docstring: the records of one person); part of a
+    release's draw."""
+    ones, edges, pairs = _measure(cells, counts, sizes, rho, sensitivity, source)
+    return _fit_tree(sizes, ones, edges, pairs, rho, sensitivity)
+
+
 class MST(BaseEstimator):  # type: ignore[misc]
-    """MST synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once, ``sample(n)``
-    is free. ``ledger``, ``dataset``, ``label`` and ``random_state`` as in :mod:`kakeibo.ml`."""
+    """MST synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once and stores the
+    fitted :class:`TreeModel` as ``model_``; ``sample(n)`` is free. ``ledger``, ``dataset``, ``label`` and
+    ``random_state`` as in :mod:`kakeibo.ml`."""
 
     def __init__(
         self,
@@ -124,37 +238,27 @@ class MST(BaseEstimator):  # type: ignore[misc]
         """Measure, select and fit (module docstring) as one :func:`kakeibo.release.run`: checks first
         (free), then the budget check, the measurements, the charge."""
         data, domain = _check_codes(codes, sizes)
-        check_positive(self.epsilon, "epsilon")
         check_ledger(self.ledger)
-        rho = rho_for(self.epsilon, self.delta)
-        reached = zcdp_epsilon(float(rho), float(self.delta))
-        loss = MechanismLoss(ApproxDP(reached, self.delta), Concentrated(rho))
-        released = charged_run(self, loss, "MST", lambda source: _measure(data, domain, rho, source))
-        ones, edges, pairs = released.value
+        rho, loss = mst_loss(self.epsilon, self.delta, domain, 1)
+        ones = np.ones(len(data), dtype=np.int64)
+        released = charged_run(self, loss, "MST", lambda source: fit_tree(data, ones, domain, rho, 1, source))
         self.sizes_ = domain
         self.rho_ = rho
         self.privacy_loss_ = loss
         self.ledger_entry_ = released.ledger_entry
-        self.edges_ = edges
-        self.marginals_, self.tables_ = _fit_tree(domain, ones, edges, pairs, rho)
+        self.model_ = released.value
         return self
 
     def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
         """``n`` synthetic records drawn from the fitted model (post-processing: no charge)."""
         check_fitted(self)
         check_count(n, "n")
-        rng = np.random.default_rng(random_state)
-        out = np.empty((n, len(self.sizes_)), dtype=np.int64)
-        out[:, 0] = _draw(np.broadcast_to(self.marginals_[0], (n, self.sizes_[0])), rng)
-        for parent, child in _walk(len(self.sizes_), self.edges_):
-            table = self.tables_[(parent, child)]
-            rows = table / np.maximum(table.sum(axis=1, keepdims=True), 1e-300)
-            out[:, child] = _draw(rows[out[:, parent]], rng)
-        return out
+        model: TreeModel = self.model_
+        return model.sample(n, np.random.default_rng(random_state))
 
 
 def _check_codes(codes: ArrayLike, sizes: Sequence[int]) -> tuple[IntMatrix, tuple[int, ...]]:
-    domain = tuple(check_count(size, "each size") for size in sizes)
+    domain = check_domain(sizes)
     data = np.asarray(codes)
     if data.dtype.kind not in "iub":
         raise ArgumentTypeError(f"codes must hold whole numbers, got dtype {data.dtype}.")
@@ -168,11 +272,15 @@ def _check_codes(codes: ArrayLike, sizes: Sequence[int]) -> tuple[IntMatrix, tup
     return data, domain
 
 
-def _counts(data: IntMatrix, domain: tuple[int, ...], attributes: tuple[int, ...]) -> IntMatrix:
-    """The exact marginal of ``attributes`` (counts, shaped by their sizes)."""
+def _counts(
+    cells: IntMatrix, counts: NDArray[np.int64], domain: tuple[int, ...], attributes: tuple[int, ...]
+) -> IntMatrix:
+    """The exact marginal of ``attributes`` (counts, shaped by their sizes) of ``counts[i]`` records equal to
+    ``cells[i]`` (sums of whole numbers below 2^53, so exact in doubles)."""
     shape = tuple(domain[a] for a in attributes)
-    flat = np.ravel_multi_index(tuple(data[:, a] for a in attributes), shape)
-    return np.bincount(flat, minlength=math.prod(shape)).reshape(shape).astype(np.int64)
+    flat = np.ravel_multi_index(tuple(cells[:, a] for a in attributes), shape)
+    summed = np.bincount(flat, weights=counts, minlength=math.prod(shape))
+    return np.rint(summed).astype(np.int64).reshape(shape)
 
 
 def _split(rho: Fraction, d: int) -> tuple[Fraction, Fraction]:
@@ -183,25 +291,43 @@ def _split(rho: Fraction, d: int) -> tuple[Fraction, Fraction]:
     return rho / (3 * d), rho / (3 * (d - 1))
 
 
+def _mechanisms(
+    rho: Fraction, d: int, sensitivity: int
+) -> tuple[DiscreteGaussian, Exponential | None, DiscreteGaussian | None]:
+    """The mechanisms of steps 1-3 (module docstring) for ``d`` attributes: each 1-way marginal's, each
+    pick's and each 2-way marginal's (``None`` for the last two when ``d == 1``)."""
+    one_rho, edge_rho = _split(rho, d)
+    one_way = DiscreteGaussian(sensitivity=sensitivity, rho=one_rho)
+    if d == 1:
+        return one_way, None, None
+    epsilon = math.sqrt(2 * float(edge_rho)) * (1 - 1e-12)  # e^2 / 2 < edge_rho (module docstring)
+    pick = Exponential(utility_sensitivity=sensitivity, epsilon=epsilon)
+    return one_way, pick, DiscreteGaussian(sensitivity=sensitivity, rho=edge_rho)
+
+
 def _measure(
-    data: IntMatrix, domain: tuple[int, ...], rho: Fraction, source: RandomSource
+    cells: IntMatrix,
+    counts: NDArray[np.int64],
+    domain: tuple[int, ...],
+    rho: Fraction,
+    sensitivity: int,
+    source: RandomSource,
 ) -> tuple[list[FloatArray], list[tuple[int, int]], dict[tuple[int, int], FloatArray]]:
     """Steps 1-3 of the module docstring: the noisy 1-way marginals, the chosen edges, their noisy 2-way
-    marginals. Everything released is here; nothing after it reads ``data``."""
+    marginals. Everything released is here; nothing after it reads the data."""
     d = len(domain)
-    one_rho, edge_rho = _split(rho, d)
-    one_way = DiscreteGaussian(sensitivity=1, rho=one_rho)
-    ones = [np.asarray(one_way.release(_counts(data, domain, (a,)), rng=source), float) for a in range(d)]
-    if d == 1:
+    one_way, pick, two_way = _mechanisms(rho, d, sensitivity)
+    ones = [
+        np.asarray(one_way.release(_counts(cells, counts, domain, (a,)), rng=source), float) for a in range(d)
+    ]
+    if pick is None or two_way is None:
         return ones, [], {}
-    pick = Exponential(utility_sensitivity=1, epsilon=math.sqrt(2 * float(edge_rho)) * (1 - 1e-12))
-    two_way = DiscreteGaussian(sensitivity=1, rho=edge_rho)
     shares = [np.clip(y, 0, None) / max(np.clip(y, 0, None).sum(), 1.0) for y in ones]
     total = max(float(np.mean([y.sum() for y in ones])), 0.0)
-    exact = {(a, b): _counts(data, domain, (a, b)) for a in range(d) for b in range(a + 1, d)}
+    exact = {(a, b): _counts(cells, counts, domain, (a, b)) for a in range(d) for b in range(a + 1, d)}
     utility = {
-        (a, b): float(np.abs(counts - total * np.outer(shares[a], shares[b])).sum())
-        for (a, b), counts in exact.items()
+        (a, b): float(np.abs(table - total * np.outer(shares[a], shares[b])).sum())
+        for (a, b), table in exact.items()
     }
     part = list(range(d))  # Kruskal's components: part[a] is a's representative
     edges: list[tuple[int, int]] = []
@@ -221,13 +347,13 @@ def _fit_tree(
     edges: list[tuple[int, int]],
     pairs: dict[tuple[int, int], FloatArray],
     rho: Fraction,
-) -> tuple[list[FloatArray], dict[tuple[int, int], FloatArray]]:
-    """Post-processing (module docstring): each attribute's distribution and each edge's table, oriented
-    both ways (``tables[(a, b)][i, j]`` = P(a = i, b = j))."""
+    sensitivity: int,
+) -> TreeModel:
+    """Post-processing (module docstring): each attribute's distribution and each edge's table."""
     d = len(domain)
     one_rho, edge_rho = _split(rho, d)
-    one_var = 1 / (2 * float(one_rho))  # sigma^2 of each 1-way cell
-    two_var = 1 / (2 * float(edge_rho)) if d > 1 else math.inf
+    one_var = sensitivity**2 / (2 * float(one_rho))  # sigma^2 of each 1-way cell
+    two_var = sensitivity**2 / (2 * float(edge_rho)) if d > 1 else math.inf
     sums = [ones[a] / one_var for a in range(d)]
     weights = [np.full(domain[a], 1 / one_var) for a in range(d)]
     for (a, b), table in pairs.items():
@@ -235,12 +361,13 @@ def _fit_tree(
         for attribute, margin, width in margins:  # a margin sums width cells of the 2-way table
             sums[attribute] = sums[attribute] + margin / (width * two_var)
             weights[attribute] = weights[attribute] + 1 / (width * two_var)
-    marginals = [_normalised(sums[a] / weights[a]) for a in range(d)]
-    tables: dict[tuple[int, int], FloatArray] = {}
-    for (a, b), table in pairs.items():
-        fitted = _proportional_fit(np.clip(table, 0, None) + 1e-9, marginals[a], marginals[b])
-        tables[(a, b)], tables[(b, a)] = fitted, fitted.T
-    return marginals, tables
+    marginals = tuple(_normalised(sums[a] / weights[a]) for a in range(d))
+    tables = {
+        (a, b): _proportional_fit(np.clip(table, 0, None) + 1e-9, marginals[a], marginals[b])
+        for (a, b), table in pairs.items()
+    }
+    total = max(float(np.mean([y.sum() for y in ones])), 0.0)
+    return TreeModel(domain, tuple(edges), marginals, tables, total)
 
 
 def _normalised(values: FloatArray) -> FloatArray:
@@ -275,8 +402,17 @@ def _walk(d: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return order
 
 
-def _draw(probabilities: Any, rng: np.random.Generator) -> NDArray[np.int64]:
-    """One index per row of ``probabilities`` (rows summing to 1), by inverse CDF."""
-    cdf = np.cumsum(probabilities, axis=1)
-    u = rng.random(cdf.shape[0]) * cdf[:, -1]
-    return np.asarray(np.minimum((u[:, None] >= cdf).sum(axis=1), cdf.shape[1] - 1), dtype=np.int64)
+def _draw(table: FloatArray, given: NDArray[np.int64], rng: np.random.Generator) -> NDArray[np.int64]:
+    """One index per entry of ``given``, drawn from row ``given[i]`` of ``table`` (non-negative weights, each
+    row's sum positive) by inverse CDF; the entries are grouped by row, so memory grows with ``len(given)``
+    only (not times the row length)."""
+    out = np.zeros(len(given), dtype=np.int64)
+    if not len(given):
+        return out
+    u = rng.random(len(given))
+    order = np.argsort(given, kind="stable")
+    values, starts = np.unique(given[order], return_index=True)
+    for value, rows in zip(values, np.split(order, starts[1:]), strict=True):
+        cdf = np.cumsum(table[value])
+        out[rows] = np.searchsorted(cdf, u[rows] * cdf[-1], side="right")
+    return np.asarray(np.minimum(out, table.shape[1] - 1), dtype=np.int64)

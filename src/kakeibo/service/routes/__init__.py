@@ -3,6 +3,7 @@
 
 * :mod:`.queries` -- ``POST /v1/query``, ``POST /v1/explain``
 * :mod:`.views` -- ``POST /v1/views``, ``GET /v1/views``
+* :mod:`.synthesis` -- ``POST /v1/synthesize``
 * :mod:`.budgets` -- ``GET /v1/budget``, ``POST /v1/admin/budgets``
 * :mod:`.ledger` -- ``GET /v1/history``, ``GET /v1/ledger/verify``
 * :mod:`.admin` -- analysts and grants (``/v1/admin/analysts...``, ``/v1/admin/grants...``)
@@ -18,12 +19,12 @@ from types import ModuleType
 from fastapi import APIRouter
 
 from ..context import ServiceContext
-from . import admin, budgets, dashboard, ledger, queries, views
+from . import admin, budgets, dashboard, ledger, queries, synthesis, views
 
 __all__ = ["RESOURCES", "routers"]
 
 #: Every resource module, in the order their routes are included.
-RESOURCES: tuple[ModuleType, ...] = (queries, views, budgets, ledger, admin, dashboard)
+RESOURCES: tuple[ModuleType, ...] = (queries, views, synthesis, budgets, ledger, admin, dashboard)
 
 
 def routers(context: ServiceContext) -> list[APIRouter]:

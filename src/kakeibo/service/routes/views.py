@@ -5,12 +5,12 @@ blocks stay server-side). A query over a view is answered by ``POST /v1/query`` 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import Field, StrictInt
+from pydantic import Field
 
 from ...sql.views import StoredView
 from ..context import ServiceContext
 from ..http_errors import KEYED, mapped, responses
-from ..models import Epsilon, StrictRequest
+from ..models import Bins, Epsilon, RowsPerPerson, StrictRequest
 
 __all__ = ["ViewRequest", "router", "view_json"]
 
@@ -22,9 +22,9 @@ class ViewRequest(StrictRequest):
     name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
     sql: str = Field(max_length=20_000)
     epsilon: Epsilon
-    rows_per_person: StrictInt = Field(default=1, ge=1, le=1_000, description="rows of each person kept")
-    bins: dict[Annotated[str, Field(max_length=64)], Annotated[StrictInt, Field(ge=1, le=65_536)]] | None = (
-        Field(default=None, max_length=64, description="bins of numeric columns the catalog gives none")
+    rows_per_person: RowsPerPerson = 1
+    bins: Bins | None = Field(
+        default=None, max_length=64, description="bins of numeric columns the catalog gives none"
     )
 
 

@@ -1,0 +1,277 @@
+"""``Session.synthesize`` (``kakeibo.sql.synthesis``): one ledger entry charged MST's loss, a free replay,
+free sampling, a model that saves and loads, synthetic values of the columns' types within their bounds, an
+audit with one person of many rows (and the same audit refuting the statement without the person bound),
+marginals close to the real table's, and refusals before any charge.
+
+Neighbour relation: add or remove one person. Sensitivity: their at most ``rows_per_person`` bounded rows
+move each marginal by at most ``rows_per_person`` in L2 and each selection utility by at most as much
+(module docstring of kakeibo.sql.synthesis)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import kakeibo
+from kakeibo import Error
+from kakeibo.audit import audit
+from kakeibo.backends import DuckDBBackend
+from kakeibo.noise import resolve_source
+from kakeibo.privacy import zcdp_epsilon
+from kakeibo.sql import Catalog, QueryRefused
+from kakeibo.sql.synthesis import SynthesisModel
+from kakeibo.sql.views import NOTE_KEY, cell_counts, cell_counts_sql, read_columns
+from kakeibo.synth import mst as mst_module
+from kakeibo.synth import rho_for
+from test_synth_mst import tvd
+
+DELTA = 1e-6
+CATALOG = Catalog.from_dict(
+    {
+        "tables": {
+            "shop": {
+                "privacy_unit": "uid",
+                "max_partitions": 1,
+                "max_rows_per_partition": 1,
+                "columns": {
+                    "uid": "int",
+                    "age": {"type": "int", "lower": 18, "upper": 80, "bins": 8},
+                    "spend": {"type": "float", "lower": 0, "upper": 500, "bins": 10},
+                    "segment": {"type": "str", "public_values": ["a", "b", "c"]},
+                    "day": "date",
+                    "score": {"type": "float", "lower": 0, "upper": 1},
+                },
+            },
+            "people": {"columns": {"age": {"type": "int", "lower": 18, "upper": 80}}},
+        }
+    }
+)
+QUERY = "SELECT age, segment, spend FROM shop"
+
+
+def _shop(persons: int, seed: int, rows_per: int = 3) -> pa.Table:
+    """``rows_per`` rows per person; segment follows age (older: a), spend follows segment."""
+    rng = np.random.default_rng(seed)
+    n = persons * rows_per
+    age = rng.integers(18, 81, n)
+    segment = np.where(rng.random(n) < 0.8, np.where(age > 50, "a", np.where(age > 30, "b", "c")), "c")
+    spend = np.clip(rng.gamma(2.0, np.select([segment == "a", segment == "b"], [120.0, 40.0], 10.0)), 0, 700)
+    return pa.table({"uid": np.arange(n) // rows_per, "age": age, "segment": segment, "spend": spend})
+
+
+def _session(table: pa.Table, ledger: Path, budget: Any = (20, 1e-4)) -> kakeibo.sql.Session:
+    backend = DuckDBBackend()
+    backend.load_table("shop", table)
+    backend.load_table("people", pa.table({"age": np.arange(18, 81)}))
+    return kakeibo.connect(backend, catalog=CATALOG, ledger=ledger, budget=budget, source="shop-test")
+
+
+def test_a_synthesis_is_one_ledger_entry_replayed_free_and_sampled_free(tmp_path: Path) -> None:
+    session = _session(_shop(2_000, 1), tmp_path / "ledger.sqlite")
+    out = session.synthesize(QUERY, epsilon=1, delta=DELTA, rows_per_person=3, rng=np.random.default_rng(2))
+    [entry] = session.ledger.entries()
+    assert out.ledger_entry == entry and entry.loss == out.privacy_loss
+    rho = rho_for(1, DELTA)
+    assert entry.loss.curve.rho == rho  # the accountant's rho for the request
+    assert float(entry.loss.declared.epsilon) == zcdp_epsilon(float(rho), DELTA) <= 1
+    assert entry.label == f"SYNTHESIZE MST FROM ({QUERY}) WITH 3 ROWS PER PERSON"
+    again = session.synthesize(QUERY, epsilon=1, delta=DELTA, rows_per_person=3)
+    assert again.replayed and len(session.ledger.entries()) == 1
+    assert again.model.model.edges == out.model.model.edges
+    for n in (0, 1, 10_000):
+        assert out.model.sample(n, random_state=3).num_rows == n
+    assert len(session.ledger.entries()) == 1 and session.ledger.spent() == entry.loss.declared
+
+
+def test_the_model_saves_and_loads_to_the_same_samples(tmp_path: Path) -> None:
+    session = _session(_shop(500, 4), tmp_path / "ledger.sqlite")
+    out = session.synthesize(QUERY, epsilon=2, delta=DELTA, rows_per_person=3, rng=np.random.default_rng(5))
+    out.model.save(tmp_path / "model.kakeibo")
+    loaded = SynthesisModel.load(tmp_path / "model.kakeibo")
+    assert loaded.sample(2_000, random_state=6).equals(out.model.sample(2_000, random_state=6))
+    assert loaded.note() == out.note and loaded.axes == out.model.axes
+
+
+def test_synthetic_values_have_the_columns_types_and_lie_within_their_bounds(tmp_path: Path) -> None:
+    session = _session(_shop(1_000, 7), tmp_path / "ledger.sqlite")
+    out = session.synthesize(QUERY, epsilon=1, delta=DELTA, rows_per_person=3, random_state=8)
+    table = out.model.sample(20_000, random_state=9)
+    assert table.schema.types == [pa.int64(), pa.string(), pa.float64()]
+    assert table.schema.metadata[NOTE_KEY].decode() == out.note
+    age = table.column("age").drop_null().to_numpy()
+    spend = table.column("spend").drop_null().to_numpy()
+    assert age.min() >= 18 and age.max() <= 80 and len(np.unique(age)) > 40  # whole numbers across the bins
+    assert spend.min() >= 0 and spend.max() <= 500 and len(np.unique(spend)) > 10_000  # spread in the bins
+    assert set(table.column("segment").drop_null().to_pylist()) <= {"a", "b", "c"}
+    # 700 is beyond the upper bound: those rows were counted in the top bin and come back within it
+    assert (spend >= 450).mean() > 0.005
+
+
+def _binned(table: pa.Table) -> np.ndarray:
+    """A table's rows as the synthesis' bin codes (the engine's statement, each person's rows all kept)."""
+    backend = DuckDBBackend()
+    backend.load_table("shop", table.append_column("uid", pa.array(np.arange(table.num_rows))))
+    source, axes, _ = read_columns(QUERY, CATALOG, None, "a synthesis")
+    cells, counts = cell_counts(backend.execute(cell_counts_sql(source, axes, 1)), len(axes))
+    return np.repeat(cells, counts, axis=0)
+
+
+def test_marginals_are_close_at_a_large_epsilon_and_the_pairs_are_kept(tmp_path: Path) -> None:
+    """At epsilon 10 on 20,000 persons (3 rows each), every 1- and 2-way marginal of the synthetic rows
+    is within 0.05 of the real rows' in total variation; a table with each column drawn alone is not."""
+    real = _shop(20_000, 10)
+    session = _session(real, tmp_path / "ledger.sqlite")
+    out = session.synthesize(QUERY, epsilon=10, delta=DELTA, rows_per_person=3, random_state=11)
+    sizes = (9, 4, 11)
+    codes, synthetic = _binned(real.drop(["uid"])), _binned(out.table)
+    for columns in ((0,), (1,), (2,), (0, 1), (1, 2), (0, 2)):
+        assert tvd(codes, synthetic, columns, sizes) < 0.05, columns
+    shuffle = np.random.default_rng(12)
+    independent = np.column_stack([shuffle.permutation(codes[:, j]) for j in range(3)])
+    assert tvd(codes, independent, (0, 1), sizes) > 0.2 and tvd(codes, independent, (1, 2), sizes) > 0.2
+
+
+def test_the_default_row_count_estimates_the_bounded_rows(tmp_path: Path) -> None:
+    """5,000 persons of 4 rows bounded to 2: 10,000 rows modelled; the estimate (the mean total of the noisy
+    1-way marginals) is within 5 of its standard deviations."""
+    session = _session(_shop(5_000, 13, rows_per=4), tmp_path / "ledger.sqlite")
+    out = session.synthesize(QUERY, epsilon=1, delta=DELTA, rows_per_person=2, random_state=14)
+    sizes, d = (9, 4, 11), 3
+    sigma2 = 2**2 / (2 * float(rho_for(1, DELTA)) / (3 * d))  # each 1-way cell's variance
+    sd = math.sqrt(sum(size * sigma2 for size in sizes)) / d
+    assert abs(out.table.num_rows - 10_000) <= 5 * sd and out.model.rows == out.table.num_rows
+
+
+# --- the audit: one person of many rows --------------------------------------------------------------------
+
+#: the audits' claim; the canary's count moves by rows_per_person against 2-way noise of sigma about 2.6
+AUDITED = 8.0
+
+
+def _worlds(canary_rows: int) -> list[DuckDBBackend]:
+    """Two engines: 30 persons of one row each in the cell (age 18, segment a), and the same plus one person
+    of ``canary_rows`` rows in the cell (age 80, segment c)."""
+    base = pa.table(
+        {"uid": np.arange(30), "age": np.full(30, 18), "segment": ["a"] * 30, "spend": np.zeros(30)}
+    )
+    canary = pa.table(
+        {
+            "uid": np.full(canary_rows, 10**6),
+            "age": np.full(canary_rows, 80),
+            "segment": ["c"] * canary_rows,
+            "spend": np.zeros(canary_rows),
+        }
+    )
+    backends = []
+    for table in (base, pa.concat_tables([base, canary])):
+        backend = DuckDBBackend()
+        backend.load_table("shop", table)
+        backends.append(backend)
+    return backends
+
+
+def _sampler(statement_rows: int, epsilon: float = AUDITED) -> Any:
+    """Each release: MST's measurements of a world's count tensor (the engine's statement, each person
+    bounded to ``statement_rows`` rows), calibrated to 2 rows per person as ``Session.synthesize(...,
+    rows_per_person=2)`` does; released as the noisy 2-way count of the canary's cell (age bin 7, segment
+    c) on the edge of age and segment. The canary's rows share one cell, so whichever of them the
+    statement keeps, each world's tensor is the same: it is counted once per world."""
+    source_table, axes, _ = read_columns("SELECT age, segment FROM shop", CATALOG, None, "a synthesis")
+    statement = cell_counts_sql(source_table, axes, statement_rows, random_order=True)
+    tensors = [cell_counts(world.execute(statement), len(axes)) for world in _worlds(canary_rows=60)]
+    sizes = tuple(axis.size for axis in axes)
+    rho = rho_for(epsilon, DELTA)
+
+    def sample(index: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        source = resolve_source(rng)
+        cells, counts = tensors[index]
+        out = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            _, edges, pairs = mst_module._measure(cells, counts, sizes, rho, 2, source)
+            out[i] = int(np.clip(pairs[edges[0]][7, 2], -49_999, 49_999))
+        return out
+
+    return sample
+
+
+@pytest.mark.statistical
+def test_an_audit_with_a_person_of_many_rows_finds_no_epsilon_above_the_claim() -> None:
+    """A person of 60 rows, bounded to 2: 1,000 releases per neighbour (events chosen on 300 more), 95%
+    confidence: the audit sees the person (a lower bound above 0.1) and stays below the claim."""
+    result = audit(
+        _sampler(2), 0, 1, trials=1_000, selection_trials=300, rng=np.random.default_rng(35), delta=DELTA
+    )
+    assert result.epsilon_lower_bound > 0.1 and not result.refutes(AUDITED), result
+
+
+@pytest.mark.statistical
+def test_the_audit_refutes_a_statement_without_the_person_bound() -> None:
+    """The negative control: the same measurements at epsilon 1, calibrated to 2 rows while the statement
+    keeps all 60 of the person's rows (a bound of 60), are refuted by 300 releases per neighbour."""
+    result = audit(
+        _sampler(60, epsilon=1.0),
+        0,
+        1,
+        trials=300,
+        selection_trials=300,
+        rng=np.random.default_rng(36),
+        delta=DELTA,
+    )
+    assert result.refutes(1.0), result
+
+
+# --- refusals ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "kwargs", "fragment"),
+    [
+        ("SELECT age FROM shop WHERE age > 3", {}, "a synthesis is defined by SELECT col"),
+        ("SELECT age, day FROM shop", {}, "a synthesis holds int, float and str columns"),
+        ("SELECT uid FROM shop", {}, "is not a column a synthesis can hold"),
+        ("SELECT age FROM people", {"rows_per_person": 2}, "each row of people is a person"),
+        (QUERY, {"rows_per_person": 0}, "rows_per_person must be a whole number of at least 1"),
+        (QUERY, {"rows_per_person": "auto"}, "rows_per_person must be a whole number of at least 1, got"),
+        (QUERY, {"rows_per_person": True}, "rows_per_person is a whole number"),
+        (QUERY, {"method": "gan"}, "method must be one of 'mst'"),
+        ("SELECT spend, score FROM shop", {"bins": {"score": 2**21}}, "11 x 2097153 value pairs, more than"),
+        (QUERY, {"epsilon": 0}, "epsilon"),
+        (QUERY, {"delta": 0}, "delta in"),
+        (QUERY, {"delta": 1}, "delta in"),
+        (QUERY, {"epsilon": 2**41}, "must lie between 2\\*\\*-40 and 2\\*\\*40"),
+        (QUERY, {"epsilon": 1e300}, "must lie between"),
+        (QUERY, {"delta": 5e-324}, "beyond the range of kakeibo's accounting or exact samplers"),
+        (QUERY, {"epsilon": 1e-3, "rows_per_person": 1_000}, "too large for the exact samplers"),
+    ],
+)
+def test_bad_requests_are_refused_before_any_charge(
+    tmp_path: Path, query: str, kwargs: dict[str, Any], fragment: str
+) -> None:
+    session = _session(_shop(50, 15), tmp_path / "ledger.sqlite")
+    arguments = {"epsilon": 1, "delta": DELTA, **kwargs}
+    with pytest.raises(Error, match=fragment):
+        session.synthesize(query, **arguments)
+    assert session.ledger.entries() == []
+
+
+def test_a_pure_epsilon_budget_refuses_the_charge_with_a_sentence(tmp_path: Path) -> None:
+    session = _session(_shop(50, 16), tmp_path / "ledger.sqlite", budget=10.0)
+    with pytest.raises(Error, match="cannot be counted against a pure epsilon-DP budget"):
+        session.synthesize(QUERY, epsilon=1, delta=DELTA)
+    assert session.ledger.entries() == []
+
+
+def test_bad_sample_sizes_are_refused(tmp_path: Path) -> None:
+    session = _session(_shop(50, 17), tmp_path / "ledger.sqlite")
+    out = session.synthesize(QUERY, epsilon=1, delta=DELTA, rows=0)
+    assert out.table.num_rows == 0
+    for n in (-1, 2.5, True, "3"):
+        with pytest.raises(Error, match="n must be a whole number"):
+            out.model.sample(n)  # type: ignore[arg-type]
+    with pytest.raises(QueryRefused):
+        session.synthesize("SELECT nothing FROM shop", epsilon=1, delta=DELTA)
