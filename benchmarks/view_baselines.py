@@ -336,6 +336,7 @@ class PrivTreeFanout:
 DPMM_MODELS = {
     "privbayes": ("dpmm.models.priv_bayes", "PrivBayesGM"),
     "mst": ("dpmm.models.mst", "MSTGM"),
+    "aim": ("dpmm.models.aim", "AIMGM"),
 }
 
 

@@ -49,7 +49,7 @@ from ..errors import ArgumentTypeError, ConfigurationError
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
-from ..synth.mst import fit_tree, mst_loss
+from ..synth.mst import fit_tree
 from ..views.hdpview import HDPViewParameters
 from . import execute, program
 from .analyze import QueryRefused, analyze
@@ -59,7 +59,7 @@ from .dp_clause import read_clause
 from .execute import read_release
 from .explain import explanation
 from .options import QueryOptions
-from .plan import CONFIDENCE, NoisePlan, check_epsilon, epsilon_for_accuracy, plan_query
+from .plan import CONFIDENCE, NoisePlan, epsilon_for_accuracy, plan_query
 from .program import ProgramQuery, analyze_program
 from .region import constant_check_sql, declared_constants
 from .rewrite import engine_sql, public_values_sql
@@ -70,6 +70,7 @@ from .synthesis import (
     SynthesisModel,
     check_method,
     numeric_bounds,
+    plan_synthesis,
     synthesis_request_id,
 )
 from .views import (
@@ -82,7 +83,6 @@ from .views import (
     build_view,
     cell_counts,
     cell_counts_sql,
-    check_rows_per_person,
     over_table,
     parse_view_definition,
     read_columns,
@@ -413,7 +413,7 @@ class Session:
         epsilon: Number,
         delta: Number,
         method: str = "mst",
-        rows_per_person: int = 1,
+        rows_per_person: int | Literal["auto"] = 1,
         bins: Mapping[str, int] | None = None,
         rows: int | None = None,
         random_state: int | np.random.Generator | None = None,
@@ -421,41 +421,34 @@ class Session:
     ) -> Synthesis:
         """Fit a synthesis ``method`` of ``query`` (``SELECT col, ... FROM table``, read as a view reads it)
         at ``(epsilon, delta)`` for the person, each person bounded to ``rows_per_person`` rows, charged once
-        (:mod:`.synthesis`); return ``rows`` synthetic rows (by default the model's estimate of the bounded
-        row count) drawn with ``random_state``, and the model, from which more rows are free. ``rng`` is the
-        release's noise (seeded: reproducible, hence not private against whoever knows the seed). The model
-        is stored with its ledger entry: fitting it again with the same settings is a free replay."""
+        (:mod:`.synthesis`; ``"auto"`` chooses the bound privately in the same release, at a share of
+        ``epsilon``, and says what it drops); return ``rows`` synthetic rows (by default the model's
+        estimate of the bounded row count) drawn with ``random_state``, and the model, from which more rows
+        are free. ``rng`` is the release's noise (seeded: reproducible, hence not private against whoever
+        knows the seed). The model is stored with its ledger entry: fitting it again with the same settings
+        is a free replay."""
         table, axes, sql = read_columns(query, self.catalog, bins, "a synthesis")
         sizes = check_method(method, axes)
-        check_rows_per_person(table, rows_per_person, auto=False)
-        check_epsilon(as_fraction(epsilon, "epsilon"), "a synthesis' epsilon")
-        rho, loss = mst_loss(epsilon, delta, sizes, rows_per_person)
+        rho, loss, bound = plan_synthesis(table, sizes, epsilon, delta, rows_per_person)
         fraction = str(as_fraction(epsilon, "epsilon")), str(as_fraction(delta, "delta"))
-        settings = (method, *fraction, rows_per_person)
+        settings = (method, *fraction, bound.setting)
         bounds = tuple(None if a.values is not None else numeric_bounds(table.column(a.name)) for a in axes)
         charge = release.Charge(
             loss,
-            label=f"SYNTHESIZE {method.upper()} FROM ({sql}) WITH {rows_per_person} ROWS PER PERSON",
+            label=f"SYNTHESIZE {method.upper()} FROM ({sql}) WITH {bound.given or 'AUTO'} ROWS PER PERSON",
             analyst=self.analyst,
             dataset=self.dataset or table.name,
             request_id=synthesis_request_id(table, axes, (self.analyst, self.dataset, self.source), settings),
         )
 
         def draw(source: RandomSource) -> SynthesisModel:
-            engine = self._execute(cell_counts_sql(table, axes, rows_per_person, random_order=True))
+            k, choice = bound.choose(table, self._execute, source)
+            engine = self._execute(cell_counts_sql(table, axes, k, random_order=True))
             cells, counts = cell_counts(engine, len(axes))
-            model = fit_tree(cells, counts, sizes, rho, rows_per_person, source)
+            model = fit_tree(cells, counts, sizes, rho, k, source)
+            bounded = table.privacy_unit is not None
             return SynthesisModel(
-                method,
-                table.name,
-                sql,
-                axes,
-                bounds,
-                float(epsilon),
-                float(delta),
-                rows_per_person,
-                table.privacy_unit is not None,
-                model,
+                method, table.name, sql, axes, bounds, float(epsilon), float(delta), k, bounded, model, choice
             )
 
         out = release.run(

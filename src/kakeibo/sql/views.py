@@ -72,6 +72,7 @@ from .view_bounds import (
     candidates,
     choose,
     dropped_interval,
+    estimate_deviation,
     histogram_counts,
     histogram_sql,
     ordinal,
@@ -394,7 +395,8 @@ class RowsBound:
         noisy = np.asarray(self.histogram.release(counts, rng=rng), np.float64)
         k = self.ks[int(choose(noisy, self.ks, self.costs, self.top))]
         low, estimate, high = dropped_interval(noisy, k, self.top, self.histogram)
-        return k, RowsChoice(k, self.histogram.epsilon, self.top, estimate, low, high)
+        deviation = estimate_deviation(k, self.top, self.histogram)
+        return k, RowsChoice(k, self.histogram.epsilon, self.top, estimate, low, high, deviation=deviation)
 
 
 def rows_bound(
