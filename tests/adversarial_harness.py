@@ -1382,7 +1382,7 @@ def synthesis_call(rng: random.Random) -> tuple[str, object, dict[str, object]]:
     draw a refused column, the row-level ``people``, another query shape, or epsilon, delta and the person
     bound at and past the edges the session refuses, and bins for any column."""
     columns = rng.sample(SYNTHESIS_COLUMNS, rng.choice([1, 2, 2, 3, 3]))
-    options: dict[str, object] = {"delta": 1e-6, "rows_per_person": rng.choice([1, 2, 4, 9, "auto"])}
+    options: dict[str, object] = {"delta": 1e-6, "rows_per_person": rng.choice([1, 2, 4, 9])}
     epsilon: object = rng.choice([0.5, 1, 8, 1000])
     if rng.random() < 2 / 3:
         return f"SELECT {', '.join(columns)} FROM visits", epsilon, options

@@ -31,6 +31,7 @@ from kakeibo.sql.view_bounds import (
     candidates,
     choose,
     dropped_interval,
+    estimate_deviation,
     histogram_counts,
     histogram_sql,
 )
@@ -165,6 +166,13 @@ def test_auto_is_one_release_charged_epsilon_and_replayed_free(sales: pa.Table, 
     note = session.sql("SELECT region, COUNT(*) AS n FROM v GROUP BY region").note
     assert note is not None and f"rows per person were chosen privately at epsilon {choice.epsilon:g}" in note
     assert f"at least {choice.low:,.0f} rows (95%)" in note and "max_rows_bound" in note
+    top = (
+        _catalog().table("sales").max_rows_bound
+    )  # the estimate's deviation, from the public histogram noise
+    deviation = estimate_deviation(
+        choice.rows, top, Laplace(sensitivity=1, epsilon=choice.epsilon, coordinates=1)
+    )
+    assert choice.deviation == pytest.approx(deviation) and f"standard deviation {deviation:,.0f}" in note
     again = _session(sales, _catalog(), ledger)
     replayed = again.create_view("v", query, epsilon=2, rows_per_person="auto", rng=np.random.default_rng(5))
     assert replayed.view.choice == choice and replayed.view.describe() == built.view.describe()

@@ -413,7 +413,7 @@ class Session:
         epsilon: Number,
         delta: Number,
         method: str = "mst",
-        rows_per_person: int | Literal["auto"] = 1,
+        rows_per_person: int = 1,
         bins: Mapping[str, int] | None = None,
         rows: int | None = None,
         random_state: int | np.random.Generator | None = None,
@@ -421,34 +421,32 @@ class Session:
     ) -> Synthesis:
         """Fit a synthesis ``method`` of ``query`` (``SELECT col, ... FROM table``, read as a view reads it)
         at ``(epsilon, delta)`` for the person, each person bounded to ``rows_per_person`` rows, charged once
-        (:mod:`.synthesis`; ``"auto"`` chooses the bound privately in the same release, at a share of
-        ``epsilon``, and says what it drops); return ``rows`` synthetic rows (by default the model's
-        estimate of the bounded row count) drawn with ``random_state``, and the model, from which more rows
-        are free. ``rng`` is the release's noise (seeded: reproducible, hence not private against whoever
-        knows the seed). The model is stored with its ledger entry: fitting it again with the same settings
-        is a free replay."""
+        (:mod:`.synthesis`); return ``rows`` synthetic rows (by default the model's estimate of the bounded
+        row count) drawn with ``random_state``, and the model, from which more rows are free. ``rng`` is the
+        release's noise (seeded: reproducible, hence not private against whoever knows the seed). The model
+        is stored with its ledger entry: fitting it again with the same settings is a free replay."""
         table, axes, sql = read_columns(query, self.catalog, bins, "a synthesis")
         sizes = check_method(method, axes)
-        rho, loss, bound = plan_synthesis(table, sizes, epsilon, delta, rows_per_person)
+        rho, loss = plan_synthesis(table, sizes, epsilon, delta, rows_per_person)
         fraction = str(as_fraction(epsilon, "epsilon")), str(as_fraction(delta, "delta"))
-        settings = (method, *fraction, bound.setting)
+        settings = (method, *fraction, rows_per_person)
         bounds = tuple(None if a.values is not None else numeric_bounds(table.column(a.name)) for a in axes)
         charge = release.Charge(
             loss,
-            label=f"SYNTHESIZE {method.upper()} FROM ({sql}) WITH {bound.given or 'AUTO'} ROWS PER PERSON",
+            label=f"SYNTHESIZE {method.upper()} FROM ({sql}) WITH {rows_per_person} ROWS PER PERSON",
             analyst=self.analyst,
             dataset=self.dataset or table.name,
             request_id=synthesis_request_id(table, axes, (self.analyst, self.dataset, self.source), settings),
         )
 
         def draw(source: RandomSource) -> SynthesisModel:
-            k, choice = bound.choose(table, self._execute, source)
+            k = rows_per_person
             engine = self._execute(cell_counts_sql(table, axes, k, random_order=True))
             cells, counts = cell_counts(engine, len(axes))
             model = fit_tree(cells, counts, sizes, rho, k, source)
             bounded = table.privacy_unit is not None
             return SynthesisModel(
-                method, table.name, sql, axes, bounds, float(epsilon), float(delta), k, bounded, model, choice
+                method, table.name, sql, axes, bounds, float(epsilon), float(delta), k, bounded, model
             )
 
         out = release.run(

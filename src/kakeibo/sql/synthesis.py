@@ -17,17 +17,13 @@ one release through :func:`kakeibo.release.run`: one ledger entry, charged the z
 ``(epsilon', delta)`` it converts to, with the fitted model stored beside it (:class:`SynthesisCodec`), so
 the model outlives the session and a repeated request is a free replay.
 
-**The bound.** ``rows_per_person="auto"`` chooses ``k`` inside the same release, as a view's ``"auto"``
-does (:mod:`.view_bounds`): a Laplace histogram of persons by their row counts at
-:data:`~.view_bounds.CHOICE_SHARE` of ``epsilon`` (pure ``epsilon_h``-DP), the fit at the rest
-(``epsilon - epsilon_h``, converted to its ``rho``); ``k`` minimises the estimated rows dropped plus the
-rows the 1-way marginals' noise misplaces (:func:`~kakeibo.synth.mst.misplaced_rows`, which grows as
-``k``), and the model's note says what ``k`` drops: an interval, and the estimate with its standard
-deviation. The histogram's bins reach the catalog's ``max_rows_bound`` (1,000,000 unless declared), and
-the noise of the empty ones dominates both the estimate and the choice at small ``epsilon_h``: the
-standard deviation in the note says when that happens. The charge composes both parts:
-``(epsilon_h + epsilon', delta)`` (basic composition) and the zCDP curve ``rho + epsilon_h^2 / 2`` (pure
-``e``-DP is ``e^2 / 2``-zCDP, Bun and Steinke 2016, Prop. 1.4).
+**Why no ``rows_per_person="auto"``** (as views have): a private choice by the views' rule (the rows a
+bound drops, from a noisy histogram of persons by rows, against the rows the marginals' noise misplaces) was
+built and measured (``benchmarks/RESULTS.md``, issue 35): on the heavy-tailed ``sales`` and ``pareto``
+tables it chose 128-256 rows per person where the best bound, chosen knowing the data, was 2, with three
+times its error in total-variation distance. Dropping a heavy person's rows moves a distribution far less
+than the noise of a larger bound does, so rows dropped are the wrong price; ``rows_per_person=1`` (the
+default) came within 7% of the best bound on all three heavy-tailed tables.
 
 **A synthetic table** is post-processing of the model, never charged: :meth:`SynthesisModel.sample` draws
 ``n`` rows and turns each bin into a value:
@@ -58,15 +54,14 @@ import numpy as np
 import pyarrow as pa
 
 from ..accounting import LedgerEntry
-from ..accounting.curves import Concentrated, MechanismLoss
+from ..accounting.curves import MechanismLoss
 from ..errors import ArgumentError
-from ..mechanisms import Laplace
-from ..privacy import ApproxDP, Number, PrivacyLoss, as_fraction, zcdp_epsilon
-from ..synth.mst import TreeModel, check_domain, misplaced_rows, mst_loss
+from ..privacy import Number, PrivacyLoss, as_fraction
+from ..synth.mst import TreeModel, check_domain, mst_loss
 from .catalog import ColumnSpec, QueryRefused, TableSpec
-from .plan import check_epsilon, refused_when_out_of_range
-from .view_bounds import CHOICE_SHARE, RowsChoice, candidates, ordinal
-from .views import NOTE_KEY, Axis, RowsBound, check_rows_per_person
+from .plan import check_epsilon
+from .view_bounds import ordinal
+from .views import NOTE_KEY, Axis, check_rows_per_person
 
 __all__ = [
     "METHODS",
@@ -105,45 +100,16 @@ def numeric_bounds(spec: ColumnSpec) -> tuple[float, float]:
 
 def plan_synthesis(
     table: TableSpec, sizes: tuple[int, ...], epsilon: Number, delta: Number, rows_per_person: object
-) -> tuple[Fraction, MechanismLoss, RowsBound]:
-    """``(rho of the fit, the charge, the bound on each person's rows)``, every refusal before the charge
-    (module docstring, The bound). A given bound: the fit at ``(epsilon, delta)``. ``"auto"``: the
-    histogram at :data:`~.view_bounds.CHOICE_SHARE` of ``epsilon`` and the fit at the rest, among the
-    candidates the fit can be drawn at (a test of public inputs)."""
-    check_rows_per_person(table, rows_per_person, auto=True)
-    total = check_epsilon(as_fraction(epsilon, "epsilon"), "a synthesis' epsilon")
-    if isinstance(rows_per_person, int):
-        rho, loss = _fit_loss(total, delta, sizes, rows_per_person)
-        return rho, loss, RowsBound(rows_per_person, total)
-    share = check_epsilon(total * CHOICE_SHARE, "the epsilon of the choice of rows_per_person")
-    with refused_when_out_of_range():
-        histogram = Laplace(sensitivity=1, epsilon=share, coordinates=1)
-    own = total - share
-    rho, _ = _fit_loss(own, delta, sizes, 1)
-    ks = tuple(k for k in candidates(table.max_rows_bound) if _drawable(own, delta, sizes, k))
-    costs = tuple(misplaced_rows(rho, sizes, k) for k in ks)
-    declared = ApproxDP(share + Fraction(zcdp_epsilon(float(rho), float(delta))), delta)  # basic composition
-    loss = MechanismLoss(declared, Concentrated(rho + share**2 / 2))  # pure e-DP is e^2/2-zCDP (BS16 1.4)
-    return rho, loss, RowsBound(None, own, table.max_rows_bound, histogram, ks, costs)
-
-
-def _fit_loss(
-    epsilon: Fraction, delta: Number, sizes: tuple[int, ...], rows_per_person: int
 ) -> tuple[Fraction, MechanismLoss]:
-    """MST's loss at ``(epsilon, delta)`` with each mechanism at sensitivity ``rows_per_person``; a fit that
-    cannot be drawn is a :class:`~.catalog.QueryRefused` with the sentence of its check."""
+    """``(rho of the fit, the charge)``, every refusal before the charge: the bound on each person's rows,
+    epsilon in the planner's range, and a fit whose accounting or mechanisms would leave their range."""
+    check_rows_per_person(table, rows_per_person, auto=False)
+    assert isinstance(rows_per_person, int)
+    total = check_epsilon(as_fraction(epsilon, "epsilon"), "a synthesis' epsilon")
     try:
-        return mst_loss(epsilon, delta, sizes, rows_per_person)
+        return mst_loss(total, delta, sizes, rows_per_person)
     except ArgumentError as refused:
         raise QueryRefused(str(refused)) from None
-
-
-def _drawable(epsilon: Fraction, delta: Number, sizes: tuple[int, ...], rows_per_person: int) -> bool:
-    try:
-        _fit_loss(epsilon, delta, sizes, rows_per_person)
-    except QueryRefused:
-        return False
-    return True
 
 
 def synthesis_request_id(
@@ -172,7 +138,6 @@ class SynthesisModel:
     rows_per_person: int
     bounded: bool  # whether the table has a privacy unit (rows past a person's bound were dropped)
     model: TreeModel
-    choice: RowsChoice | None = None  # how rows_per_person was chosen, when "auto" chose it
 
     @property
     def rows(self) -> int:
@@ -191,7 +156,7 @@ class SynthesisModel:
                 f", with each person bounded to {k} row{'s' if k != 1 else ''} (rows past a person's "
                 f"{ordinal(k)} are not modelled)"
             )
-        return text if self.choice is None else f"{text}; {self.choice.describe()}"
+        return text
 
     def sample(self, n: int | None = None, random_state: int | np.random.Generator | None = None) -> pa.Table:
         """``n`` synthetic rows (by default :attr:`rows`) as a table with the columns' names and types, its
@@ -269,7 +234,6 @@ class SynthesisCodec:
             "delta": value.delta,
             "rows_per_person": value.rows_per_person,
             "bounded": value.bounded,
-            "choice": None if value.choice is None else value.choice.to_dict(),
             "seeded": seeded,
         }
         return json.dumps(header).encode() + b"\n" + value.model.to_bytes()
@@ -288,6 +252,5 @@ class SynthesisCodec:
             int(header["rows_per_person"]),
             bool(header["bounded"]),
             TreeModel.from_bytes(body),
-            None if header["choice"] is None else RowsChoice.from_dict(header["choice"]),
         )
         return stored, bool(header["seeded"])

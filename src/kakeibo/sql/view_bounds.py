@@ -44,8 +44,9 @@ Laplace noises, the true drop ``D*`` lies between ``sum_j n_j lo_j`` and ``sum_j
 Both ends hold together with probability at least ``1 - alpha``. The point estimate ``D(k)``, clipped into
 the interval, is stored beside it with its standard deviation (:func:`estimate_deviation`): with the
 default ``top`` of 1,000,000 the empty top bins' noise makes that deviation millions of rows at
-``epsilon_h = 0.1``, and a point estimate of 0 must not be read as "nothing dropped" (issue 35: 7,880 of
-16,000 rows were dropped where the estimate said about 0; the deviation, 12.5 million, now says so).
+``epsilon_h = 0.1``, and a point estimate of 0 must not be read as "nothing dropped" (issue 35: with this
+choice under a synthesis, 7,880 of 16,000 rows were dropped where the estimate said about 0; its
+deviation, 12.5 million rows, says so).
 """
 
 from __future__ import annotations

@@ -84,7 +84,6 @@ __all__ = [
     "TreeModel",
     "check_domain",
     "fit_tree",
-    "misplaced_rows",
     "mst_loss",
     "rho_for",
 ]
@@ -156,16 +155,6 @@ def check_domain(sizes: Sequence[int]) -> tuple[int, ...]:
             f"{MAX_PAIR_CELLS} a synthesis counts per pair; bin them more coarsely."
         )
     return domain
-
-
-def misplaced_rows(rho: Fraction, sizes: tuple[int, ...], sensitivity: int) -> float:
-    """The rows the noise of the 1-way marginals misplaces, in expectation: per attribute, the expected L1
-    norm of its cells' noise (``sizes[a]`` cells of standard deviation ``sensitivity / sqrt(2 rho_1)``, each
-    ``sqrt(2 / pi)`` of it in mean absolute value, as for a Gaussian), averaged over the attributes. It grows
-    as ``sensitivity``: the price of a larger bound on each person's rows."""
-    one_rho, _ = _split(rho, len(sizes))
-    sigma = sensitivity / math.sqrt(2 * float(one_rho))
-    return math.sqrt(2 / math.pi) * sigma * sum(sizes) / len(sizes)
 
 
 @dataclass(frozen=True, eq=False)
