@@ -157,6 +157,22 @@ def test_the_tree_follows_the_chain_and_the_marginals_are_close() -> None:
     assert tvd(codes, independent, (0, 1), sizes) > 0.5  # the pair is far from independent
 
 
+def test_sampling_allocates_each_value_its_share_to_within_a_row() -> None:
+    """Sampling is post-processing, so it may allocate instead of drawing row by row: the root attribute's
+    counts are within one row of n times its distribution, and each child's counts among the rows of one
+    parent value within one row of their share (independent draws would miss by about sqrt(n p))."""
+    model = MST(10.0, DELTA, ledger=False, random_state=4).fit(_chain(5_000, 3), sizes=(4, 4, 2, 3))
+    fitted = model.model_
+    assert (0, 1) in fitted.edges  # the chain's first link: attribute 0 is 1's parent in the walk from 0
+    n = 10_001
+    synthetic = model.sample(n, random_state=7)
+    assert np.all(np.abs(np.bincount(synthetic[:, 0], minlength=4) - n * fitted.marginals[0]) < 1)
+    conditional = fitted.tables[(0, 1)] / fitted.tables[(0, 1)].sum(axis=1, keepdims=True)
+    for value in range(4):
+        rows = synthetic[synthetic[:, 0] == value, 1]
+        assert np.all(np.abs(np.bincount(rows, minlength=4) - len(rows) * conditional[value]) < 1)
+
+
 def test_one_attribute_spends_everything_on_its_marginal() -> None:
     model = MST(5.0, DELTA, ledger=False, random_state=0).fit(np.zeros((50, 1), dtype=int), sizes=(3,))
     assert model.model_.edges == () and model.model_.marginals[0].argmax() == 0

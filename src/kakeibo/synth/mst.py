@@ -33,7 +33,8 @@ Private-PGM): each attribute's distribution is the inverse-variance average of i
 and the margins of its noisy 2-way marginals, clipped at 0 and normalised; each edge's table is its noisy
 2-way marginal clipped at 0 and fitted to those two distributions by iterative proportional fitting. A
 tree's joint distribution is determined by its edge tables, so sampling walks the tree from attribute 0:
-each attribute is drawn given its parent's value.
+each attribute given its parent's value, allocated to the rows of each parent value in proportion to its
+conditional distribution (:func:`_draw`), as Private-PGM's sampler does.
 
 **Timing.** A fit's time grows with the number of records (of distinct cells, given as weighted cells),
 treated as public as for DP-SGD; the permute-and-flip picks draw a data-dependent number of exact coins
@@ -411,16 +412,25 @@ def _walk(d: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _draw(table: FloatArray, given: NDArray[np.int64], rng: np.random.Generator) -> NDArray[np.int64]:
-    """One index per entry of ``given``, drawn from row ``given[i]`` of ``table`` (non-negative weights, each
-    row's sum positive) by inverse CDF; the entries are grouped by row, so memory grows with ``len(given)``
-    only (not times the row length)."""
+    """One index per entry of ``given``, from row ``given[i]`` of ``table`` (non-negative weights, each row's
+    sum positive), allocated rather than drawn one by one: the ``m`` entries of a row get ``floor(m p_j)``
+    of each index ``j``, the remaining few go to indices drawn without replacement in proportion to the
+    fractional parts, and the row's entries are shuffled. Each index still comes ``m p_j`` times in
+    expectation, but the synthetic marginals follow the model's without the multinomial noise of independent
+    draws (which was most of the 1-way distance to the real rows on a few thousand rows; Private-PGM's
+    sampler allocates the same way). Memory grows with ``len(given)`` only."""
     out = np.zeros(len(given), dtype=np.int64)
     if not len(given):
         return out
-    u = rng.random(len(given))
     order = np.argsort(given, kind="stable")
     values, starts = np.unique(given[order], return_index=True)
     for value, rows in zip(values, np.split(order, starts[1:]), strict=True):
-        cdf = np.cumsum(table[value])
-        out[rows] = np.searchsorted(cdf, u[rows] * cdf[-1], side="right")
-    return np.asarray(np.minimum(out, table.shape[1] - 1), dtype=np.int64)
+        shares = table[value] / table[value].sum()
+        wanted = shares * len(rows)
+        counts = np.floor(wanted).astype(np.int64)
+        left, fractions = len(rows) - int(counts.sum()), wanted - counts
+        if left > 0:  # a floor of 1e-12 keeps enough indices drawable whatever the rounding
+            weights = fractions + 1e-12
+            counts[rng.choice(len(shares), left, replace=False, p=weights / weights.sum())] += 1
+        out[rows] = rng.permutation(np.repeat(np.arange(len(shares)), counts))
+    return out
