@@ -159,6 +159,17 @@ def accuracy(synthetic: IntMatrix, test: IntMatrix, seed: int) -> float:
     return float(np.mean(model.predict(test[:, :-1]) == test[:, -1]))
 
 
+def distance(real: IntMatrix, other: IntMatrix, sizes: tuple[int, ...], columns: tuple[int, ...]) -> float:
+    """The total-variation distance between two coded tables' marginals over ``columns``."""
+    shape = tuple(sizes[c] for c in columns)
+    real_share, other_share = (
+        np.bincount(np.ravel_multi_index(tuple(z[:, c] for c in columns), shape), minlength=math.prod(shape))
+        / max(len(z), 1)
+        for z in (real, other)
+    )
+    return float(np.abs(real_share - other_share).sum() / 2)
+
+
 def tvd(
     real: IntMatrix, synthetic: IntMatrix, sizes: tuple[int, ...], order: int, rng: np.random.Generator
 ) -> float:
@@ -167,17 +178,7 @@ def tvd(
     every = list(combinations(range(len(sizes)), order))
     if len(every) > MARGINALS:
         every = [every[i] for i in rng.choice(len(every), MARGINALS, replace=False)]
-    distances = []
-    for columns in every:
-        shape = tuple(sizes[c] for c in columns)
-        real_share, synthetic_share = (
-            np.bincount(
-                np.ravel_multi_index(tuple(z[:, c] for c in columns), shape), minlength=math.prod(shape)
-            )
-            / len(z)
-            for z in (real, synthetic)
-        )
-        distances.append(float(np.abs(real_share - synthetic_share).sum() / 2))
+    distances = [distance(real, synthetic, sizes, columns) for columns in every]
     return float(np.mean(distances))
 
 
@@ -257,18 +258,7 @@ def _codes(session: Any, table: Any, k: int | None) -> IntMatrix:
 
 
 def _distances(real: IntMatrix, other: IntMatrix, sizes: tuple[int, ...]) -> list[float]:
-    out = []
-    for columns in PEOPLE_MARGINALS:
-        shape = tuple(sizes[c] for c in columns)
-        real_share, other_share = (
-            np.bincount(
-                np.ravel_multi_index(tuple(z[:, c] for c in columns), shape), minlength=math.prod(shape)
-            )
-            / max(len(z), 1)
-            for z in (real, other)
-        )
-        out.append(float(np.abs(real_share - other_share).sum() / 2))
-    return out
+    return [distance(real, other, sizes, columns) for columns in PEOPLE_MARGINALS]
 
 
 def people(args: argparse.Namespace) -> None:

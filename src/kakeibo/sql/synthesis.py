@@ -23,7 +23,7 @@ built and measured (``benchmarks/RESULTS.md``, issue 35): on the heavy-tailed ``
 tables it chose 128-256 rows per person where the best bound, chosen knowing the data, was 2, with three
 times its error in total-variation distance. Dropping a heavy person's rows moves a distribution far less
 than the noise of a larger bound does, so rows dropped are the wrong price; ``rows_per_person=1`` (the
-default) came within 7% of the best bound on all three heavy-tailed tables.
+default) came within 3% of the best bound on all three heavy-tailed tables.
 
 **A synthetic table** is post-processing of the model, never charged: :meth:`SynthesisModel.sample` draws
 ``n`` rows and turns each bin into a value:
