@@ -17,7 +17,8 @@ authors ran it (fan-out 2^d, every attribute halved at once). The latter enumera
 not, and reports a data set as too large when a split would make more than 2^15 children (d >= 16 here:
 letter, penbased, satimage) or the tree more than 5e6 leaves.
 
-The synthesisers (``privbayes``, ``mst``: dpmm 0.1.9) run in an environment of their own, since dpmm pins
+``kakeibo-mst`` is kakeibo's MST (issue 35) at the synthesisers' delta, in this process. The synthesisers
+(``privbayes``, ``mst``: dpmm 0.1.9) run in an environment of their own, since dpmm pins
 numpy 1.26 and pandas 2.1::
 
     python3 -m venv /tmp/peers/views-synth && /tmp/peers/views-synth/bin/pip install dpmm==0.1.9
@@ -88,6 +89,7 @@ METHODS = (  # a method's index seeds its runs: append, never reorder
     "mst",
     "privtree-fanout",
     "hdpview-authors",
+    "kakeibo-mst",
 )
 Builder = Callable[[IntMatrix, NDArray[np.int64], tuple[int, ...], float, np.random.Generator], RangeView]
 
@@ -110,6 +112,32 @@ class HDPView:
 
     def answer(self, lows: IntMatrix, highs: IntMatrix) -> NDArray[np.float64]:
         return np.asarray(self.view.range_counts(lows, highs), dtype=np.float64)
+
+
+class KakeiboMST:
+    """kakeibo's MST (``kakeibo.synth.mst``, issue 35) fitted on the count tensor at ``(epsilon, delta)``
+    (one record per person), its synthetic table of the input's row count answered exactly, as
+    ``Synthetic`` answers dpmm's."""
+
+    def __init__(
+        self,
+        cells: IntMatrix,
+        counts: NDArray[np.int64],
+        sizes: tuple[int, ...],
+        epsilon: float,
+        rng: np.random.Generator,
+        *,
+        delta: float,
+    ) -> None:
+        from kakeibo.noise import resolve_source
+        from kakeibo.synth.mst import fit_tree, rho_for
+
+        model = fit_tree(cells, counts, sizes, rho_for(epsilon, delta), 1, resolve_source(rng))
+        self.cells, self.counts = sparse_counts(model.sample(int(counts.sum()), rng))
+        self.size = self.cells.size + self.counts.size
+
+    def answer(self, lows: IntMatrix, highs: IntMatrix) -> NDArray[np.float64]:
+        return true_answers(self.cells, self.counts, lows, highs)
 
 
 @dataclass
@@ -137,6 +165,7 @@ def builders(args: argparse.Namespace) -> dict[str, Builder]:
         "hdpview-authors": partial(AuthorsHDPView, source=args.authors_code),
         "privbayes": partial(synth, model="privbayes"),
         "mst": partial(synth, model="mst"),
+        "kakeibo-mst": partial(KakeiboMST, delta=args.synth_delta),
     }
 
 
