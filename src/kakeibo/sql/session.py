@@ -440,13 +440,19 @@ class Session:
         )
 
         def draw(source: RandomSource) -> SynthesisModel:
-            k = rows_per_person
-            engine = self._execute(cell_counts_sql(table, axes, k, random_order=True))
+            engine = self._execute(cell_counts_sql(table, axes, rows_per_person, random_order=True))
             cells, counts = cell_counts(engine, len(axes))
-            model = fit_tree(cells, counts, sizes, rho, k, source)
-            bounded = table.privacy_unit is not None
             return SynthesisModel(
-                method, table.name, sql, axes, bounds, float(epsilon), float(delta), k, bounded, model
+                method,
+                table.name,
+                sql,
+                axes,
+                bounds,
+                float(epsilon),
+                float(delta),
+                rows_per_person,
+                bounded=table.privacy_unit is not None,
+                model=fit_tree(cells, counts, sizes, rho, rows_per_person, source),
             )
 
         out = release.run(

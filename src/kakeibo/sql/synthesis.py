@@ -194,10 +194,10 @@ def _values(
     lower, upper = bounds
     low = axis.origin + codes * axis.width
     if axis.type == "int":
-        first = np.maximum(np.ceil(low), lower)
-        last = np.minimum(np.ceil(low + axis.width) - 1, upper)
-        drawn = first + np.floor(rng.random(len(codes)) * (np.maximum(last, first) - first + 1))
-        return pa.array(np.minimum(drawn, np.maximum(last, first)).astype(np.int64), mask=null, type=kind)
+        first = np.maximum(np.ceil(low), lower)  # the bin's least and greatest integers within the bounds
+        last = np.maximum(np.minimum(np.ceil(low + axis.width) - 1, upper), first)
+        drawn = np.minimum(first + np.floor(rng.random(len(codes)) * (last - first + 1)), last)
+        return pa.array(drawn.astype(np.int64), mask=null, type=kind)
     drawn = np.clip(low + rng.random(len(codes)) * axis.width, lower, upper)
     return pa.array(drawn, mask=null, type=kind)
 
