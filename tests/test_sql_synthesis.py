@@ -147,6 +147,39 @@ def test_the_default_row_count_estimates_the_bounded_rows(tmp_path: Path) -> Non
     assert abs(out.table.num_rows - 10_000) <= 5 * sd and out.model.rows == out.table.num_rows
 
 
+def test_every_mechanism_is_calibrated_to_the_person_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The calibration behind the person-level claim: with rows_per_person=3 every discrete Gaussian the fit
+    draws from has sensitivity 3 and every pick utility sensitivity 3, and their zCDP sums to the charged
+    rho (permute-and-flip at e counted as e^2 / 2)."""
+    built: list[tuple[float, float]] = []  # (sensitivity, rho)
+    gaussian, exponential = mst_module.DiscreteGaussian, mst_module.Exponential
+
+    class CountedGaussian(gaussian):  # type: ignore[misc, valid-type]
+        def __init__(self, *, sensitivity: Any, rho: Any) -> None:
+            super().__init__(sensitivity=sensitivity, rho=rho)
+            built.append((float(sensitivity), float(rho)))
+
+    class CountedExponential(exponential):  # type: ignore[misc, valid-type]
+        def __init__(self, *, utility_sensitivity: Any, epsilon: Any) -> None:
+            super().__init__(utility_sensitivity=utility_sensitivity, epsilon=epsilon)
+            built.append((float(utility_sensitivity), float(epsilon) ** 2 / 2))
+
+    session = _session(_shop(300, 20), tmp_path / "ledger.sqlite")
+    monkeypatch.setattr(mst_module, "DiscreteGaussian", CountedGaussian)
+    monkeypatch.setattr(mst_module, "Exponential", CountedExponential)
+    out = session.synthesize(QUERY, epsilon=1, delta=DELTA, rows_per_person=3, rng=np.random.default_rng(21))
+    # one of each kind (1-way Gaussian, pick, 2-way Gaussian) for the range check before the charge, and the
+    # same three again for the draw, each then used once per marginal or pick
+    assert len(built) == 6 and built[:3] == built[3:]
+    assert {sensitivity for sensitivity, _ in built} == {3.0}
+    rho = float(out.privacy_loss.curve.rho)
+    d = 3  # one 1-way marginal per column; d - 1 picks and 2-way marginals
+    spent = d * built[3][1] + (d - 1) * (built[4][1] + built[5][1])
+    assert spent <= rho * (1 + 1e-12) and spent >= rho * (1 - 1e-9)
+
+
 # --- the audit: one person of many rows --------------------------------------------------------------------
 
 #: the audits' claim; the canary's count moves by rows_per_person against 2-way noise of sigma about 2.6
