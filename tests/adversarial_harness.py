@@ -1375,14 +1375,19 @@ SYNTHESIS_COLUMNS = ("category", "level", "amount", "age", "x")
 REFUSED_SYNTHESIS_COLUMNS = ("name", "price", "day", "birth_year", "user_id")
 
 
-def synthesis_call(rng: random.Random) -> tuple[str, object, dict[str, object]]:
-    """One ``Session.synthesize`` call: ``(query, epsilon, the other keyword arguments)``. Two in three are
-    calls a session answers: 1-3 columns of ``visits`` (whose target holds 1e308, -1e308, NaN, +-inf,
-    5e-324, -0.0, NULL and an age beyond its bound) at an ordinary epsilon, delta and person bound; the rest
-    draw a refused column, the row-level ``people``, another query shape, or epsilon, delta and the person
-    bound at and past the edges the session refuses, and bins for any column."""
+def synthesis_call(
+    rng: random.Random, methods: tuple[str, ...] = ("mst",)
+) -> tuple[str, object, dict[str, object]]:
+    """One ``Session.synthesize`` call: ``(query, epsilon, the other keyword arguments)``, its method drawn
+    from ``methods`` (repeat one to draw it more often). Two in three are calls a session answers: 1-3
+    columns of ``visits`` (whose target holds 1e308, -1e308, NaN, +-inf, 5e-324, -0.0, NULL and an age
+    beyond its bound) at an ordinary epsilon, delta and person bound; the rest draw a refused column, the
+    row-level ``people``, another query shape, or epsilon, delta and the person bound at and past the edges
+    the session refuses, and bins for any column."""
     columns = rng.sample(SYNTHESIS_COLUMNS, rng.choice([1, 2, 2, 3, 3]))
     options: dict[str, object] = {"delta": 1e-6, "rows_per_person": rng.choice([1, 2, 4, 9])}
+    if len(methods) > 1:
+        options["method"] = rng.choice(methods)
     epsilon: object = rng.choice([0.5, 1, 8, 1000])
     if rng.random() < 2 / 3:
         return f"SELECT {', '.join(columns)} FROM visits", epsilon, options

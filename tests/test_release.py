@@ -183,6 +183,7 @@ EXEMPT = {
     ("demo.py", "main"): "which rows each person keeps (a public coin, not a release) and the audit's trials",
     ("correlated/repro.py", "synthetic"): "random networks for the synthetic figure: no data, no release",
     ("synth/mst.py", "sample"): "synthetic rows drawn from the released model: post-processing, no data",
+    ("synth/pearl.py", "sample"): "synthetic rows drawn from the trained generator: post-processing, no data",
     ("sql/synthesis.py", "sample"): "synthetic rows and values drawn from the stored model: post-processing",
 }
 

@@ -20,12 +20,20 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
 
 The estimators' conventions are public for other layers' estimators (:mod:`kakeibo.synth`):
 ``RandomState``, ``charged_run`` (one :func:`kakeibo.release.run` per fit), ``check_ledger``,
-``check_fitted``, ``check_count``.
+``check_fitted``, ``check_count``, ``noise_generator`` (a numpy generator seeded from a release's source).
 """
 
 from __future__ import annotations
 
-from ._common import NotFittedError, RandomState, charged_run, check_count, check_fitted, check_ledger
+from ._common import (
+    NotFittedError,
+    RandomState,
+    charged_run,
+    check_count,
+    check_fitted,
+    check_ledger,
+    noise_generator,
+)
 from .datasets import Dataset, load_dataset, load_ionosphere, load_wdbc
 from .dppca import DPPCA
 from .erm import DPHuberSVM, DPLogisticRegression
@@ -57,4 +65,5 @@ __all__ = [
     "load_dataset",
     "load_ionosphere",
     "load_wdbc",
+    "noise_generator",
 ]

@@ -49,7 +49,6 @@ from ..errors import ArgumentTypeError, ConfigurationError
 from ..mechanisms.base import Rng
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, PrivacyLoss, PureDP, as_fraction
-from ..synth.mst import fit_tree
 from ..views.hdpview import HDPViewParameters
 from . import execute, program
 from .analyze import QueryRefused, analyze
@@ -68,7 +67,6 @@ from .synthesis import (
     Synthesis,
     SynthesisCodec,
     SynthesisModel,
-    check_method,
     numeric_bounds,
     plan_synthesis,
     synthesis_request_id,
@@ -426,8 +424,7 @@ class Session:
         release's noise (seeded: reproducible, hence not private against whoever knows the seed). The model
         is stored with its ledger entry: fitting it again with the same settings is a free replay."""
         table, axes, sql = read_columns(query, self.catalog, bins, "a synthesis")
-        sizes = check_method(method, axes)
-        rho, loss = plan_synthesis(table, sizes, epsilon, delta, rows_per_person)
+        loss, fit = plan_synthesis(table, axes, method, epsilon, delta, rows_per_person)
         fraction = str(as_fraction(epsilon, "epsilon")), str(as_fraction(delta, "delta"))
         settings = (method, *fraction, rows_per_person)
         bounds = tuple(None if a.values is not None else numeric_bounds(table.column(a.name)) for a in axes)
@@ -452,7 +449,7 @@ class Session:
                 float(delta),
                 rows_per_person,
                 bounded=table.privacy_unit is not None,
-                model=fit_tree(cells, counts, sizes, rho, rows_per_person, source),
+                model=fit(cells, counts, source),
             )
 
         out = release.run(

@@ -6,16 +6,22 @@ refusals, and the same bins from the catalog: public values, or equal-width bins
 column, one more bin for NULL), and the engine counts the rows per cell of that grid after each person is
 bounded to ``rows_per_person`` rows: the view's statement (:func:`.views.cell_counts_sql`), but with each
 person's kept rows a uniform choice of theirs (``ROW_NUMBER()`` over the person's rows in the engine's
-``random()`` order; a view keeps the first in cell order, which would favour low bins here). MST
-(:func:`kakeibo.synth.mst.fit_tree`) is fitted on that count tensor with every mechanism calibrated to
-``k = rows_per_person``.
+``random()`` order; a view keeps the first in cell order, which would favour low bins here). The method
+is fitted on that count tensor with every mechanism calibrated to ``k = rows_per_person``:
 
-**Neighbour relation**: add or remove one person. Their at most ``k`` bounded rows change each marginal by
-at most ``k`` in L2 and each selection utility by at most ``k`` (:mod:`kakeibo.synth.mst`), so the fit is
-``rho``-zCDP for the person, ``rho`` the largest that converts to the requested ``(epsilon, delta)``. It is
-one release through :func:`kakeibo.release.run`: one ledger entry, charged the zCDP curve and the
-``(epsilon', delta)`` it converts to, with the fitted model stored beside it (:class:`SynthesisCodec`), so
-the model outlives the session and a repeated request is a free replay.
+* ``"mst"`` (:func:`kakeibo.synth.mst.fit_tree`): a person's at most ``k`` bounded rows change each marginal
+  by at most ``k`` in L2 and each selection utility by at most ``k``, so the fit is ``rho``-zCDP for the
+  person, ``rho`` the largest that converts to the requested ``(epsilon, delta)``;
+* ``"pearl"`` (:class:`kakeibo.synth.PEARL`, :meth:`~kakeibo.synth.PEARL.fit_cells`, its default settings
+  but the training steps, :data:`PEARL_STEPS`): the characteristic-function embedding, in which ``k`` rows
+  move the released sums by at most ``k sqrt(2)``, released once by the Gaussian mechanism calibrated to
+  that; a binned numeric column is an ordinal attribute (its NULL bin the last), a column of public values
+  a categorical one; no class column.
+
+**Neighbour relation**: add or remove one person. The fit is one release through
+:func:`kakeibo.release.run`: one ledger entry, charged the method's loss (MST: the zCDP curve and the
+``(epsilon', delta)`` it converts to; PEARL: the Gaussian mechanism's), with the fitted model stored beside
+it (:class:`SynthesisCodec`), so the model outlives the session and a repeated request is a free replay.
 
 **Why no ``rows_per_person="auto"``** (as views have): a private choice by the views' rule (the rows a
 bound drops, from a noisy histogram of persons by rows, against the rows the marginals' noise misplaces) was
@@ -37,18 +43,17 @@ default) came within 3% of the best bound on all three heavy-tailed tables.
 The default row count is the model's estimate of the bounded rows (the mean total of its noisy 1-way
 marginals, rounded), itself post-processing.
 
-Methods: ``"mst"`` (:mod:`kakeibo.synth.mst`).
+Methods: ``"mst"`` (:mod:`kakeibo.synth.mst`), ``"pearl"`` (:mod:`kakeibo.synth.pearl`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -56,8 +61,10 @@ import pyarrow as pa
 from ..accounting import LedgerEntry
 from ..accounting.curves import MechanismLoss
 from ..errors import ArgumentError
+from ..noise import RandomSource
 from ..privacy import Number, PrivacyLoss, as_fraction
-from ..synth.mst import TreeModel, check_domain, mst_loss
+from ..synth.mst import TreeModel, check_domain, fit_tree, mst_loss
+from ..synth.pearl import PEARL, Generator
 from .catalog import ColumnSpec, QueryRefused, TableSpec
 from .plan import check_epsilon
 from .view_bounds import ordinal
@@ -65,6 +72,7 @@ from .views import NOTE_KEY, Axis, check_rows_per_person
 
 __all__ = [
     "METHODS",
+    "PEARL_STEPS",
     "Synthesis",
     "SynthesisCodec",
     "SynthesisModel",
@@ -75,7 +83,9 @@ __all__ = [
 ]
 
 #: the synthesis methods ``Session.synthesize`` takes
-METHODS = ("mst",)
+METHODS = ("mst", "pearl")
+#: the generator's training steps of a session's PEARL fit
+PEARL_STEPS = 2000
 #: the arrow type of each catalog type a synthesis holds
 _ARROW = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
 
@@ -98,18 +108,58 @@ def numeric_bounds(spec: ColumnSpec) -> tuple[float, float]:
     return float(spec.lower), float(spec.upper)
 
 
+class Model(Protocol):
+    """What a fitted method's model offers a :class:`SynthesisModel`: coded rows, the row count it estimates,
+    and its bytes."""
+
+    @property
+    def total(self) -> float: ...
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
+
+    def to_bytes(self) -> bytes: ...
+
+
+#: a method's fit of weighted cells, part of the release's draw: ``(cells, counts, source) -> model``
+Fit = Callable[[np.ndarray, np.ndarray, RandomSource], Model]
+
+
 def plan_synthesis(
-    table: TableSpec, sizes: tuple[int, ...], epsilon: Number, delta: Number, rows_per_person: object
-) -> tuple[Fraction, MechanismLoss]:
-    """``(rho of the fit, the charge)``, every refusal before the charge: the bound on each person's rows,
+    table: TableSpec,
+    axes: tuple[Axis, ...],
+    method: str,
+    epsilon: Number,
+    delta: Number,
+    rows_per_person: object,
+) -> tuple[MechanismLoss, Fit]:
+    """``(the charge, the method's fit)``, every refusal before the charge: the bound on each person's rows,
     epsilon in the planner's range, and a fit whose accounting or mechanisms would leave their range."""
+    sizes = check_method(method, axes)
     check_rows_per_person(table, rows_per_person, auto=False)
     assert isinstance(rows_per_person, int)
+    k = rows_per_person
     total = check_epsilon(as_fraction(epsilon, "epsilon"), "a synthesis' epsilon")
     try:
-        return mst_loss(total, delta, sizes, rows_per_person)
+        if method == "mst":
+            rho, loss = mst_loss(total, delta, sizes, k)
+            return loss, lambda cells, counts, source: fit_tree(cells, counts, sizes, rho, k, source)
+        flags = tuple(axis.values is None for axis in axes)
+        estimator = PEARL(float(total), float(as_fraction(delta, "delta")), ordinal=flags, steps=PEARL_STEPS)
+        encoding = estimator.encoding(sizes)
+        mechanism = estimator.mechanism(encoding, k)
     except ArgumentError as refused:
         raise QueryRefused(str(refused)) from None
+    except (ValueError, OverflowError, ZeroDivisionError):
+        raise QueryRefused(
+            f"a synthesis at epsilon {float(total):g}, delta {float(delta):g} needs noise beyond the range "
+            "of kakeibo's exact samplers; choose epsilon and delta nearer 1."
+        ) from None
+
+    def fit(cells: np.ndarray, counts: np.ndarray, source: RandomSource) -> Model:
+        return estimator.fit_cells(cells, counts, encoding, mechanism, source)[1]
+
+    assert isinstance(mechanism.ledger_loss, MechanismLoss)
+    return mechanism.ledger_loss, fit
 
 
 def synthesis_request_id(
@@ -137,7 +187,7 @@ class SynthesisModel:
     delta: float
     rows_per_person: int
     bounded: bool  # whether the table has a privacy unit (rows past a person's bound were dropped)
-    model: TreeModel
+    model: Model
 
     @property
     def rows(self) -> int:
@@ -220,8 +270,8 @@ class Synthesis:
 
 
 class SynthesisCodec:
-    """A fitted synthesis as bytes: a JSON header line, then the :class:`~kakeibo.synth.mst.TreeModel`'s
-    own bytes."""
+    """A fitted synthesis as bytes: a JSON header line, then the model's own bytes
+    (:class:`~kakeibo.synth.mst.TreeModel`, :class:`~kakeibo.synth.pearl.Generator`)."""
 
     def encode(self, value: SynthesisModel, seeded: bool) -> bytes:
         header = {
@@ -251,6 +301,6 @@ class SynthesisCodec:
             float(header["delta"]),
             int(header["rows_per_person"]),
             bool(header["bounded"]),
-            TreeModel.from_bytes(body),
+            (TreeModel if header["method"] == "mst" else Generator).from_bytes(body),
         )
         return stored, bool(header["seeded"])

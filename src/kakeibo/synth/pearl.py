@@ -56,7 +56,9 @@ training's with the public parameters only.
 from __future__ import annotations
 
 import functools
+import io
 import itertools
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,8 +73,7 @@ from ..accounting import Ledger
 from ..errors import ArgumentError
 from ..mechanisms import Gaussian
 from ..mechanisms.base import check_positive
-from ..ml import RandomState, charged_run, check_count, check_fitted, check_ledger
-from ..ml._common import noise_generator
+from ..ml import RandomState, charged_run, check_count, check_fitted, check_ledger, noise_generator
 from ..noise import RandomSource
 from .mst import allocate, check_codes
 
@@ -125,7 +126,9 @@ class Encoding:
 
     def decode(self, points: FloatArray, labels: NDArray[np.int64]) -> IntMatrix:
         """Generated points back to codes: an ordinal coordinate to its nearest code, a categorical block to
-        its largest coordinate; ``labels`` fill the label attribute."""
+        its largest coordinate; ``labels`` fill the label attribute. Total: a NaN (a diverged network) reads
+        as 0, so every code lies in its column's range whatever the network."""
+        points = np.nan_to_num(points, nan=0.0)
         out = np.zeros((len(points), len(self.sizes)), dtype=np.int64)
         for a, (start, stop, ordinal) in zip(self.features, self.blocks, strict=True):
             if ordinal:
@@ -228,13 +231,46 @@ def release_embedding(
 
 @dataclass(frozen=True, eq=False)
 class Generator:
-    """A trained generator (module docstring): the encoding, the dense layers, the latent dimension and the
-    class shares it samples with."""
+    """A trained generator (module docstring): the encoding, the dense layers, the latent dimension, the
+    class shares it samples with and ``total``, the record count the noisy counts estimate (their sum, at
+    least 0). Everything in it is post-processing of the release."""
 
     encoding: Encoding
     layers: tuple[tuple[FloatArray, FloatArray], ...]
     latent: int
     shares: FloatArray
+    total: float
+
+    def to_bytes(self) -> bytes:
+        """A JSON header line (encoding, latent, total), then the shares and layers as a NumPy archive."""
+        header = {
+            "sizes": list(self.encoding.sizes),
+            "ordinal": list(self.encoding.ordinal),
+            "label": self.encoding.label,
+            "latent": self.latent,
+            "total": self.total,
+            "layers": len(self.layers),
+        }
+        arrays: dict[str, Any] = {"shares": self.shares}
+        for i, (weights, bias) in enumerate(self.layers):
+            arrays[f"weights_{i}"], arrays[f"bias_{i}"] = weights, bias
+        body = io.BytesIO()
+        np.savez(body, **arrays)
+        return json.dumps(header).encode() + b"\n" + body.getvalue()
+
+    @classmethod
+    def from_bytes(cls, payload: bytes) -> Generator:
+        head, _, body = payload.partition(b"\n")
+        header = json.loads(head)
+        arrays = np.load(io.BytesIO(body), allow_pickle=False)
+        label = header["label"]
+        encoding = Encoding(
+            tuple(int(size) for size in header["sizes"]),
+            tuple(bool(flag) for flag in header["ordinal"]),
+            None if label is None else int(label),
+        )
+        layers = tuple((arrays[f"weights_{i}"], arrays[f"bias_{i}"]) for i in range(int(header["layers"])))
+        return cls(encoding, layers, int(header["latent"]), arrays["shares"], float(header["total"]))
 
     def sample(self, n: int, rng: np.random.Generator) -> IntMatrix:
         labels = allocate(self.shares[None, :], np.zeros(n, dtype=np.int64), rng)
@@ -353,22 +389,36 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
         encoding = self.encoding(sizes)
         data, _ = check_codes(codes, encoding.sizes)
         self._check()
-        mechanism = embedding_mechanism(self.epsilon, self.delta, 1)
+        mechanism = self.mechanism(encoding, 1)
         ones = np.ones(len(data), dtype=np.int64)
-
-        def draw(source: RandomSource) -> tuple[Embedding, int]:
-            frequencies = self.draw_frequencies(encoding, source)
-            released = release_embedding(data, ones, encoding, frequencies, mechanism, source)
-            return released, int(source.words(1)[0] >> np.uint64(32))
-
+        draw = functools.partial(self.fit_cells, data, ones, encoding, mechanism)
         released = charged_run(self, mechanism.ledger_loss, "PEARL", draw)
-        embedding, seed = released.value
         self.encoding_ = encoding
-        self.embedding_ = embedding
+        self.embedding_, self.model_ = released.value
         self.privacy_loss_ = mechanism.ledger_loss
         self.ledger_entry_ = released.ledger_entry
-        self.model_ = self.train(encoding, embedding, seed)
         return self
+
+    def mechanism(self, encoding: Encoding, sensitivity: int) -> Gaussian:
+        """The release's mechanism for neighbours differing in ``sensitivity`` records, refused (free, before
+        any charge) where its exact sampler cannot draw a release of this many values."""
+        mechanism = embedding_mechanism(self.epsilon, self.delta, sensitivity)
+        mechanism.grid(encoding.classes * (1 + 2 * self.frequencies))
+        return mechanism
+
+    def fit_cells(
+        self,
+        cells: IntMatrix,
+        counts: NDArray[np.int64],
+        encoding: Encoding,
+        mechanism: Gaussian,
+        source: RandomSource,
+    ) -> tuple[Embedding, Generator]:
+        """The draw of a fit on ``counts[i]`` records equal to ``cells[i]``: the frequencies, the one release
+        (:func:`release_embedding` with ``mechanism``), then the generator trained on it."""
+        frequencies = self.draw_frequencies(encoding, source)
+        embedding = release_embedding(cells, counts, encoding, frequencies, mechanism, source)
+        return embedding, self.train(encoding, embedding, noise_generator(source))
 
     def supports(self, encoding: Encoding, source: RandomSource) -> NDArray[np.bool_]:
         """Which coordinates each frequency reads (module docstring, The release): in turn one attribute
@@ -412,16 +462,16 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
         gaussian = noise_generator(source).standard_normal((self.frequencies, encoding.width))
         return np.asarray(np.where(supports, gaussian, 0.0) / levels[:, None], dtype=np.float64)
 
-    def train(self, encoding: Encoding, embedding: Embedding, seed: int) -> Generator:
-        """Train the generator against ``embedding`` (module docstring; post-processing)."""
+    def train(self, encoding: Encoding, embedding: Embedding, rng: np.random.Generator) -> Generator:
+        """Train the generator against ``embedding`` (module docstring; post-processing), its initial
+        weights, batch classes and latent draws seeded from ``rng``."""
         import jax
         import jax.numpy as jnp
-        import optax
 
         classes, width = encoding.classes, encoding.width
         hidden = tuple(self.hidden) if self.hidden else (min(4 * width, 512), min(2 * width, 256))
         sizes = (self.latent + classes, *hidden, width)
-        key = jax.random.PRNGKey(seed)
+        key = jax.random.PRNGKey(int(rng.integers(2**31)))
         params = []
         for fan_in, fan_out in itertools.pairwise(sizes):
             key, sub = jax.random.split(key)
@@ -429,62 +479,36 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
             params.append(
                 (jax.random.uniform(sub, (fan_in, fan_out), minval=-bound, maxval=bound), jnp.zeros(fan_out))
             )
-        batch_labels = allocate(
-            embedding.shares[None, :], np.zeros(self.batch_size, np.int64), np.random.default_rng(seed)
-        )
-        onehot = jnp.asarray(np.eye(classes)[batch_labels], dtype=jnp.float32)
-        per_class = jnp.maximum(onehot.sum(axis=0), 1.0)
-        frequencies = jnp.asarray(embedding.frequencies, dtype=jnp.float32)
+        batch_labels = allocate(embedding.shares[None, :], np.zeros(self.batch_size, np.int64), rng)
+        onehot = np.eye(classes)[batch_labels]
         supports = embedding.frequencies != 0
         levels = self.scales(encoding, supports)  # (m, K)
         # the proposal mixture's log density of w_j at level k, up to a constant: |S_j| log s_jk - squares
-        squares = jnp.asarray(
-            (embedding.frequencies[:, None, :] * levels[:, :, None]) ** 2 / 2, dtype=jnp.float32
-        )
-        logs = jnp.asarray(supports.sum(axis=1)[:, None] * np.log(levels), dtype=jnp.float32)
-        mask = jnp.asarray(supports, dtype=jnp.float32)
-        m = frequencies.shape[0]
-        target = jnp.asarray(embedding.means, dtype=jnp.float32)
-        shares = jnp.asarray(embedding.shares, dtype=jnp.float32)
-        loss = _distance(encoding, m, self.latent)
-
-        generator_opt = optax.adam(float(self.learning_rate))
-        critic_opt = optax.adam(float(self.learning_rate))
-        log_t2 = jnp.zeros(width, dtype=jnp.float32)
-        g_state, c_state = generator_opt.init(params), critic_opt.init(log_t2)
-
-        def log_mixture(a: Any) -> Any:  # log density (up to a constant) of the frequencies, each dimension's
-            # precision multiplied by exp(a_d)
-            return jax.nn.logsumexp(logs + (mask @ a)[:, None] / 2 - squares @ jnp.exp(a), axis=1)
-
-        def weights(log_t2: Any) -> Any:  # importance weights of the frequencies (Sec. 4.2)
-            return jax.nn.softmax(log_mixture(log_t2) - log_mixture(jnp.zeros_like(log_t2)))
-
-        @jax.jit
-        def generator_step(params: Any, g_state: Any, log_t2: Any, key: Any) -> Any:
-            grads = jax.grad(loss)(
-                params, key, onehot, per_class, frequencies, target, shares, weights(log_t2)
+        data = tuple(
+            jnp.asarray(array, dtype=jnp.float32)
+            for array in (
+                onehot,
+                np.maximum(onehot.sum(axis=0), 1.0),
+                embedding.frequencies,
+                embedding.means,
+                embedding.shares,
+                supports.sum(axis=1)[:, None] * np.log(levels),
+                (embedding.frequencies[:, None, :] * levels[:, :, None]) ** 2 / 2,
+                supports,
             )
-            updates, g_state = generator_opt.update(grads, g_state, params)
-            return optax.apply_updates(params, updates), g_state
-
-        @jax.jit
-        def critic_step(params: Any, c_state: Any, log_t2: Any, key: Any) -> Any:
-            def negative(log_t2: Any) -> Any:
-                return -loss(params, key, onehot, per_class, frequencies, target, shares, weights(log_t2))
-
-            grads = jax.grad(negative)(log_t2)
-            updates, c_state = critic_opt.update(grads, c_state, log_t2)
-            return optax.apply_updates(log_t2, updates), c_state
-
+        )
+        optimizer, generator_step, critic_step = _steps(encoding, self.latent, float(self.learning_rate))
+        log_t2 = jnp.zeros(width, dtype=jnp.float32)
+        g_state, c_state = optimizer.init(params), optimizer.init(log_t2)
         for step in range(self.steps):
             key, sub = jax.random.split(key)
-            params, g_state = generator_step(params, g_state, log_t2, sub)
+            params, g_state = generator_step(params, g_state, log_t2, sub, data)
             if self.critic_every and step % self.critic_every == 0:
                 key, sub = jax.random.split(key)
-                log_t2, c_state = critic_step(params, c_state, log_t2, sub)
+                log_t2, c_state = critic_step(params, c_state, log_t2, sub, data)
         layers = tuple((np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in params)
-        return Generator(encoding, layers, int(self.latent), embedding.shares)
+        total = float(np.clip(embedding.counts, 0.0, None).sum())
+        return Generator(encoding, layers, int(self.latent), embedding.shares, total)
 
     def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
         """``n`` synthetic records from the trained generator (post-processing: no charge)."""
@@ -495,22 +519,32 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
 
 
 @functools.lru_cache(maxsize=16)
-def _distance(encoding: Encoding, m: int, latent: int) -> Any:
-    """The weighted characteristic-function distance (Eq. 4) of a generated batch, as a JAX function of
-    ``(params, key, onehot, per_class, frequencies, target, shares, weights)``."""
+def _steps(encoding: Encoding, latent: int, learning_rate: float) -> tuple[Any, Any, Any]:
+    """``(optimizer, generator step, critic step)``: Adam at ``learning_rate`` and the two jitted steps of
+    the training (module docstring), cached so that fits of the same shapes compile once. The steps take
+    ``(params, optimizer state, log_t2, key, data)``, ``data`` the arrays of one fit: the batch's class
+    one-hots, their counts, the frequencies, the target mean embeddings, the class shares, and the proposal
+    mixture's ``logs``, ``squares`` and support ``mask`` (:meth:`PEARL.train`)."""
     import jax
     import jax.numpy as jnp
+    import optax
 
-    def loss(
-        params: Any,
-        key: Any,
-        onehot: Any,
-        per_class: Any,
-        frequencies: Any,
-        target: Any,
-        shares: Any,
-        weights: Any,
-    ) -> Any:
+    optimizer = optax.adam(learning_rate)
+
+    def weights(a: Any, logs: Any, squares: Any, mask: Any) -> Any:
+        """The importance weights of the frequencies (Sec. 4.2): the proposal mixture with each coordinate's
+        precision multiplied by ``exp(a_d)``, over the proposal, normalised (log densities up to a
+        constant)."""
+
+        def log_mixture(a: Any) -> Any:
+            return jax.nn.logsumexp(logs + (mask @ a)[:, None] / 2 - squares @ jnp.exp(a), axis=1)
+
+        return jax.nn.softmax(log_mixture(a) - log_mixture(jnp.zeros_like(a)))
+
+    def distance(params: Any, key: Any, log_t2: Any, data: Any) -> Any:
+        """The weighted characteristic-function distance (Eq. 4) of a generated batch."""
+        onehot, per_class, frequencies, target, shares, logs, squares, mask = data
+        m = frequencies.shape[0]
         activation = jnp.concatenate([jax.random.normal(key, (onehot.shape[0], latent)), onehot], axis=1)
         for i, (w, b) in enumerate(params):
             activation = activation @ w + b
@@ -519,6 +553,18 @@ def _distance(encoding: Encoding, m: int, latent: int) -> Any:
         phases = _outputs(activation, encoding, jnp, jax.nn.sigmoid) @ frequencies.T
         means = jnp.concatenate([onehot.T @ jnp.cos(phases), onehot.T @ jnp.sin(phases)], axis=1)
         gaps = (target - means / per_class[:, None]) ** 2
-        return m * jnp.sum(shares[:, None] * (gaps[:, :m] + gaps[:, m:]) * weights[None, :])
+        share = weights(log_t2, logs, squares, mask)
+        return m * jnp.sum(shares[:, None] * (gaps[:, :m] + gaps[:, m:]) * share[None, :])
 
-    return loss
+    @jax.jit
+    def generator_step(params: Any, state: Any, log_t2: Any, key: Any, data: Any) -> Any:
+        updates, state = optimizer.update(jax.grad(distance)(params, key, log_t2, data), state, params)
+        return optax.apply_updates(params, updates), state
+
+    @jax.jit
+    def critic_step(params: Any, state: Any, log_t2: Any, key: Any, data: Any) -> Any:
+        ascent = -jax.grad(distance, argnums=2)(params, key, log_t2, data)  # the critic maximises
+        updates, state = optimizer.update(ascent, state, log_t2)
+        return optax.apply_updates(log_t2, updates), state
+
+    return optimizer, generator_step, critic_step
