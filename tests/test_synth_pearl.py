@@ -8,6 +8,7 @@ Sensitivity: each record's vector ``e_c (x) [1, cos(W x) / sqrt(m), sin(W x) / s
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from typing import Any
 
@@ -251,3 +252,18 @@ def test_bad_data_and_budgets_are_refused_before_any_charge() -> None:
     assert ledger.entries() == []
     with pytest.raises(NotFittedError):
         PEARL().sample(3)
+
+
+def test_a_machine_without_jax_is_refused_before_any_charge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training after the release needs JAX: without it, the fit is refused before the charge (else the
+    release would be paid for and fail)."""
+    real = importlib.util.find_spec
+
+    def without_jax(name: str, *rest: Any) -> Any:
+        return None if name == "jax" else real(name, *rest)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_jax)
+    ledger = Ledger(":memory:", budget=(2, 1e-4))
+    with pytest.raises(Error, match=r"pip install 'kakeibo\[deep\]'"):
+        PEARL(1.0, DELTA, ledger=ledger).fit(np.zeros((4, 2), dtype=int), (3, 2))
+    assert ledger.entries() == []

@@ -146,6 +146,7 @@ def plan_synthesis(
         flags = tuple(axis.values is None for axis in axes)
         estimator = PEARL(float(total), float(as_fraction(delta, "delta")), ordinal=flags, steps=PEARL_STEPS)
         encoding = estimator.encoding(sizes)
+        estimator.check()
         mechanism = estimator.mechanism(encoding, k)
     except ArgumentError as refused:
         raise QueryRefused(str(refused)) from None

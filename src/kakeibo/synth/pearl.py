@@ -56,6 +56,7 @@ training's with the public parameters only.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import io
 import itertools
 import json
@@ -70,7 +71,7 @@ from scipy import special
 from sklearn.base import BaseEstimator
 
 from ..accounting import Ledger
-from ..errors import ArgumentError
+from ..errors import ArgumentError, ConfigurationError
 from ..mechanisms import Gaussian
 from ..mechanisms.base import check_positive
 from ..ml import RandomState, charged_run, check_count, check_fitted, check_ledger, noise_generator
@@ -370,7 +371,13 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
                 raise ArgumentError("a class-conditional fit needs a column besides the label.")
         return Encoding(domain, tuple(bool(flag) for flag in flags), label)
 
-    def _check(self) -> None:
+    def check(self) -> None:
+        """Refuse (free, before any charge) parameters out of range and a machine without JAX and optax,
+        which the training needs after the release."""
+        if importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None:
+            raise ConfigurationError(
+                "PEARL trains its generator with JAX and optax: pip install 'kakeibo[deep]'."
+            )
         check_ledger(self.ledger)
         for name in ("frequencies", "length_scales", "steps", "batch_size", "latent"):
             check_count(getattr(self, name), name)
@@ -388,7 +395,7 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
         check, the release, the charge), then train the generator on it (post-processing)."""
         encoding = self.encoding(sizes)
         data, _ = check_codes(codes, encoding.sizes)
-        self._check()
+        self.check()
         mechanism = self.mechanism(encoding, 1)
         ones = np.ones(len(data), dtype=np.int64)
         draw = functools.partial(self.fit_cells, data, ones, encoding, mechanism)
