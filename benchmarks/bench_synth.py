@@ -12,6 +12,12 @@ Methods, each fitted in a child process of its own (so that its peak resident me
 ``os.wait4``):
 
 * ``kakeibo-mst``: :class:`kakeibo.synth.MST` at ``(epsilon, delta)``;
+* ``kakeibo-pearl``: :class:`kakeibo.synth.PEARL`, class-conditional on the last attribute, numeric
+  attributes ordinal (their bins in ``[0, 1]``), the others one-hot;
+* ``kakeibo-p3gm``: :class:`kakeibo.synth.P3GM` (DP-PCA, DP-EM, DP-SGD; 20 epochs), the same encoding, the
+  class one attribute among the others;
+* ``kakeibo-dpvae``: :class:`kakeibo.synth.DPVAE` (the naive DP-SGD baseline: P3GM's network, 20 epochs),
+  encoded as P3GM;
 * ``dpmm-mst``, ``dpmm-aim``, ``dpmm-privbayes``: dpmm 0.1.9 (MST and AIM with private-pgm's inference,
   500 iterations; PrivBayes), through the child of ``view_baselines.Synthetic``, in dpmm's own
   environment (it pins numpy 1.26 and pandas 2.1)::
@@ -69,7 +75,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from view_workloads import Table, _discretise, load_table
 
 DATASETS = ("german", "magic", "phoneme", "marketing", "wdbc", "digits")
-METHODS = ("kakeibo-mst", "kakeibo-pearl", "dpmm-mst", "dpmm-aim", "dpmm-privbayes", "real")
+METHODS = (
+    "kakeibo-mst",
+    "kakeibo-pearl",
+    "kakeibo-p3gm",
+    "kakeibo-dpvae",
+    "dpmm-mst",
+    "dpmm-aim",
+    "dpmm-privbayes",
+    "real",
+)
 IntMatrix = NDArray[np.int64]
 #: marginals drawn per order (2-way: at most this many; 3-way: this many)
 MARGINALS = 300
@@ -154,12 +169,16 @@ def fit(
 
 def _child(source: Path, target: Path, method: str, epsilon: float, delta: float, seed: int) -> None:
     """The child of a kakeibo method: fit on the rows of ``source``, save as many synthetic rows."""
-    from kakeibo.synth import MST, PEARL
+    from kakeibo.synth import DPVAE, MST, P3GM, PEARL
 
     with np.load(source) as table:
         rows, sizes, flags = table["rows"], tuple(int(s) for s in table["sizes"]), table["ordinal"]
     if method == "kakeibo-mst":
         model: Any = MST(epsilon, delta, ledger=False, random_state=seed)
+    elif method in ("kakeibo-dpvae", "kakeibo-p3gm"):
+        estimator = DPVAE if method == "kakeibo-dpvae" else P3GM
+        flagged = tuple(bool(f) for f in flags)
+        model = estimator(epsilon, delta, ordinal=flagged, ledger=False, random_state=seed)
     else:
         model = PEARL(
             epsilon,

@@ -184,6 +184,8 @@ EXEMPT = {
     ("correlated/repro.py", "synthetic"): "random networks for the synthetic figure: no data, no release",
     ("synth/mst.py", "sample"): "synthetic rows drawn from the released model: post-processing, no data",
     ("synth/pearl.py", "sample"): "synthetic rows drawn from the trained generator: post-processing, no data",
+    ("synth/dpvae.py", "sample"): "synthetic rows drawn from the trained decoder: post-processing, no data",
+    ("synth/p3gm.py", "sample"): "synthetic rows drawn from the trained decoder: post-processing, no data",
     ("sql/synthesis.py", "sample"): "synthetic rows and values drawn from the stored model: post-processing",
 }
 

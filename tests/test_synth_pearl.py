@@ -264,6 +264,6 @@ def test_a_machine_without_jax_is_refused_before_any_charge(monkeypatch: pytest.
 
     monkeypatch.setattr(importlib.util, "find_spec", without_jax)
     ledger = Ledger(":memory:", budget=(2, 1e-4))
-    with pytest.raises(Error, match=r"pip install 'kakeibo\[deep\]'"):
+    with pytest.raises(Error, match=r"pip install .kakeibo\[deep\]."):
         PEARL(1.0, DELTA, ledger=ledger).fit(np.zeros((4, 2), dtype=int), (3, 2))
     assert ledger.entries() == []

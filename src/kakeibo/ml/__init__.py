@@ -20,7 +20,9 @@ SUP.ML framework; seed 000 chapter 9: DP empirical risk minimisation).
 
 The estimators' conventions are public for other layers' estimators (:mod:`kakeibo.synth`):
 ``RandomState``, ``charged_run`` (one :func:`kakeibo.release.run` per fit), ``check_ledger``,
-``check_fitted``, ``check_count``, ``noise_generator`` (a numpy generator seeded from a release's source).
+``check_fitted``, ``check_count``, ``noise_generator`` (a numpy generator seeded from a release's source),
+``require_deep`` (a JAX estimator refused before its charge on a machine without JAX), ``symmetric`` (a
+symmetric matrix from a released upper triangle).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from ._common import (
     check_fitted,
     check_ledger,
     noise_generator,
+    require_deep,
+    symmetric,
 )
 from .datasets import Dataset, load_dataset, load_ionosphere, load_wdbc
 from .dppca import DPPCA
@@ -66,4 +70,6 @@ __all__ = [
     "load_ionosphere",
     "load_wdbc",
     "noise_generator",
+    "require_deep",
+    "symmetric",
 ]

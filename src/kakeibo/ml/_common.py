@@ -8,6 +8,7 @@ tests), a ``Generator`` is used as it is, and ``None`` draws from the operating 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import numbers
 import warnings
@@ -19,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from ..errors import ArgumentError, ArgumentTypeError, Error, UnaccountedRelease
+from ..errors import ArgumentError, ArgumentTypeError, ConfigurationError, Error, UnaccountedRelease
 from ..noise.source import RandomSource, resolve_source
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ __all__ = [
     "clip_rows",
     "noise_generator",
     "random_source",
+    "require_deep",
     "symmetric",
     "unit_rows",
 ]
@@ -77,6 +79,14 @@ def noise_generator(source: RandomSource) -> np.random.Generator:
     """A numpy generator seeded with 256 bits of ``source``: the bridge from kakeibo's randomness to the
     floating-point noise of DP-ERM and DP-SGD (each module's docstring says what that noise guarantees)."""
     return np.random.default_rng([int(word) for word in source.words(4)])
+
+
+def require_deep(name: str) -> None:
+    """Refuse (free, before any charge) an estimator ``name`` that trains with JAX and optax on a machine
+    without them: the training runs inside the release, so a missing import there would fail a paid
+    release."""
+    if importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None:
+        raise ConfigurationError(f"{name} trains with JAX and optax: pip install 'kakeibo[deep]'.")
 
 
 def check_ledger(ledger: object) -> None:

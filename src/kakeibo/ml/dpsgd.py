@@ -51,7 +51,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from ..accounting import Composed, Ledger, MechanismLoss, SubsampledGaussian
+from ..accounting import Composed, Curve, Ledger, MechanismLoss, SubsampledGaussian
 from ..errors import ArgumentError
 from ..mechanisms.base import check_positive
 from ..noise import RandomSource, granularity_exponent
@@ -66,6 +66,7 @@ from ._common import (
     check_fitted,
     check_ledger,
     noise_generator,
+    require_deep,
 )
 
 __all__ = [
@@ -75,9 +76,13 @@ __all__ = [
     "calibrate",
     "clipped_sum",
     "epoch_plan",
+    "four_digits",
+    "glorot",
+    "lattice_gaussian",
     "record_contributions",
     "record_gradients",
     "train",
+    "unflatten",
 ]
 
 #: The PLD grid of the search for the noise multiplier (coarser, so pessimistic) and of the final charge.
@@ -102,9 +107,17 @@ class TrainingPlan:
 
 
 @functools.lru_cache(maxsize=64)
-def calibrate(*, epsilon: Number, delta: Number, sampling_rate: Number, steps: int) -> TrainingPlan:
+def calibrate(
+    *,
+    epsilon: Number,
+    delta: Number,
+    sampling_rate: Number,
+    steps: int,
+    fixed: tuple[tuple[Curve, int], ...] = (),
+) -> TrainingPlan:
     """The least noise multiplier, to 4 significant digits, for which ``steps`` Poisson-subsampled
-    Gaussians at ``sampling_rate`` are ``(epsilon, delta)``-DP by their PLD; ArgumentError when none up to
+    Gaussians at ``sampling_rate``, composed with the ``fixed`` releases of the same fit (``(curve, count)``
+    pairs, e.g. P3GM's PCA and EM), are ``(epsilon, delta)``-DP by their PLD; ArgumentError when none up to
     10,000 is. Cached: the search takes 1-16 s of PLD compositions, and refitting with the same public
     parameters is common (the plan is immutable).
     """
@@ -115,7 +128,7 @@ def calibrate(*, epsilon: Number, delta: Number, sampling_rate: Number, steps: i
     check_count(steps, "steps")
 
     def run(sigma: Fraction) -> Composed:
-        return Composed([(SubsampledGaussian(sigma, rate), steps)])
+        return Composed([*fixed, (SubsampledGaussian(sigma, rate), steps)])
 
     def epsilon_at(sigma: Fraction, interval: float) -> float:
         remove, add = run(sigma).distributions(interval)
@@ -127,14 +140,14 @@ def calibrate(*, epsilon: Number, delta: Number, sampling_rate: Number, steps: i
             f"no noise multiplier up to {high} makes this run ({float(target)}, {float(dlt)})-DP."
         )
     while high / low > 1 + Fraction(1, 2000):  # geometric bisection
-        mid = _four_digits(Fraction(math.sqrt(low * high)))
+        mid = four_digits(Fraction(math.sqrt(low * high)))
         if mid in (low, high):
             break
         if epsilon_at(mid, _SEARCH_INTERVAL) <= target:
             high = mid
         else:
             low = mid
-    sigma = _four_digits(high, up=True)
+    sigma = four_digits(high, up=True)
     loss = MechanismLoss.of(run(sigma), dlt, interval=_CHARGE_INTERVAL)
     if loss.to_approx(dlt).epsilon > target:  # the search grid is the coarser one, so this does not happen
         raise AssertionError("DP-SGD calibration exceeded epsilon; this is a bug in kakeibo")
@@ -150,8 +163,9 @@ def epoch_plan(epsilon: Number, delta: Number, records: int, batch_size: int, ep
     return calibrate(epsilon=epsilon, delta=delta, sampling_rate=rate, steps=steps)
 
 
-def _four_digits(value: Fraction, *, up: bool = False) -> Fraction:
-    """``value`` rounded to 4 significant digits (up, or to nearest)."""
+def four_digits(value: Fraction, *, up: bool = False) -> Fraction:
+    """``value`` rounded to 4 significant digits (up, or to nearest): how public noise multipliers are
+    stated."""
     exponent = math.floor(math.log10(value)) - 3
     scaled = value / Fraction(10) ** exponent
     digits = math.ceil(scaled) if up else round(scaled)
@@ -200,6 +214,16 @@ def record_contributions(loss: Loss, features: FloatMatrix, labels: NDArray[Any]
     return lambda params, index: gradients(params, narrow[index], labels[index])
 
 
+def lattice_gaussian(
+    total: FloatVector, scale: float, sensitivity: float, noise: np.random.Generator
+) -> FloatVector:
+    """``total`` plus Gaussian noise of standard deviation ``scale`` on every coordinate, rounded to the
+    lattice ``2**k``, ``2**k <= 2**-8 sensitivity / sqrt(d)`` (module docstring, Noise: the rounding is
+    post-processing that keeps the float sum's low bits out of the release)."""
+    k = granularity_exponent(sensitivity * 2.0**-8 / math.sqrt(total.size))
+    return np.ldexp(np.rint(np.ldexp(total + scale * noise.standard_normal(total.size), -k)), k)
+
+
 def train(
     contributions: Contributions,
     flat: FloatVector,
@@ -223,7 +247,6 @@ def train(
 
     units, dimension = weights.size, flat.size
     noise = noise_generator(source)
-    k = granularity_exponent(clip_norm * 2.0**-8 / math.sqrt(dimension))
     threshold = min(2**64 - 1, math.floor(plan.sampling_rate * 2**64))  # Bernoulli(q') with q' <= q
     scale = float(plan.noise_multiplier) * clip_norm
     params = jnp.asarray(flat)
@@ -242,7 +265,7 @@ def train(
             padded = np.zeros(chunk, dtype=np.int64)
             padded[: index.size] = index
             total += clipped_sum(contributions(params, padded), mask, clip_norm)
-        noisy = np.ldexp(np.rint(np.ldexp(total + scale * noise.standard_normal(dimension), -k)), k)
+        noisy = lattice_gaussian(total, scale, clip_norm, noise)
         updates, state = optimizer.update(jnp.asarray(noisy / normaliser), state, params)
         params = params + updates
     return np.asarray(params, dtype=np.float64)
@@ -277,7 +300,9 @@ class NetworkClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         return tuple(itertools.pairwise(sizes))
 
     def _check_common(self) -> None:
-        """Check the parameters every network classifier has (all public: free to refuse)."""
+        """Check the parameters every network classifier has (all public: free to refuse), and that JAX is
+        installed."""
+        require_deep(type(self).__name__)
         check_positive(self.epsilon, "epsilon")
         delta = as_fraction(self.delta, "delta")
         if not 0 < delta < 1:
@@ -328,12 +353,12 @@ class NetworkClassifier(ClassifierMixin, BaseEstimator):  # type: ignore[misc]
         shapes = self._shapes(n_features)
 
         def draw(source: RandomSource) -> FloatVector:
-            return run(_network_loss(shapes), _initial(shapes, noise_generator(source)), source)
+            return run(_network_loss(shapes), glorot(shapes, noise_generator(source)), source)
 
         out = charged_run(self, plan.loss, f"{type(self).__name__}.fit ({method})", draw)
         self.classes_ = self._classes()
         self.n_features_in_ = n_features
-        self.coefs_ = _layers(out.value, shapes)
+        self.coefs_ = unflatten(out.value, shapes)
         self.plan_ = plan
         self.privacy_loss_ = plan.loss
         self.ledger_entry_ = out.ledger_entry
@@ -458,8 +483,9 @@ def _network_loss(shapes: tuple[tuple[int, int], ...]) -> Loss:
     return loss
 
 
-def _initial(shapes: tuple[tuple[int, int], ...], rng: np.random.Generator) -> FloatVector:
-    """Glorot-uniform weights and zero biases, flattened layer by layer."""
+def glorot(shapes: tuple[tuple[int, int], ...], rng: np.random.Generator) -> FloatVector:
+    """Glorot-uniform weights and zero biases of dense layers of ``shapes`` (inputs, outputs), flattened
+    layer by layer."""
     parts: list[FloatVector] = []
     for fan_in, fan_out in shapes:
         bound = math.sqrt(6 / (fan_in + fan_out))
@@ -468,7 +494,8 @@ def _initial(shapes: tuple[tuple[int, int], ...], rng: np.random.Generator) -> F
     return np.concatenate(parts)
 
 
-def _layers(flat: FloatVector, shapes: tuple[tuple[int, int], ...]) -> list[tuple[FloatMatrix, FloatVector]]:
+def unflatten(flat: Any, shapes: tuple[tuple[int, int], ...]) -> list[tuple[Any, Any]]:
+    """The ``(weights, bias)`` of each dense layer of ``shapes`` in a flat parameter vector (numpy or JAX)."""
     out, offset = [], 0
     for fan_in, fan_out in shapes:
         weights = flat[offset : offset + fan_in * fan_out].reshape(fan_in, fan_out)

@@ -111,7 +111,7 @@ def rho_for(epsilon: Number, delta: Number) -> Fraction:
     """
     eps, dlt = float(as_fraction(epsilon, "epsilon")), float(as_fraction(delta, "delta"))
     if not eps > 0 or not 0 < dlt < 1:
-        raise ArgumentError(f"MST needs epsilon > 0 and delta in (0, 1), got ({eps:g}, {dlt:g}).")
+        raise ArgumentError(f"a synthesis needs epsilon > 0 and delta in (0, 1), got ({eps:g}, {dlt:g}).")
     lo, hi = 0.0, eps
     while zcdp_epsilon(hi, dlt) <= eps:
         lo, hi = hi, 2 * hi

@@ -56,7 +56,6 @@ training's with the public parameters only.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import io
 import itertools
 import json
@@ -71,14 +70,30 @@ from scipy import special
 from sklearn.base import BaseEstimator
 
 from ..accounting import Ledger
-from ..errors import ArgumentError, ConfigurationError
+from ..errors import ArgumentError
 from ..mechanisms import Gaussian
 from ..mechanisms.base import check_positive
-from ..ml import RandomState, charged_run, check_count, check_fitted, check_ledger, noise_generator
+from ..ml import (
+    RandomState,
+    charged_run,
+    check_count,
+    check_fitted,
+    check_ledger,
+    noise_generator,
+    require_deep,
+)
 from ..noise import RandomSource
 from .mst import allocate, check_codes
 
-__all__ = ["PEARL", "Embedding", "Encoding", "Generator", "embedding_mechanism", "release_embedding"]
+__all__ = [
+    "PEARL",
+    "Embedding",
+    "Encoding",
+    "Generator",
+    "embedding_mechanism",
+    "make_encoding",
+    "release_embedding",
+]
 
 IntMatrix = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -125,18 +140,28 @@ class Encoding:
                 out[np.arange(len(codes)), start + codes[:, a]] = 1.0
         return out
 
-    def decode(self, points: FloatArray, labels: NDArray[np.int64]) -> IntMatrix:
-        """Generated points back to codes: an ordinal coordinate to its nearest code, a categorical block to
-        its largest coordinate; ``labels`` fill the label attribute. Total: a NaN (a diverged network) reads
-        as 0, so every code lies in its column's range whatever the network."""
+    def decode(
+        self, points: FloatArray, labels: NDArray[np.int64], rng: np.random.Generator | None = None
+    ) -> IntMatrix:
+        """Generated points back to codes: an ordinal coordinate to its nearest code; a categorical block to
+        its largest coordinate, or with ``rng`` to a value drawn in proportion to the block's coordinates
+        clipped at 0 (uniform when none is positive: a decoder trained on squared error outputs each value's
+        probability, whose largest would always win); ``labels`` fill the label attribute. Total: a NaN (a
+        diverged network) reads as 0, so every code lies in its column's range whatever the network."""
         points = np.nan_to_num(points, nan=0.0)
         out = np.zeros((len(points), len(self.sizes)), dtype=np.int64)
         for a, (start, stop, ordinal) in zip(self.features, self.blocks, strict=True):
             if ordinal:
                 scaled = np.clip(points[:, start], 0.0, 1.0) * (self.sizes[a] - 1)
                 out[:, a] = np.rint(scaled).astype(np.int64)
-            else:
+            elif rng is None:
                 out[:, a] = np.argmax(points[:, start:stop], axis=1)
+            else:
+                weights = np.clip(points[:, start:stop], 0.0, None)
+                weights[weights.sum(axis=1) <= 0] = 1.0
+                cumulative = np.cumsum(weights, axis=1)
+                drawn = rng.random(len(points)) * cumulative[:, -1]
+                out[:, a] = np.minimum((cumulative <= drawn[:, None]).sum(axis=1), stop - start - 1)
         if self.label is not None:
             out[:, self.label] = labels
         return out
@@ -164,6 +189,24 @@ class Encoding:
         (1 for a domain of one row)."""
         total = float(self.spreads().sum())
         return math.sqrt(total) if total > 0 else 1.0
+
+
+def make_encoding(sizes: Sequence[int], ordinal: Sequence[bool] | None, label: int | None) -> Encoding:
+    """The :class:`Encoding` of a table with these ``sizes``: ``ordinal`` flags (``None``: every attribute
+    categorical) and the ``label`` column or ``None`` (checked: free to refuse)."""
+    domain = tuple(check_count(size, "each size") for size in sizes)
+    if not domain:
+        raise ArgumentError("a synthesis needs at least one column.")
+    flags = (False,) * len(domain) if ordinal is None else tuple(ordinal)
+    if len(flags) != len(domain) or not all(isinstance(flag, (bool, np.bool_)) for flag in flags):
+        raise ArgumentError(f"ordinal must be {len(domain)} flags (True or False), one per column.")
+    if label is not None:
+        if isinstance(label, bool) or not isinstance(label, int) or not -len(domain) <= label < len(domain):
+            raise ArgumentError(f"label_column must be a column index in [0, {len(domain)}), got {label!r}.")
+        label %= len(domain)
+        if len(domain) == 1:
+            raise ArgumentError("a class-conditional fit needs a column besides the label.")
+    return Encoding(domain, tuple(bool(flag) for flag in flags), label)
 
 
 @dataclass(frozen=True, eq=False)
@@ -348,36 +391,14 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
         self.random_state = random_state
 
     def encoding(self, sizes: Sequence[int]) -> Encoding:
-        """The :class:`Encoding` of a table with these ``sizes`` under this estimator's parameters (checked:
-        free to refuse)."""
-        domain = tuple(check_count(size, "each size") for size in sizes)
-        if not domain:
-            raise ArgumentError("a synthesis needs at least one column.")
-        flags = (False,) * len(domain) if self.ordinal is None else tuple(self.ordinal)
-        if len(flags) != len(domain) or not all(isinstance(flag, (bool, np.bool_)) for flag in flags):
-            raise ArgumentError(f"ordinal must be {len(domain)} flags (True or False), one per column.")
-        label = self.label_column
-        if label is not None:
-            if (
-                isinstance(label, bool)
-                or not isinstance(label, int)
-                or not -len(domain) <= label < len(domain)
-            ):
-                raise ArgumentError(
-                    f"label_column must be a column index in [0, {len(domain)}), got {label!r}."
-                )
-            label %= len(domain)
-            if len(domain) == 1:
-                raise ArgumentError("a class-conditional fit needs a column besides the label.")
-        return Encoding(domain, tuple(bool(flag) for flag in flags), label)
+        """The :class:`Encoding` of a table with these ``sizes`` under this estimator's parameters
+        (:func:`make_encoding`)."""
+        return make_encoding(sizes, self.ordinal, self.label_column)
 
     def check(self) -> None:
         """Refuse (free, before any charge) parameters out of range and a machine without JAX and optax,
         which the training needs after the release."""
-        if importlib.util.find_spec("jax") is None or importlib.util.find_spec("optax") is None:
-            raise ConfigurationError(
-                "PEARL trains its generator with JAX and optax: pip install 'kakeibo[deep]'."
-            )
+        require_deep("PEARL")
         check_ledger(self.ledger)
         for name in ("frequencies", "length_scales", "steps", "batch_size", "latent"):
             check_count(getattr(self, name), name)

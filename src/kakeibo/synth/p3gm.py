@@ -1,0 +1,366 @@
+"""P3GM: privacy-preserving phased generative model (Takagi, Takahashi, Cao and Yoshikawa, ICDE 2021; seed
+002, p. 85), charged to a ledger once per fit.
+
+A variational autoencoder whose hard parts are released first, so that DP-SGD trains less: (1) the encoder's
+mean is a projection on principal components found by DP-PCA; (2) the prior is a Gaussian mixture fitted by
+DP-EM to the projected records; (3) only the decoder and the encoder's variance are trained with DP-SGD, the
+decoder first pre-trained for free on rows the released PCA and mixture imply. It shares
+:class:`~kakeibo.synth.DPVAE`'s network (P3GM's: 1,000 hidden ReLU units, 10 latent dimensions) and data
+encoding.
+
+**Data.** Integer ``codes`` and ``sizes``, encoded as for :class:`~kakeibo.synth.PEARL`: points ``x`` of
+``[0, 1]^w``. Each is centred on the domain's middle and scaled, ``u = (x - 1/2) / (sqrt(w) / 2)``, so that
+``||u|| <= 1`` for every record with no clipping (the paper's code centres on the data's own mean, which it
+does not charge).
+
+**The releases** (neighbour relation: add or remove one record), all with Gaussian noise drawn as DP-SGD
+draws it (:func:`kakeibo.ml.dpsgd.lattice_gaussian`: float noise rounded to a lattice far below the noise):
+
+1. *DP-PCA* (Analyze Gauss, Dwork et al. 2014): the upper triangle of ``sum u u^T``; one record moves it by
+   ``||u u^T||_F = ||u||^2 <= 1``; noise ``sigma_pca``. The components ``V`` are the top ``latent``
+   eigenvectors of the noisy matrix; a record's projection ``z = u V`` has ``||z|| <= 1``.
+2. *DP-EM* (Park, Foulds, Chaudhuri and Welling 2017) for a mixture of ``components`` diagonal Gaussians,
+   ``em_iterations`` times: each record's responsibilities ``r`` under the current released mixture and the
+   statistics ``[r_k, r_k z, r_k z^2]`` over ``k``, summed and released at once. One record moves them by at
+   most ``sqrt(sum_k r_k^2 (1 + ||z||^2 + ||z^2||^2)) <= sqrt(3)`` (``sum_k r_k^2 <= 1``, ``||z|| <= 1``);
+   noise ``sqrt(3) sigma_em``. The M-step is post-processing of the noisy sums.
+3. *DP-SGD* (:func:`kakeibo.ml.dpsgd.train`) on the per-record loss: squared reconstruction error of ``z ~
+   q(z | x) = N(u V, diag(exp(log var(x))))`` plus the KL divergence from ``q`` to the mixture, approximated
+   as P3GM does (its Eq. 9: ``-log sum_k pi_k exp(-KL(q || N_k))``).
+
+**Accounting.** ``sigma_pca`` and ``sigma_em`` are set so that PCA and EM would each cost ``shares`` of the
+zCDP ``rho`` the request converts to (``(0.1, 0.1)`` by default); DP-SGD's noise multiplier is then the
+least whose PLD, composed with theirs, is within ``(epsilon, delta)``
+(:func:`kakeibo.ml.dpsgd.calibrate` with ``fixed``). The charge is that composition's
+:class:`~kakeibo.accounting.MechanismLoss`: one ledger entry per fit.
+
+**Sampling** (free): a component of the released mixture (allocated by its weights), ``z`` from it, the
+decoder, decoded to codes.
+
+>>> import numpy as np
+>>> codes = np.random.default_rng(0).integers(0, 3, (400, 3))
+>>> model = P3GM(8.0, 1e-5, epochs=1, hidden=16, pretrain_steps=10, ledger=False, random_state=0)
+>>> model.fit(codes, sizes=(3, 3, 3)).sample(5, random_state=1).shape
+(5, 3)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator
+
+from ..accounting import GaussianNoise, Ledger
+from ..errors import ArgumentError
+from ..mechanisms.base import check_positive
+from ..ml import (
+    RandomState,
+    charged_run,
+    check_count,
+    check_fitted,
+    check_ledger,
+    noise_generator,
+    require_deep,
+    symmetric,
+)
+from ..ml.dpsgd import TrainingPlan, calibrate, four_digits, glorot, lattice_gaussian, train, unflatten
+from ..noise import RandomSource
+from .dpvae import Decoder, decode, network_shapes
+from .mst import allocate, check_codes, rho_for
+from .pearl import Encoding, make_encoding
+
+__all__ = ["P3GM", "Mixture"]
+
+IntMatrix = NDArray[np.int64]
+FloatArray = NDArray[np.float64]
+#: the least variance of a mixture component on any latent dimension (a noisy M-step can go below 0)
+VARIANCE_FLOOR = 1e-4
+#: the sensitivities PCA and EM are noised for, relative to the analysis' 1 and sqrt(3): the margin covers
+#: the float error of ``||u|| <= 1`` and of the eigenvectors' orthonormality (about 1e-15)
+MARGIN = 1 + 2**-20
+
+
+@dataclass(frozen=True, eq=False)
+class Mixture:
+    """A diagonal Gaussian mixture: ``weights`` (K), ``means`` and ``variances`` (K x latent)."""
+
+    weights: FloatArray
+    means: FloatArray
+    variances: FloatArray
+
+    def responsibilities(self, z: FloatArray) -> FloatArray:
+        """Each row's posterior over the components (E-step)."""
+        log = (
+            np.log(np.maximum(self.weights, 1e-300))[None, :]
+            - 0.5 * np.sum(np.log(2 * np.pi * self.variances), axis=1)[None, :]
+            - 0.5 * np.sum((z[:, None, :] - self.means[None, :, :]) ** 2 / self.variances[None, :, :], axis=2)
+        )
+        log -= log.max(axis=1, keepdims=True)
+        weights = np.exp(log)
+        return np.asarray(weights / weights.sum(axis=1, keepdims=True), dtype=np.float64)
+
+    def sample(self, n: int, rng: np.random.Generator) -> FloatArray:
+        parts = allocate(self.weights[None, :], np.zeros(n, dtype=np.int64), rng)
+        draws = rng.standard_normal((n, self.means.shape[1]))
+        return np.asarray(self.means[parts] + np.sqrt(self.variances[parts]) * draws, dtype=np.float64)
+
+
+def em_statistics(z: FloatArray, mixture: Mixture) -> FloatArray:
+    """The summed statistics ``[r_k, r_k z, r_k z^2]`` (K x (1 + 2 latent)) of the records ``z`` under
+    ``mixture``; one record's row has L2 norm at most ``sqrt(3)`` when ``||z|| <= 1`` (module docstring)."""
+    r = mixture.responsibilities(z)
+    return np.concatenate([r.sum(axis=0)[:, None], r.T @ z, r.T @ z**2], axis=1)
+
+
+def m_step(noisy: FloatArray, latent: int) -> Mixture:
+    """The mixture the noisy statistics imply (post-processing): counts at least 1e-3, means the weighted
+    sums over them, variances at least :data:`VARIANCE_FLOOR`."""
+    counts = np.maximum(noisy[:, 0], 1e-3)
+    means = noisy[:, 1 : 1 + latent] / counts[:, None]
+    variances = np.clip(noisy[:, 1 + latent :] / counts[:, None] - means**2, VARIANCE_FLOOR, 1.0)
+    positive = np.clip(noisy[:, 0], 0.0, None)
+    weights = positive / positive.sum() if positive.sum() > 0 else np.full(len(counts), 1 / len(counts))
+    return Mixture(weights, np.clip(means, -1.0, 1.0), variances)
+
+
+@functools.lru_cache(maxsize=16)
+def _record_gradients(shapes: tuple[tuple[int, int], ...]) -> Any:
+    """A jitted ``(flat parameters, points, standard normals, V, scale, mixture arrays) -> one gradient per
+    record`` of the DP-SGD loss (module docstring, 3): each row depends on its record and draw only. The
+    encoder's mean layer of the shared network is not used (its gradient is 0)."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(flat: Any, x: Any, e: Any, v: Any, scale: Any, weights: Any, means: Any, variances: Any) -> Any:
+        (w1, b1), _, (wv, bv), decoder_in, decoder_out = unflatten(flat, shapes)
+        mean = ((x - 0.5) / scale) @ v
+        log_var = jnp.clip(jax.nn.relu(x @ w1 + b1) @ wv + bv, -30.0, 30.0)
+        z = mean + jnp.exp(log_var / 2) * e
+        reconstruction = decode((decoder_in, decoder_out), z, jnp)
+        var = jnp.exp(log_var)
+        kls = 0.5 * jnp.sum(
+            jnp.log(variances)
+            - log_var[None, :]
+            - 1
+            + (var[None, :] + (mean[None, :] - means) ** 2) / variances,
+            axis=1,
+        )
+        prior = -jax.nn.logsumexp(jnp.log(jnp.maximum(weights, 1e-30)) - kls)
+        return jnp.sum((reconstruction - x) ** 2) + prior
+
+    in_axes = (None, 0, 0, None, None, None, None, None)
+    return jax.jit(jax.vmap(jax.grad(loss), in_axes=in_axes))
+
+
+@functools.lru_cache(maxsize=16)
+def _pretrain_step(shapes: tuple[tuple[int, int], ...], learning_rate: float) -> tuple[Any, Any]:
+    """``(optimizer, jitted step)``: Adam on the decoder's squared error from ``z`` to given points (the
+    free pre-training on rows the released PCA and mixture imply)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    optimizer = optax.adam(learning_rate)
+
+    def error(layers: Any, z: Any, x: Any) -> Any:
+        return jnp.mean(jnp.sum((decode(layers, z, jnp) - x) ** 2, axis=1))
+
+    @jax.jit
+    def step(layers: Any, state: Any, z: Any, x: Any) -> Any:
+        updates, state = optimizer.update(jax.grad(error)(layers, z, x), state, layers)
+        return optax.apply_updates(layers, updates), state
+
+    return optimizer, step
+
+
+class P3GM(BaseEstimator):  # type: ignore[misc]
+    """P3GM synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once (PCA, EM and
+    DP-SGD composed) and keeps the decoder and the mixture (``model_``); ``sample(n)`` is free.
+
+    ``ordinal`` as for :class:`~kakeibo.synth.DPVAE`; ``latent`` (PCA components), ``components`` and
+    ``em_iterations`` (the mixture), ``shares`` (of rho for PCA and EM), ``hidden``, ``epochs``,
+    ``batch_size``, ``learning_rate``, ``clip_norm`` (DP-SGD), ``pretrain_steps`` (free pre-training)."""
+
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        delta: float = 1e-5,
+        *,
+        ordinal: Sequence[bool] | None = None,
+        latent: int = 10,
+        components: int = 3,
+        em_iterations: int = 20,
+        shares: tuple[float, float] = (0.1, 0.1),
+        hidden: int = 1000,
+        epochs: float = 20,
+        batch_size: int = 256,
+        learning_rate: float = 1e-3,
+        clip_norm: float = 1.0,
+        pretrain_steps: int = 1000,
+        ledger: Ledger | Literal[False] | None = None,
+        dataset: str | None = None,
+        label: str | None = None,
+        random_state: RandomState = None,
+    ) -> None:
+        self.epsilon = epsilon
+        self.delta = delta
+        self.ordinal = ordinal
+        self.latent = latent
+        self.components = components
+        self.em_iterations = em_iterations
+        self.shares = shares
+        self.hidden = hidden
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.clip_norm = clip_norm
+        self.pretrain_steps = pretrain_steps
+        self.ledger = ledger
+        self.dataset = dataset
+        self.label = label
+        self.random_state = random_state
+
+    def plan(self, records: int) -> tuple[Fraction, Fraction, TrainingPlan]:
+        """``(sigma_pca, sigma_em, the DP-SGD plan)`` for ``records`` (public; module docstring,
+        Accounting); every refusal here is free."""
+        pca_share, em_share = (check_positive(share, "each share") for share in self.shares)
+        if pca_share + em_share >= 1:
+            raise ArgumentError(f"shares must leave DP-SGD part of the budget, got {self.shares!r}.")
+        iterations = check_count(self.em_iterations, "em_iterations")
+        rho = rho_for(self.epsilon, self.delta)
+        sigma_pca = four_digits(Fraction(math.sqrt(1 / (2 * float(rho) * pca_share))), up=True)
+        sigma_em = four_digits(Fraction(math.sqrt(iterations / (2 * float(rho) * em_share))), up=True)
+        rate = Fraction(min(check_count(self.batch_size, "batch_size"), records), records)
+        steps = max(1, math.ceil(check_positive(self.epochs, "epochs") / rate))
+        fixed = ((GaussianNoise(sigma_pca), 1), (GaussianNoise(sigma_em), iterations))
+        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps, fixed=fixed)
+        return sigma_pca, sigma_em, plan
+
+    def fit(self, codes: ArrayLike, sizes: Sequence[int]) -> P3GM:
+        """PCA, EM, pre-training and DP-SGD as one :func:`kakeibo.release.run` (checks and calibration
+        first, free; then the budget check, the releases, the charge)."""
+        encoding = make_encoding(sizes, self.ordinal, None)
+        data, _ = check_codes(codes, encoding.sizes)
+        require_deep("P3GM")
+        check_ledger(self.ledger)
+        hidden, components = check_count(self.hidden, "hidden"), check_count(self.components, "components")
+        latent = min(check_count(self.latent, "latent"), encoding.width)
+        check_count(self.pretrain_steps, "pretrain_steps")
+        check_positive(self.learning_rate, "learning_rate")
+        check_positive(self.clip_norm, "clip_norm")
+        sigma_pca, sigma_em, plan = self.plan(len(data))
+        shapes = network_shapes(encoding.width, hidden, latent)
+        points = encoding.encode(data)
+
+        def draw(source: RandomSource) -> Decoder:
+            rng = noise_generator(source)
+            v = _pca(points, latent, float(sigma_pca), rng)
+            mixture = _em(points, v, components, self.em_iterations, float(sigma_em), rng)
+            return self._train(encoding, points, v, mixture, shapes, plan, rng, source)
+
+        released = charged_run(self, plan.loss, "P3GM.fit (PCA, EM, DP-SGD)", draw)
+        self.encoding_ = encoding
+        self.plan_ = plan
+        self.privacy_loss_ = plan.loss
+        self.ledger_entry_ = released.ledger_entry
+        self.model_ = released.value
+        return self
+
+    def _train(
+        self,
+        encoding: Encoding,
+        points: FloatArray,
+        v: FloatArray,
+        mixture: Mixture,
+        shapes: tuple[tuple[int, int], ...],
+        plan: TrainingPlan,
+        rng: np.random.Generator,
+        source: RandomSource,
+    ) -> Decoder:
+        """Pre-train the decoder on rows the released ``v`` and ``mixture`` imply (free), then DP-SGD."""
+        import jax.numpy as jnp
+        import optax
+
+        scale = math.sqrt(encoding.width) / 2
+        layers = unflatten(glorot(shapes, rng), shapes)
+        optimizer, step = _pretrain_step(shapes, float(self.learning_rate))
+        decoder = [(jnp.asarray(w, jnp.float32), jnp.asarray(b, jnp.float32)) for w, b in layers[3:]]
+        state = optimizer.init(decoder)
+        for _ in range(self.pretrain_steps):
+            z = mixture.sample(256, rng)
+            implied = np.clip(0.5 + scale * (z @ v.T), 0.0, 1.0)
+            decoder, state = step(
+                decoder, state, jnp.asarray(z, jnp.float32), jnp.asarray(implied, jnp.float32)
+            )
+        layers[3:] = [(np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in decoder]
+        start = np.concatenate([part.ravel() for layer in layers for part in layer])
+        gradients = _record_gradients(shapes)
+        fixed = tuple(
+            jnp.asarray(a, jnp.float32) for a in (v, scale, mixture.weights, mixture.means, mixture.variances)
+        )
+        narrow = points.astype(np.float32)
+
+        def contributions(params: Any, index: NDArray[np.int64]) -> Any:
+            return gradients(params, narrow[index], rng.standard_normal((len(index), v.shape[1])), *fixed)
+
+        flat = train(
+            contributions,
+            start,
+            np.ones(len(points)),
+            plan=plan,
+            clip_norm=float(self.clip_norm),
+            normaliser=float(plan.sampling_rate) * len(points),
+            optimizer=optax.adam(float(self.learning_rate)),
+            source=source,
+        )
+        trained = unflatten(np.asarray(flat, dtype=np.float64), shapes)
+        return Decoder(encoding, (trained[3], trained[4]), v.shape[1], mixture)
+
+    def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
+        """``n`` synthetic records (post-processing: no charge)."""
+        check_fitted(self)
+        check_count(n, "n")
+        model: Decoder = self.model_
+        return model.sample(n, np.random.default_rng(random_state))
+
+
+def _pca(points: FloatArray, latent: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+    """Release 1 (module docstring): the top ``latent`` eigenvectors (columns) of the noisy second moment of
+    the centred, scaled points."""
+    width = points.shape[1]
+    u = (points - 0.5) / (math.sqrt(width) / 2)
+    upper = np.triu_indices(width)
+    noisy = lattice_gaussian((u.T @ u)[upper], sigma * MARGIN, MARGIN, rng)
+    values, vectors = np.linalg.eigh(symmetric(noisy, width))
+    return np.asarray(vectors[:, np.argsort(values)[::-1][:latent]], dtype=np.float64)
+
+
+def _em(
+    points: FloatArray,
+    v: FloatArray,
+    components: int,
+    iterations: int,
+    sigma: float,
+    rng: np.random.Generator,
+) -> Mixture:
+    """Release 2 (module docstring): ``iterations`` noisy EM steps from a public start (means drawn from
+    ``N(0, 0.3^2)``, unit-scale variances, equal weights)."""
+    latent = v.shape[1]
+    z = ((points - 0.5) / (math.sqrt(points.shape[1]) / 2)) @ v
+    mixture = Mixture(
+        np.full(components, 1 / components),
+        rng.normal(0, 0.3, (components, latent)),
+        np.full((components, latent), 1 / latent),
+    )
+    for _ in range(iterations):
+        bound = math.sqrt(3) * MARGIN
+        noisy = lattice_gaussian(em_statistics(z, mixture).ravel(), sigma * bound, bound, rng)
+        mixture = m_step(noisy.reshape(components, 1 + 2 * latent), latent)
+    return mixture
