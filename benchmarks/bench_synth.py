@@ -14,9 +14,9 @@ Methods, each fitted in a child process of its own (so that its peak resident me
 * ``kakeibo-mst``: :class:`kakeibo.synth.MST` at ``(epsilon, delta)``;
 * ``kakeibo-pearl``: :class:`kakeibo.synth.PEARL`, class-conditional on the last attribute, numeric
   attributes ordinal (their bins in ``[0, 1]``), the others one-hot;
-* ``kakeibo-p3gm``: :class:`kakeibo.synth.P3GM` (DP-PCA, DP-EM, DP-SGD; 20 epochs), the same encoding, the
-  class one attribute among the others;
-* ``kakeibo-dpvae``: :class:`kakeibo.synth.DPVAE` (the naive DP-SGD baseline: P3GM's network, 20 epochs),
+* ``kakeibo-p3gm``: :class:`kakeibo.synth.P3GM` (DP-PCA, DP-EM, DP-SGD; 5 epochs of 200), the same
+  encoding, the class one attribute among the others;
+* ``kakeibo-dpvae``: :class:`kakeibo.synth.DPVAE` (the naive DP-SGD baseline: P3GM's network and training),
   encoded as P3GM;
 * ``dpmm-mst``, ``dpmm-aim``, ``dpmm-privbayes``: dpmm 0.1.9 (MST and AIM with private-pgm's inference,
   500 iterations; PrivBayes), through the child of ``view_baselines.Synthetic``, in dpmm's own

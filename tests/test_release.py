@@ -182,10 +182,7 @@ EXEMPT = {
     ("decorator.py", "private"): "a public default drawn once with throwaway noise and dropped",
     ("demo.py", "main"): "which rows each person keeps (a public coin, not a release) and the audit's trials",
     ("correlated/repro.py", "synthetic"): "random networks for the synthetic figure: no data, no release",
-    ("synth/mst.py", "sample"): "synthetic rows drawn from the released model: post-processing, no data",
-    ("synth/pearl.py", "sample"): "synthetic rows drawn from the trained generator: post-processing, no data",
-    ("synth/dpvae.py", "sample"): "synthetic rows drawn from the trained decoder: post-processing, no data",
-    ("synth/p3gm.py", "sample"): "synthetic rows drawn from the trained decoder: post-processing, no data",
+    ("synth/base.py", "sample"): "synthetic rows drawn from a fitted synthesiser's model: post-processing",
     ("sql/synthesis.py", "sample"): "synthetic rows and values drawn from the stored model: post-processing",
 }
 

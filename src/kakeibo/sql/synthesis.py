@@ -63,6 +63,7 @@ from ..accounting.curves import MechanismLoss
 from ..errors import ArgumentError
 from ..noise import RandomSource
 from ..privacy import Number, PrivacyLoss, as_fraction
+from ..synth.base import Model
 from ..synth.mst import TreeModel, check_domain, fit_tree, mst_loss
 from ..synth.pearl import PEARL, Generator
 from .catalog import ColumnSpec, QueryRefused, TableSpec
@@ -108,20 +109,18 @@ def numeric_bounds(spec: ColumnSpec) -> tuple[float, float]:
     return float(spec.lower), float(spec.upper)
 
 
-class Model(Protocol):
-    """What a fitted method's model offers a :class:`SynthesisModel`: coded rows, the row count it estimates,
-    and its bytes."""
+class StoredModel(Model, Protocol):
+    """What a fitted method's model offers a :class:`SynthesisModel`: coded rows (:class:`~kakeibo.synth.base.
+    Model`), the row count it estimates, and its bytes."""
 
     @property
     def total(self) -> float: ...
-
-    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray: ...
 
     def to_bytes(self) -> bytes: ...
 
 
 #: a method's fit of weighted cells, part of the release's draw: ``(cells, counts, source) -> model``
-Fit = Callable[[np.ndarray, np.ndarray, RandomSource], Model]
+Fit = Callable[[np.ndarray, np.ndarray, RandomSource], StoredModel]
 
 
 def plan_synthesis(
@@ -156,7 +155,7 @@ def plan_synthesis(
             "of kakeibo's exact samplers; choose epsilon and delta nearer 1."
         ) from None
 
-    def fit(cells: np.ndarray, counts: np.ndarray, source: RandomSource) -> Model:
+    def fit(cells: np.ndarray, counts: np.ndarray, source: RandomSource) -> StoredModel:
         return estimator.fit_cells(cells, counts, encoding, mechanism, source)[1]
 
     assert isinstance(mechanism.ledger_loss, MechanismLoss)
@@ -188,7 +187,7 @@ class SynthesisModel:
     delta: float
     rows_per_person: int
     bounded: bool  # whether the table has a privacy unit (rows past a person's bound were dropped)
-    model: Model
+    model: StoredModel
 
     @property
     def rows(self) -> int:

@@ -39,7 +39,6 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
 
 from ..accounting import Ledger
 from ..mechanisms.base import check_positive
@@ -47,17 +46,17 @@ from ..ml import (
     RandomState,
     charged_run,
     check_count,
-    check_fitted,
     check_ledger,
     noise_generator,
     require_deep,
 )
-from ..ml.dpsgd import epoch_plan, glorot, train, unflatten
+from ..ml.dpsgd import Contributions, TrainingPlan, epoch_plan, glorot, train, unflatten
 from ..noise import RandomSource
+from .base import Synthesizer
 from .mst import check_codes
 from .pearl import Encoding, make_encoding
 
-__all__ = ["DPVAE", "Decoder", "Prior", "decode", "network_shapes"]
+__all__ = ["DPVAE", "Decoder", "Prior", "decode", "network_shapes", "sgd"]
 
 IntMatrix = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -96,6 +95,32 @@ def network_shapes(width: int, hidden: int, latent: int) -> tuple[tuple[int, int
     return ((width, hidden), (hidden, latent), (hidden, latent), (latent, hidden), (hidden, width))
 
 
+def sgd(
+    estimator: Any,
+    contributions: Contributions,
+    start: FloatArray,
+    records: int,
+    plan: TrainingPlan,
+    source: RandomSource,
+) -> FloatArray:
+    """DP-SGD (:func:`kakeibo.ml.dpsgd.train`) of a network from the flat parameters ``start`` over
+    ``records`` records (every one counted) with the ``estimator``'s ``clip_norm`` and Adam at its
+    ``learning_rate``: how DPVAE and P3GM train."""
+    import optax
+
+    flat = train(
+        contributions,
+        start,
+        np.ones(records),
+        plan=plan,
+        clip_norm=float(estimator.clip_norm),
+        normaliser=float(plan.sampling_rate) * records,
+        optimizer=optax.adam(float(estimator.learning_rate)),
+        source=source,
+    )
+    return np.asarray(flat, dtype=np.float64)
+
+
 @functools.lru_cache(maxsize=16)
 def _record_gradients(shapes: tuple[tuple[int, int], ...]) -> Any:
     """A jitted ``(flat parameters, points, standard normals) -> one gradient per record`` of the module
@@ -115,14 +140,14 @@ def _record_gradients(shapes: tuple[tuple[int, int], ...]) -> Any:
     return jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))
 
 
-class DPVAE(BaseEstimator):  # type: ignore[misc]
+class DPVAE(Synthesizer):
     """The DP-SGD-trained VAE (module docstring): ``fit(codes, sizes=)`` charges the ledger once (the whole
     training run) and keeps the decoder (``model_``); ``sample(n)`` is free.
 
     ``ordinal``: one flag per attribute (``None``: every attribute categorical); ``hidden``, ``latent``: the
     network (P3GM's 1,000 and 10); ``epochs``, ``batch_size`` (expected, Poisson), ``learning_rate`` (Adam),
-    ``clip_norm``: DP-SGD's. ``ledger``, ``dataset``, ``label`` and ``random_state`` as in
-    :mod:`kakeibo.ml`."""
+    ``clip_norm``: DP-SGD's (P3GM's defaults: 5 epochs of 200, its setting for adult). ``ledger``,
+    ``dataset``, ``label`` and ``random_state`` as in :mod:`kakeibo.ml`."""
 
     def __init__(
         self,
@@ -132,8 +157,8 @@ class DPVAE(BaseEstimator):  # type: ignore[misc]
         ordinal: Sequence[bool] | None = None,
         hidden: int = 1000,
         latent: int = 10,
-        epochs: float = 20,
-        batch_size: int = 256,
+        epochs: float = 5,
+        batch_size: int = 200,
         learning_rate: float = 1e-3,
         clip_norm: float = 1.0,
         ledger: Ledger | Literal[False] | None = None,
@@ -170,25 +195,13 @@ class DPVAE(BaseEstimator):  # type: ignore[misc]
         points = encoding.encode(data).astype(np.float32)
 
         def draw(source: RandomSource) -> Decoder:
-            import optax
-
             rng = noise_generator(source)
             gradients = _record_gradients(shapes)
 
             def contributions(params: Any, index: NDArray[np.int64]) -> Any:
                 return gradients(params, points[index], rng.standard_normal((len(index), latent)))
 
-            flat = train(
-                contributions,
-                glorot(shapes, rng),
-                np.ones(len(data)),
-                plan=plan,
-                clip_norm=float(self.clip_norm),
-                normaliser=float(plan.sampling_rate) * len(data),
-                optimizer=optax.adam(float(self.learning_rate)),
-                source=source,
-            )
-            layers = unflatten(np.asarray(flat, dtype=np.float64), shapes)
+            layers = unflatten(sgd(self, contributions, glorot(shapes, rng), len(data), plan, source), shapes)
             return Decoder(encoding, (layers[3], layers[4]), latent)
 
         released = charged_run(self, plan.loss, "DPVAE.fit (DP-SGD)", draw)
@@ -198,10 +211,3 @@ class DPVAE(BaseEstimator):  # type: ignore[misc]
         self.ledger_entry_ = released.ledger_entry
         self.model_ = released.value
         return self
-
-    def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
-        """``n`` synthetic records from the decoder (post-processing: no charge)."""
-        check_fitted(self)
-        check_count(n, "n")
-        model: Decoder = self.model_
-        return model.sample(n, np.random.default_rng(random_state))

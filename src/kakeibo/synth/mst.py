@@ -68,16 +68,16 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
 
 from ..accounting import Ledger
 from ..accounting.curves import Concentrated, MechanismLoss
 from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms import DiscreteGaussian, Exponential
 from ..mechanisms.base import check_positive
-from ..ml import RandomState, charged_run, check_count, check_fitted, check_ledger
+from ..ml import RandomState, charged_run, check_count, check_ledger
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, as_fraction, zcdp_epsilon
+from .base import Synthesizer
 
 __all__ = [
     "MAX_PAIR_CELLS",
@@ -223,7 +223,7 @@ def fit_tree(
     return _fit_tree(sizes, ones, edges, pairs, rho, sensitivity)
 
 
-class MST(BaseEstimator):  # type: ignore[misc]
+class MST(Synthesizer):
     """MST synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once and stores the
     fitted :class:`TreeModel` as ``model_``; ``sample(n)`` is free. ``ledger``, ``dataset``, ``label`` and
     ``random_state`` as in :mod:`kakeibo.ml`."""
@@ -259,13 +259,6 @@ class MST(BaseEstimator):  # type: ignore[misc]
         self.ledger_entry_ = released.ledger_entry
         self.model_ = released.value
         return self
-
-    def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
-        """``n`` synthetic records drawn from the fitted model (post-processing: no charge)."""
-        check_fitted(self)
-        check_count(n, "n")
-        model: TreeModel = self.model_
-        return model.sample(n, np.random.default_rng(random_state))
 
 
 def check_codes(codes: ArrayLike, sizes: Sequence[int]) -> tuple[IntMatrix, tuple[int, ...]]:

@@ -55,7 +55,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator
 
 from ..accounting import GaussianNoise, Ledger
 from ..errors import ArgumentError
@@ -64,15 +63,15 @@ from ..ml import (
     RandomState,
     charged_run,
     check_count,
-    check_fitted,
     check_ledger,
     noise_generator,
     require_deep,
     symmetric,
 )
-from ..ml.dpsgd import TrainingPlan, calibrate, four_digits, glorot, lattice_gaussian, train, unflatten
+from ..ml.dpsgd import TrainingPlan, calibrate, four_digits, glorot, lattice_gaussian, unflatten
 from ..noise import RandomSource
-from .dpvae import Decoder, decode, network_shapes
+from .base import Synthesizer
+from .dpvae import Decoder, decode, network_shapes, sgd
 from .mst import allocate, check_codes, rho_for
 from .pearl import Encoding, make_encoding
 
@@ -180,13 +179,14 @@ def _pretrain_step(shapes: tuple[tuple[int, int], ...], learning_rate: float) ->
     return optimizer, step
 
 
-class P3GM(BaseEstimator):  # type: ignore[misc]
+class P3GM(Synthesizer):
     """P3GM synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once (PCA, EM and
     DP-SGD composed) and keeps the decoder and the mixture (``model_``); ``sample(n)`` is free.
 
     ``ordinal`` as for :class:`~kakeibo.synth.DPVAE`; ``latent`` (PCA components), ``components`` and
     ``em_iterations`` (the mixture), ``shares`` (of rho for PCA and EM), ``hidden``, ``epochs``,
-    ``batch_size``, ``learning_rate``, ``clip_norm`` (DP-SGD), ``pretrain_steps`` (free pre-training)."""
+    ``batch_size``, ``learning_rate``, ``clip_norm`` (DP-SGD; 5 epochs of expected batches of 200, the
+    paper's setting for adult), ``pretrain_steps`` (free pre-training)."""
 
     def __init__(
         self,
@@ -199,8 +199,8 @@ class P3GM(BaseEstimator):  # type: ignore[misc]
         em_iterations: int = 20,
         shares: tuple[float, float] = (0.1, 0.1),
         hidden: int = 1000,
-        epochs: float = 20,
-        batch_size: int = 256,
+        epochs: float = 5,
+        batch_size: int = 200,
         learning_rate: float = 1e-3,
         clip_norm: float = 1.0,
         pretrain_steps: int = 1000,
@@ -286,7 +286,6 @@ class P3GM(BaseEstimator):  # type: ignore[misc]
     ) -> Decoder:
         """Pre-train the decoder on rows the released ``v`` and ``mixture`` imply (free), then DP-SGD."""
         import jax.numpy as jnp
-        import optax
 
         scale = math.sqrt(encoding.width) / 2
         layers = unflatten(glorot(shapes, rng), shapes)
@@ -310,25 +309,8 @@ class P3GM(BaseEstimator):  # type: ignore[misc]
         def contributions(params: Any, index: NDArray[np.int64]) -> Any:
             return gradients(params, narrow[index], rng.standard_normal((len(index), v.shape[1])), *fixed)
 
-        flat = train(
-            contributions,
-            start,
-            np.ones(len(points)),
-            plan=plan,
-            clip_norm=float(self.clip_norm),
-            normaliser=float(plan.sampling_rate) * len(points),
-            optimizer=optax.adam(float(self.learning_rate)),
-            source=source,
-        )
-        trained = unflatten(np.asarray(flat, dtype=np.float64), shapes)
+        trained = unflatten(sgd(self, contributions, start, len(points), plan, source), shapes)
         return Decoder(encoding, (trained[3], trained[4]), v.shape[1], mixture)
-
-    def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
-        """``n`` synthetic records (post-processing: no charge)."""
-        check_fitted(self)
-        check_count(n, "n")
-        model: Decoder = self.model_
-        return model.sample(n, np.random.default_rng(random_state))
 
 
 def _pca(points: FloatArray, latent: int, sigma: float, rng: np.random.Generator) -> FloatArray:

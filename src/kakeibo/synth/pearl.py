@@ -67,7 +67,6 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
-from sklearn.base import BaseEstimator
 
 from ..accounting import Ledger
 from ..errors import ArgumentError
@@ -77,12 +76,12 @@ from ..ml import (
     RandomState,
     charged_run,
     check_count,
-    check_fitted,
     check_ledger,
     noise_generator,
     require_deep,
 )
 from ..noise import RandomSource
+from .base import Synthesizer
 from .mst import allocate, check_codes
 
 __all__ = [
@@ -341,7 +340,7 @@ def _outputs(logits: Any, encoding: Encoding, xp: Any, sigmoid: Any) -> Any:
     return xp.concatenate(parts, axis=1)
 
 
-class PEARL(BaseEstimator):  # type: ignore[misc]
+class PEARL(Synthesizer):
     """PEARL synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once (the
     embedding's release) and trains the generator (``model_``); ``sample(n)`` is free.
 
@@ -537,13 +536,6 @@ class PEARL(BaseEstimator):  # type: ignore[misc]
         layers = tuple((np.asarray(w, np.float64), np.asarray(b, np.float64)) for w, b in params)
         total = float(np.clip(embedding.counts, 0.0, None).sum())
         return Generator(encoding, layers, int(self.latent), embedding.shares, total)
-
-    def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> IntMatrix:
-        """``n`` synthetic records from the trained generator (post-processing: no charge)."""
-        check_fitted(self)
-        check_count(n, "n")
-        model: Generator = self.model_
-        return model.sample(n, np.random.default_rng(random_state))
 
 
 @functools.lru_cache(maxsize=16)

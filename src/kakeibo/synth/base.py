@@ -1,0 +1,33 @@
+"""What kakeibo's synthesisers share (:mod:`kakeibo.synth`): a scikit-learn estimator whose ``fit`` charges
+the ledger once and keeps a model (``model_``), and ``sample(n)``, drawn from that model for free."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+from sklearn.base import BaseEstimator
+
+from ..ml import check_count, check_fitted
+
+__all__ = ["Model", "Synthesizer"]
+
+
+class Model(Protocol):
+    """A fitted synthesiser's model: coded records drawn from it."""
+
+    def sample(self, n: int, rng: np.random.Generator) -> NDArray[np.int64]: ...
+
+
+class Synthesizer(BaseEstimator):  # type: ignore[misc]
+    """The base of :class:`~kakeibo.synth.MST`, :class:`~kakeibo.synth.PEARL`, :class:`~kakeibo.synth.P3GM`
+    and :class:`~kakeibo.synth.DPVAE`."""
+
+    model_: Model
+
+    def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> NDArray[np.int64]:
+        """``n`` synthetic records drawn from the fitted model (post-processing: no charge)."""
+        check_fitted(self)
+        check_count(n, "n")
+        return self.model_.sample(n, np.random.default_rng(random_state))
