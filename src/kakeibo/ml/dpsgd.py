@@ -154,13 +154,21 @@ def calibrate(
     return TrainingPlan(sigma, rate, steps, loss)
 
 
-def epoch_plan(epsilon: Number, delta: Number, records: int, batch_size: int, epochs: Number) -> TrainingPlan:
+def epoch_plan(
+    epsilon: Number,
+    delta: Number,
+    records: int,
+    batch_size: int,
+    epochs: Number,
+    fixed: tuple[tuple[Curve, int], ...] = (),
+) -> TrainingPlan:
     """:func:`calibrate` for ``epochs`` passes over ``records`` (public) at expected batch ``batch_size``:
-    ``q = min(batch_size, records) / records`` and ``max(1, ceil(epochs / q))`` steps."""
+    ``q = min(batch_size, records) / records`` and ``max(1, ceil(epochs / q))`` steps, composed with the
+    ``fixed`` releases of the same fit."""
     passes = check_positive(epochs, "epochs")
     rate = Fraction(min(check_count(batch_size, "batch_size"), records), records)
     steps = max(1, math.ceil(passes / rate))
-    return calibrate(epsilon=epsilon, delta=delta, sampling_rate=rate, steps=steps)
+    return calibrate(epsilon=epsilon, delta=delta, sampling_rate=rate, steps=steps, fixed=fixed)
 
 
 def four_digits(value: Fraction, *, up: bool = False) -> Fraction:

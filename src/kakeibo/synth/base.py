@@ -3,7 +3,10 @@ the ledger once and keeps a model (``model_``), and ``sample(n)``, drawn from th
 
 from __future__ import annotations
 
-from typing import Protocol
+import io
+import json
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -11,7 +14,7 @@ from sklearn.base import BaseEstimator
 
 from ..ml import check_count, check_fitted
 
-__all__ = ["Model", "Synthesizer"]
+__all__ = ["Model", "Synthesizer", "pack", "unpack"]
 
 
 class Model(Protocol):
@@ -31,3 +34,17 @@ class Synthesizer(BaseEstimator):  # type: ignore[misc]
         check_fitted(self)
         check_count(n, "n")
         return self.model_.sample(n, np.random.default_rng(random_state))
+
+
+def pack(header: Mapping[str, Any], arrays: Mapping[str, Any]) -> bytes:
+    """A fitted model as bytes: ``header`` as one JSON line, then ``arrays`` as a NumPy archive (how every
+    synthesiser's model is stored beside its ledger entry and saved to a file)."""
+    body = io.BytesIO()
+    np.savez(body, **arrays)
+    return json.dumps(header).encode() + b"\n" + body.getvalue()
+
+
+def unpack(payload: bytes) -> tuple[dict[str, Any], Mapping[str, NDArray[Any]]]:
+    """``(header, arrays)`` of :func:`pack`'s bytes (no pickles are loaded)."""
+    head, _, body = payload.partition(b"\n")
+    return json.loads(head), np.load(io.BytesIO(body), allow_pickle=False)

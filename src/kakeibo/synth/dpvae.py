@@ -56,7 +56,7 @@ from .base import Synthesizer
 from .mst import check_codes
 from .pearl import Encoding, make_encoding
 
-__all__ = ["DPVAE", "Decoder", "Prior", "decode", "network_shapes", "sgd"]
+__all__ = ["DPVAE", "Decoder", "Prior", "check_network", "decode", "network_shapes", "sgd"]
 
 IntMatrix = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -93,6 +93,16 @@ def decode(layers: Any, z: Any, xp: Any) -> Any:
 def network_shapes(width: int, hidden: int, latent: int) -> tuple[tuple[int, int], ...]:
     """The dense layers' (inputs, outputs): encoder hidden, mean, log variance; decoder hidden, output."""
     return ((width, hidden), (hidden, latent), (hidden, latent), (latent, hidden), (hidden, width))
+
+
+def check_network(estimator: Any) -> tuple[int, int]:
+    """``(hidden, latent)`` of a DP-SGD-trained VAE (DPVAE, P3GM), after refusing (free) a machine without
+    JAX, a bad ledger and a learning rate or clip norm that is not positive."""
+    require_deep(type(estimator).__name__)
+    check_ledger(estimator.ledger)
+    check_positive(estimator.learning_rate, "learning_rate")
+    check_positive(estimator.clip_norm, "clip_norm")
+    return check_count(estimator.hidden, "hidden"), check_count(estimator.latent, "latent")
 
 
 def sgd(
@@ -185,11 +195,7 @@ class DPVAE(Synthesizer):
         budget check, the training, the charge)."""
         encoding = make_encoding(sizes, self.ordinal, None)
         data, _ = check_codes(codes, encoding.sizes)
-        require_deep("DPVAE")
-        check_ledger(self.ledger)
-        hidden, latent = check_count(self.hidden, "hidden"), check_count(self.latent, "latent")
-        check_positive(self.learning_rate, "learning_rate")
-        check_positive(self.clip_norm, "clip_norm")
+        hidden, latent = check_network(self)
         plan = epoch_plan(self.epsilon, self.delta, len(data), self.batch_size, self.epochs)
         shapes = network_shapes(encoding.width, hidden, latent)
         points = encoding.encode(data).astype(np.float32)

@@ -58,8 +58,6 @@ least-squares inference (issue 35).
 from __future__ import annotations
 
 import functools
-import io
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -77,7 +75,7 @@ from ..mechanisms.base import check_positive
 from ..ml import RandomState, charged_run, check_count, check_ledger
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, as_fraction, zcdp_epsilon
-from .base import Synthesizer
+from .base import Synthesizer, pack, unpack
 
 __all__ = [
     "MAX_PAIR_CELLS",
@@ -189,15 +187,11 @@ class TreeModel:
         header = {"sizes": list(self.sizes), "edges": [list(e) for e in self.edges], "total": self.total}
         arrays: dict[str, Any] = {f"marginal_{a}": m for a, m in enumerate(self.marginals)}
         arrays.update({f"table_{i}": self.tables[edge] for i, edge in enumerate(self.edges)})
-        body = io.BytesIO()
-        np.savez(body, **arrays)
-        return json.dumps(header).encode() + b"\n" + body.getvalue()
+        return pack(header, arrays)
 
     @classmethod
     def from_bytes(cls, payload: bytes) -> TreeModel:
-        head, _, body = payload.partition(b"\n")
-        header = json.loads(head)
-        arrays = np.load(io.BytesIO(body), allow_pickle=False)
+        header, arrays = unpack(payload)
         edges = tuple((int(a), int(b)) for a, b in header["edges"])
         return cls(
             tuple(int(size) for size in header["sizes"]),

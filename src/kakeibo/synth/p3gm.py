@@ -63,15 +63,13 @@ from ..ml import (
     RandomState,
     charged_run,
     check_count,
-    check_ledger,
     noise_generator,
-    require_deep,
     symmetric,
 )
-from ..ml.dpsgd import TrainingPlan, calibrate, four_digits, glorot, lattice_gaussian, unflatten
+from ..ml.dpsgd import TrainingPlan, epoch_plan, four_digits, glorot, lattice_gaussian, unflatten
 from ..noise import RandomSource
 from .base import Synthesizer
-from .dpvae import Decoder, decode, network_shapes, sgd
+from .dpvae import Decoder, check_network, decode, network_shapes, sgd
 from .mst import allocate, check_codes, rho_for
 from .pearl import Encoding, make_encoding
 
@@ -237,10 +235,8 @@ class P3GM(Synthesizer):
         rho = rho_for(self.epsilon, self.delta)
         sigma_pca = four_digits(Fraction(math.sqrt(1 / (2 * float(rho) * pca_share))), up=True)
         sigma_em = four_digits(Fraction(math.sqrt(iterations / (2 * float(rho) * em_share))), up=True)
-        rate = Fraction(min(check_count(self.batch_size, "batch_size"), records), records)
-        steps = max(1, math.ceil(check_positive(self.epochs, "epochs") / rate))
         fixed = ((GaussianNoise(sigma_pca), 1), (GaussianNoise(sigma_em), iterations))
-        plan = calibrate(epsilon=self.epsilon, delta=self.delta, sampling_rate=rate, steps=steps, fixed=fixed)
+        plan = epoch_plan(self.epsilon, self.delta, records, self.batch_size, self.epochs, fixed)
         return sigma_pca, sigma_em, plan
 
     def fit(self, codes: ArrayLike, sizes: Sequence[int]) -> P3GM:
@@ -248,13 +244,10 @@ class P3GM(Synthesizer):
         first, free; then the budget check, the releases, the charge)."""
         encoding = make_encoding(sizes, self.ordinal, None)
         data, _ = check_codes(codes, encoding.sizes)
-        require_deep("P3GM")
-        check_ledger(self.ledger)
-        hidden, components = check_count(self.hidden, "hidden"), check_count(self.components, "components")
-        latent = min(check_count(self.latent, "latent"), encoding.width)
+        hidden, latent = check_network(self)
+        latent = min(latent, encoding.width)
+        components = check_count(self.components, "components")
         check_count(self.pretrain_steps, "pretrain_steps")
-        check_positive(self.learning_rate, "learning_rate")
-        check_positive(self.clip_norm, "clip_norm")
         sigma_pca, sigma_em, plan = self.plan(len(data))
         shapes = network_shapes(encoding.width, hidden, latent)
         points = encoding.encode(data)

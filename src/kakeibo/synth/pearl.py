@@ -56,9 +56,7 @@ training's with the public parameters only.
 from __future__ import annotations
 
 import functools
-import io
 import itertools
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,7 +79,7 @@ from ..ml import (
     require_deep,
 )
 from ..noise import RandomSource
-from .base import Synthesizer
+from .base import Synthesizer, pack, unpack
 from .mst import allocate, check_codes
 
 __all__ = [
@@ -297,15 +295,11 @@ class Generator:
         arrays: dict[str, Any] = {"shares": self.shares}
         for i, (weights, bias) in enumerate(self.layers):
             arrays[f"weights_{i}"], arrays[f"bias_{i}"] = weights, bias
-        body = io.BytesIO()
-        np.savez(body, **arrays)
-        return json.dumps(header).encode() + b"\n" + body.getvalue()
+        return pack(header, arrays)
 
     @classmethod
     def from_bytes(cls, payload: bytes) -> Generator:
-        head, _, body = payload.partition(b"\n")
-        header = json.loads(head)
-        arrays = np.load(io.BytesIO(body), allow_pickle=False)
+        header, arrays = unpack(payload)
         label = header["label"]
         encoding = Encoding(
             tuple(int(size) for size in header["sizes"]),
