@@ -12,6 +12,8 @@ Methods, each fitted in a child process of its own (so that its peak resident me
 ``os.wait4``):
 
 * ``kakeibo-mst``: :class:`kakeibo.synth.MST` at ``(epsilon, delta)``;
+* ``kakeibo-aim``: :class:`kakeibo.synth.AIM` at ``(epsilon, delta)``, its default workload (every 2-way
+  marginal) and inference (100 mirror-descent steps a round, 1,000 at the end);
 * ``kakeibo-pearl``: :class:`kakeibo.synth.PEARL`, class-conditional on the last attribute, numeric
   attributes ordinal (their bins in ``[0, 1]``), the others one-hot;
 * ``kakeibo-p3gm``: :class:`kakeibo.synth.P3GM` (DP-PCA, DP-EM, DP-SGD; 5 epochs of 200), the same
@@ -78,6 +80,7 @@ from view_workloads import Table, _discretise, load_table
 DATASETS = ("german", "magic", "phoneme", "marketing", "wdbc", "digits")
 METHODS = (
     "kakeibo-mst",
+    "kakeibo-aim",
     "kakeibo-pearl",
     "kakeibo-p3gm",
     "kakeibo-dpvae",
@@ -170,12 +173,14 @@ def fit(
 
 def _child(source: Path, target: Path, method: str, epsilon: float, delta: float, seed: int) -> None:
     """The child of a kakeibo method: fit on the rows of ``source``, save as many synthetic rows."""
-    from kakeibo.synth import DPVAE, MST, P3GM, PEARL
+    from kakeibo.synth import AIM, DPVAE, MST, P3GM, PEARL
 
     with np.load(source) as table:
         rows, sizes, flags = table["rows"], tuple(int(s) for s in table["sizes"]), table["ordinal"]
     if method == "kakeibo-mst":
         model: Any = MST(epsilon, delta, ledger=False, random_state=seed)
+    elif method == "kakeibo-aim":
+        model = AIM(epsilon, delta, ledger=False, random_state=seed)
     elif method in ("kakeibo-dpvae", "kakeibo-p3gm"):
         estimator = DPVAE if method == "kakeibo-dpvae" else P3GM
         flagged = tuple(bool(f) for f in flags)

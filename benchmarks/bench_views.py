@@ -17,7 +17,8 @@ authors ran it (fan-out 2^d, every attribute halved at once). The latter enumera
 not, and reports a data set as too large when a split would make more than 2^15 children (d >= 16 here:
 letter, penbased, satimage) or the tree more than 5e6 leaves.
 
-``kakeibo-mst`` is kakeibo's MST (issue 35) at the synthesisers' delta, in this process. The synthesisers
+``kakeibo-mst`` and ``kakeibo-aim`` are kakeibo's MST and AIM (issue 35) at the synthesisers' delta, in
+this process. The synthesisers
 (``privbayes``, ``mst``: dpmm 0.1.9) run in an environment of their own, since dpmm pins
 numpy 1.26 and pandas 2.1::
 
@@ -90,6 +91,7 @@ METHODS = (  # a method's index seeds its runs: append, never reorder
     "privtree-fanout",
     "hdpview-authors",
     "kakeibo-mst",
+    "kakeibo-aim",
 )
 Builder = Callable[[IntMatrix, NDArray[np.int64], tuple[int, ...], float, np.random.Generator], RangeView]
 
@@ -112,6 +114,33 @@ class HDPView:
 
     def answer(self, lows: IntMatrix, highs: IntMatrix) -> NDArray[np.float64]:
         return np.asarray(self.view.range_counts(lows, highs), dtype=np.float64)
+
+
+class KakeiboAIM:
+    """kakeibo's AIM (``kakeibo.synth.AIM``, issue 35) at ``(epsilon, delta)`` with its defaults (every
+    2-way marginal as the workload), fitted on the rows the count tensor stands for (one record per person),
+    its synthetic table of the input's row count answered exactly."""
+
+    def __init__(
+        self,
+        cells: IntMatrix,
+        counts: NDArray[np.int64],
+        sizes: tuple[int, ...],
+        epsilon: float,
+        rng: np.random.Generator,
+        *,
+        delta: float,
+    ) -> None:
+        from kakeibo.synth import AIM
+
+        model = AIM(epsilon, delta, ledger=False, random_state=rng).fit(
+            np.repeat(cells, counts, axis=0), sizes
+        )
+        self.cells, self.counts = sparse_counts(model.sample(int(counts.sum()), rng))
+        self.size = self.cells.size + self.counts.size
+
+    def answer(self, lows: IntMatrix, highs: IntMatrix) -> NDArray[np.float64]:
+        return true_answers(self.cells, self.counts, lows, highs)
 
 
 class KakeiboMST:
@@ -166,6 +195,7 @@ def builders(args: argparse.Namespace) -> dict[str, Builder]:
         "privbayes": partial(synth, model="privbayes"),
         "mst": partial(synth, model="mst"),
         "kakeibo-mst": partial(KakeiboMST, delta=args.synth_delta),
+        "kakeibo-aim": partial(KakeiboAIM, delta=args.synth_delta),
     }
 
 

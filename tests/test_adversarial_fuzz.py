@@ -44,6 +44,7 @@ from adversarial_harness import (
     synthesis_call,
 )
 from kakeibo.sql import synthesis as synthesis_module
+from kakeibo.synth import aim as aim_module
 
 pytestmark = pytest.mark.xdist_group("spark")
 
@@ -116,11 +117,14 @@ def test_fuzz_synthesis(worlds: Worlds, ledgers: Path, monkeypatch: pytest.Monke
     """``Session.synthesize`` on both worlds: the columns (bounded, public-valued, unbounded, of refused
     types, the person's own), the person bound, epsilon, delta and bins drawn by
     ``adversarial_harness.synthesis_call``; acceptance, error, charge and schema alike. On DuckDB the
-    method is PEARL one time in six, else MST (both send the same statement, which every engine runs with
-    MST; what PEARL adds, its refusals and its charge, does not touch the engine), PEARL's generator
-    trained for 5 steps (training is post-processing of its one release)."""
+    method is PEARL one time in six, AIM one in six, else MST (all three send the same statement, which
+    every engine runs with MST; what PEARL and AIM add, their refusals and their charges, does not touch
+    the engine), PEARL's generator trained for 5 steps and AIM's inference run for 5 (both
+    post-processing of what is released)."""
     monkeypatch.setattr(synthesis_module, "PEARL_STEPS", 5)
-    methods = ("mst",) * 5 + ("pearl",) if worlds.engine == "duckdb" else ("mst",)
+    monkeypatch.setattr(aim_module, "ITERATIONS", 5)
+    monkeypatch.setattr(aim_module, "FINAL_ITERATIONS", 5)
+    methods = ("mst",) * 4 + ("pearl", "aim") if worlds.engine == "duckdb" else ("mst",)
     timeout = SPARK_TIMEOUT if worlds.engine == "spark" else None
     mismatches, accepted = [], 0
     for seed in range(SYNTHESIS_SEEDS[worlds.engine]):

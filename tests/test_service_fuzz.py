@@ -42,6 +42,7 @@ from kakeibo.errors import ReleaseFailed
 from kakeibo.service import ServiceConfig, create_app
 from kakeibo.service.http_errors import MISCONFIGURED
 from kakeibo.sql import synthesis as synthesis_module
+from kakeibo.synth import aim as aim_module
 from test_service import SECRET_CATEGORY, bearer, make_analyst, write_service
 
 schemathesis = pytest.importorskip("schemathesis", reason="the fuzzer needs schemathesis (the dev extra)")
@@ -125,6 +126,8 @@ def send(client: TestClient, case: Any, key: str | None) -> Any:
 
 def test_the_service_answers_as_its_document_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(synthesis_module, "PEARL_STEPS", 5)  # PEARL's training is post-processing
+    monkeypatch.setattr(aim_module, "ITERATIONS", 5)  # and so is AIM's inference
+    monkeypatch.setattr(aim_module, "FINAL_ITERATIONS", 5)
     config, admin = write_service(tmp_path, per_minute=10**6, dataset_budget=1000, failed_per_minute=10**6)
     # a delta budget, so that syntheses (which spend delta) are answered too
     config.write_text(config.read_text().replace("budget = 1000", 'budget = 1000\ndelta_budget = "1e-2"'))

@@ -135,7 +135,7 @@ def test_the_audit_refutes_two_way_marginals_without_noise() -> None:
         data: np.ndarray, counts: np.ndarray, domain: tuple[int, ...], rho: Fraction, k: int, source: Any
     ) -> Any:
         ones, edges, _ = mst_module._measure(data, counts, domain, rho, k, source)
-        exact = {edge: mst_module._counts(data, counts, domain, edge).astype(float) for edge in edges}
+        exact = {edge: mst_module.marginal_counts(data, counts, domain, edge).astype(float) for edge in edges}
         return ones, edges, exact
 
     def leaky(canary: int, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -12,6 +12,9 @@ is fitted on that count tensor with every mechanism calibrated to ``k = rows_per
 * ``"mst"`` (:func:`kakeibo.synth.mst.fit_tree`): a person's at most ``k`` bounded rows change each marginal
   by at most ``k`` in L2 and each selection utility by at most ``k``, so the fit is ``rho``-zCDP for the
   person, ``rho`` the largest that converts to the requested ``(epsilon, delta)``;
+* ``"aim"`` (:func:`kakeibo.synth.aim.fit_aim`, its defaults: every 2-way marginal as the workload): a
+  person's rows change each marginal by at most ``k`` and each pick's utility by at most ``k max w_r``, every
+  mechanism calibrated to that; the rounds compose to exactly ``rho``-zCDP as MST's do;
 * ``"pearl"`` (:class:`kakeibo.synth.PEARL`, :meth:`~kakeibo.synth.PEARL.fit_cells`, its default settings
   but the training steps, :data:`PEARL_STEPS`): the characteristic-function embedding, in which ``k`` rows
   move the released sums by at most ``k sqrt(2)``, released once by the Gaussian mechanism calibrated to
@@ -20,8 +23,9 @@ is fitted on that count tensor with every mechanism calibrated to ``k = rows_per
 
 **Neighbour relation**: add or remove one person. The fit is one release through
 :func:`kakeibo.release.run`: one ledger entry, charged the method's loss (MST: the zCDP curve and the
-``(epsilon', delta)`` it converts to; PEARL: the Gaussian mechanism's), with the fitted model stored beside
-it (:class:`SynthesisCodec`), so the model outlives the session and a repeated request is a free replay.
+``(epsilon', delta)`` it converts to, and so AIM; PEARL: the Gaussian mechanism's), with the fitted model
+stored beside it (:class:`SynthesisCodec`), so the model outlives the session and a repeated request is a
+free replay.
 
 **Why no ``rows_per_person="auto"``** (as views have): a private choice by the views' rule (the rows a
 bound drops, from a noisy histogram of persons by rows, against the rows the marginals' noise misplaces) was
@@ -43,7 +47,8 @@ default) came within 3% of the best bound on all three heavy-tailed tables.
 The default row count is the model's estimate of the bounded rows (the mean total of its noisy 1-way
 marginals, rounded), itself post-processing.
 
-Methods: ``"mst"`` (:mod:`kakeibo.synth.mst`), ``"pearl"`` (:mod:`kakeibo.synth.pearl`).
+Methods: ``"mst"`` (:mod:`kakeibo.synth.mst`), ``"aim"`` (:mod:`kakeibo.synth.aim`), ``"pearl"``
+(:mod:`kakeibo.synth.pearl`).
 """
 
 from __future__ import annotations
@@ -63,9 +68,11 @@ from ..accounting.curves import MechanismLoss
 from ..errors import ArgumentError
 from ..noise import RandomSource
 from ..privacy import Number, PrivacyLoss, as_fraction
+from ..synth import aim
 from ..synth.base import Model
 from ..synth.mst import TreeModel, check_domain, fit_tree, mst_loss
 from ..synth.pearl import PEARL, Generator
+from ..synth.pgm import GraphicalModel
 from .catalog import ColumnSpec, QueryRefused, TableSpec
 from .plan import check_epsilon
 from .view_bounds import ordinal
@@ -84,7 +91,7 @@ __all__ = [
 ]
 
 #: the synthesis methods ``Session.synthesize`` takes
-METHODS = ("mst", "pearl")
+METHODS = ("mst", "aim", "pearl")
 #: the generator's training steps of a session's PEARL fit
 PEARL_STEPS = 2000
 #: the arrow type of each catalog type a synthesis holds
@@ -142,6 +149,17 @@ def plan_synthesis(
         if method == "mst":
             rho, loss = mst_loss(total, delta, sizes, k)
             return loss, lambda cells, counts, source: fit_tree(cells, counts, sizes, rho, k, source)
+        if method == "aim":
+            plan = aim.workload(sizes, None, aim.DEGREE, aim.MAX_CELLS)
+            rho, loss = aim.aim_loss(total, delta, len(sizes), plan, k)
+            settings = {
+                "max_cells": aim.MAX_CELLS,
+                "iterations": aim.ITERATIONS,
+                "final_iterations": aim.FINAL_ITERATIONS,
+            }
+            return loss, lambda cells, counts, source: aim.fit_aim(
+                cells, counts, sizes, rho, k, plan, source, **settings
+            )
         flags = tuple(axis.values is None for axis in axes)
         estimator = PEARL(float(total), float(as_fraction(delta, "delta")), ordinal=flags, steps=PEARL_STEPS)
         encoding = estimator.encoding(sizes)
@@ -269,9 +287,14 @@ class Synthesis:
         return self.model.note()
 
 
+#: each method's model class (its ``from_bytes``)
+_MODELS: Mapping[str, Any] = {"mst": TreeModel, "aim": GraphicalModel, "pearl": Generator}
+
+
 class SynthesisCodec:
     """A fitted synthesis as bytes: a JSON header line, then the model's own bytes
-    (:class:`~kakeibo.synth.mst.TreeModel`, :class:`~kakeibo.synth.pearl.Generator`)."""
+    (:class:`~kakeibo.synth.mst.TreeModel`, :class:`~kakeibo.synth.pgm.GraphicalModel`,
+    :class:`~kakeibo.synth.pearl.Generator`)."""
 
     def encode(self, value: SynthesisModel, seeded: bool) -> bytes:
         header = {
@@ -301,6 +324,6 @@ class SynthesisCodec:
             float(header["delta"]),
             int(header["rows_per_person"]),
             bool(header["bounded"]),
-            (TreeModel if header["method"] == "mst" else Generator).from_bytes(body),
+            _MODELS[header["method"]].from_bytes(body),
         )
         return stored, bool(header["seeded"])

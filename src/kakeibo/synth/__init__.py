@@ -4,6 +4,9 @@ synthetic rows; sampling more rows is post-processing and costs nothing.
 * :mod:`.mst` -- :class:`MST` (McKenna, Miklau and Sheldon 2021): noisy 1-way marginals, a maximum spanning
   tree of attribute pairs chosen privately, noisy 2-way marginals on its edges, and a tree-structured model
   fitted to them; one ledger entry per fit.
+* :mod:`.aim` -- :class:`AIM` (McKenna, Mullins, Sheldon and Miklau 2022): workload marginals picked and
+  measured in rounds until the budget is spent exactly, a graphical model fitted to them by :mod:`.pgm`
+  (kakeibo's Private-PGM inference); one ledger entry per fit.
 * :mod:`.pearl` -- :class:`PEARL` (Liew, Takahashi and Ueno 2022): one Gaussian release of the data's
   characteristic function at random frequencies, then a generator trained against it (post-processing);
   one ledger entry per fit.
@@ -15,9 +18,10 @@ synthetic rows; sampling more rows is post-processing and costs nothing.
 
 from __future__ import annotations
 
+from .aim import AIM
 from .dpvae import DPVAE
 from .mst import MST, rho_for
 from .p3gm import P3GM
 from .pearl import PEARL
 
-__all__ = ["DPVAE", "MST", "P3GM", "PEARL", "rho_for"]
+__all__ = ["AIM", "DPVAE", "MST", "P3GM", "PEARL", "rho_for"]

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
@@ -84,7 +84,9 @@ __all__ = [
     "allocate",
     "check_codes",
     "check_domain",
+    "concentrated_loss",
     "fit_tree",
+    "marginal_counts",
     "mst_loss",
     "rho_for",
 ]
@@ -123,14 +125,23 @@ def rho_for(epsilon: Number, delta: Number) -> Fraction:
 def mst_loss(
     epsilon: Number, delta: Number, sizes: tuple[int, ...], sensitivity: int
 ) -> tuple[Fraction, MechanismLoss]:
-    """``(rho, the charge)`` of a fit at ``(epsilon, delta)``: the zCDP curve (rdp books) and the ``(epsilon',
-    delta)`` it converts to, ``epsilon' <= epsilon`` (sequential books). Refused (free, before the charge)
-    where the accounting's arithmetic or a mechanism of the fit over ``sizes`` at ``sensitivity`` would
-    leave its range: every mechanism is built here once, from public inputs, as the draw will build it."""
+    """``(rho, the charge)`` of an MST fit at ``(epsilon, delta)`` over ``sizes`` at ``sensitivity``
+    (:func:`concentrated_loss`)."""
+    return concentrated_loss(epsilon, delta, lambda rho: _mechanisms(rho, len(sizes), sensitivity))
+
+
+def concentrated_loss(
+    epsilon: Number, delta: Number, build: Callable[[Fraction], object]
+) -> tuple[Fraction, MechanismLoss]:
+    """``(rho, the charge)`` of a fit whose measurements compose to ``rho``-zCDP at ``(epsilon, delta)``: the
+    zCDP curve (rdp books) and the ``(epsilon', delta)`` it converts to, ``epsilon' <= epsilon`` (sequential
+    books). Refused (free, before the charge) where the accounting's arithmetic or a mechanism of the fit
+    would leave its range: ``build(rho)`` constructs, from public inputs, the mechanisms the draw will
+    build (those at the extremes of their scales, where the draw's vary)."""
     check_positive(epsilon, "epsilon")
     try:
         rho = rho_for(epsilon, delta)
-        _mechanisms(rho, len(sizes), sensitivity)
+        build(rho)
         reached = zcdp_epsilon(float(rho), float(delta))
     except ArgumentError:
         raise
@@ -272,7 +283,7 @@ def check_codes(codes: ArrayLike, sizes: Sequence[int]) -> tuple[IntMatrix, tupl
     return data, domain
 
 
-def _counts(
+def marginal_counts(
     cells: IntMatrix, counts: NDArray[np.int64], domain: tuple[int, ...], attributes: tuple[int, ...]
 ) -> IntMatrix:
     """The exact marginal of ``attributes`` (counts, shaped by their sizes) of ``counts[i]`` records equal to
@@ -318,13 +329,16 @@ def _measure(
     d = len(domain)
     one_way, pick, two_way = _mechanisms(rho, d, sensitivity)
     ones = [
-        np.asarray(one_way.release(_counts(cells, counts, domain, (a,)), rng=source), float) for a in range(d)
+        np.asarray(one_way.release(marginal_counts(cells, counts, domain, (a,)), rng=source), float)
+        for a in range(d)
     ]
     if pick is None or two_way is None:
         return ones, [], {}
     shares = [np.clip(y, 0, None) / max(np.clip(y, 0, None).sum(), 1.0) for y in ones]
     total = max(float(np.mean([y.sum() for y in ones])), 0.0)
-    exact = {(a, b): _counts(cells, counts, domain, (a, b)) for a in range(d) for b in range(a + 1, d)}
+    exact = {
+        (a, b): marginal_counts(cells, counts, domain, (a, b)) for a in range(d) for b in range(a + 1, d)
+    }
     utility = {
         (a, b): float(np.abs(table - total * np.outer(shares[a], shares[b])).sum())
         for (a, b), table in exact.items()
