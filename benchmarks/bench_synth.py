@@ -14,6 +14,7 @@ Methods, each fitted in a child process of its own (so that its peak resident me
 * ``kakeibo-mst``: :class:`kakeibo.synth.MST` at ``(epsilon, delta)``;
 * ``kakeibo-aim``: :class:`kakeibo.synth.AIM` at ``(epsilon, delta)``, its default workload (every 2-way
   marginal) and inference (100 mirror-descent steps a round, 1,000 at the end);
+* ``kakeibo-privbayes``: :class:`kakeibo.synth.PrivBayes` at ``epsilon`` (pure DP: no delta), degree 2;
 * ``kakeibo-pearl``: :class:`kakeibo.synth.PEARL`, class-conditional on the last attribute, numeric
   attributes ordinal (their bins in ``[0, 1]``), the others one-hot;
 * ``kakeibo-p3gm``: :class:`kakeibo.synth.P3GM` (DP-PCA, DP-EM, DP-SGD; 5 epochs of 200), the same
@@ -81,6 +82,7 @@ DATASETS = ("german", "magic", "phoneme", "marketing", "wdbc", "digits")
 METHODS = (
     "kakeibo-mst",
     "kakeibo-aim",
+    "kakeibo-privbayes",
     "kakeibo-pearl",
     "kakeibo-p3gm",
     "kakeibo-dpvae",
@@ -173,7 +175,7 @@ def fit(
 
 def _child(source: Path, target: Path, method: str, epsilon: float, delta: float, seed: int) -> None:
     """The child of a kakeibo method: fit on the rows of ``source``, save as many synthetic rows."""
-    from kakeibo.synth import AIM, DPVAE, MST, P3GM, PEARL
+    from kakeibo.synth import AIM, DPVAE, MST, P3GM, PEARL, PrivBayes
 
     with np.load(source) as table:
         rows, sizes, flags = table["rows"], tuple(int(s) for s in table["sizes"]), table["ordinal"]
@@ -181,6 +183,8 @@ def _child(source: Path, target: Path, method: str, epsilon: float, delta: float
         model: Any = MST(epsilon, delta, ledger=False, random_state=seed)
     elif method == "kakeibo-aim":
         model = AIM(epsilon, delta, ledger=False, random_state=seed)
+    elif method == "kakeibo-privbayes":
+        model = PrivBayes(epsilon, ledger=False, random_state=seed)
     elif method in ("kakeibo-dpvae", "kakeibo-p3gm"):
         estimator = DPVAE if method == "kakeibo-dpvae" else P3GM
         flagged = tuple(bool(f) for f in flags)

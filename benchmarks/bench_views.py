@@ -17,8 +17,8 @@ authors ran it (fan-out 2^d, every attribute halved at once). The latter enumera
 not, and reports a data set as too large when a split would make more than 2^15 children (d >= 16 here:
 letter, penbased, satimage) or the tree more than 5e6 leaves.
 
-``kakeibo-mst`` and ``kakeibo-aim`` are kakeibo's MST and AIM (issue 35) at the synthesisers' delta, in
-this process. The synthesisers
+``kakeibo-mst``, ``kakeibo-aim`` and ``kakeibo-privbayes`` are kakeibo's MST, AIM (at the synthesisers'
+delta) and PrivBayes (pure epsilon-DP) of issue 35, in this process. The synthesisers
 (``privbayes``, ``mst``: dpmm 0.1.9) run in an environment of their own, since dpmm pins
 numpy 1.26 and pandas 2.1::
 
@@ -92,6 +92,7 @@ METHODS = (  # a method's index seeds its runs: append, never reorder
     "hdpview-authors",
     "kakeibo-mst",
     "kakeibo-aim",
+    "kakeibo-privbayes",
 )
 Builder = Callable[[IntMatrix, NDArray[np.int64], tuple[int, ...], float, np.random.Generator], RangeView]
 
@@ -116,10 +117,10 @@ class HDPView:
         return np.asarray(self.view.range_counts(lows, highs), dtype=np.float64)
 
 
-class KakeiboAIM:
-    """kakeibo's AIM (``kakeibo.synth.AIM``, issue 35) at ``(epsilon, delta)`` with its defaults (every
-    2-way marginal as the workload), fitted on the rows the count tensor stands for (one record per person),
-    its synthetic table of the input's row count answered exactly."""
+class KakeiboEstimator:
+    """kakeibo's AIM at ``(epsilon, delta)`` with its defaults (every 2-way marginal as the workload) or
+    PrivBayes at ``epsilon`` (pure DP), ``kakeibo.synth`` (issue 35), fitted on the rows the count tensor
+    stands for (one record per person), its synthetic table of the input's row count answered exactly."""
 
     def __init__(
         self,
@@ -195,7 +196,8 @@ def builders(args: argparse.Namespace) -> dict[str, Builder]:
         "privbayes": partial(synth, model="privbayes"),
         "mst": partial(synth, model="mst"),
         "kakeibo-mst": partial(KakeiboMST, delta=args.synth_delta),
-        "kakeibo-aim": partial(KakeiboAIM, delta=args.synth_delta),
+        "kakeibo-aim": partial(KakeiboEstimator, delta=args.synth_delta, method="aim"),
+        "kakeibo-privbayes": partial(KakeiboEstimator, delta=args.synth_delta, method="privbayes"),
     }
 
 

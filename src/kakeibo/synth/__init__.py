@@ -7,6 +7,9 @@ synthetic rows; sampling more rows is post-processing and costs nothing.
 * :mod:`.aim` -- :class:`AIM` (McKenna, Mullins, Sheldon and Miklau 2022): workload marginals picked and
   measured in rounds until the budget is spent exactly, a graphical model fitted to them by :mod:`.pgm`
   (kakeibo's Private-PGM inference); one ledger entry per fit.
+* :mod:`.privbayes` -- :class:`PrivBayes` (Zhang et al. 2017): a Bayesian network whose structure is
+  picked privately and whose conditional tables are noisy marginals; pure epsilon-DP, one ledger entry per
+  fit.
 * :mod:`.pearl` -- :class:`PEARL` (Liew, Takahashi and Ueno 2022): one Gaussian release of the data's
   characteristic function at random frequencies, then a generator trained against it (post-processing);
   one ledger entry per fit.
@@ -23,5 +26,6 @@ from .dpvae import DPVAE
 from .mst import MST, rho_for
 from .p3gm import P3GM
 from .pearl import PEARL
+from .privbayes import PrivBayes
 
-__all__ = ["AIM", "DPVAE", "MST", "P3GM", "PEARL", "rho_for"]
+__all__ = ["AIM", "DPVAE", "MST", "P3GM", "PEARL", "PrivBayes", "rho_for"]
