@@ -477,7 +477,8 @@ def outcome(
 ) -> Outcome:
     """Run ``session.sql(query, epsilon=epsilon)`` on one world with a fresh ledger and record it; with
     ``synthesis`` (keyword arguments such as ``delta`` and ``rows_per_person``), ``session.synthesize(query,
-    epsilon=epsilon, **synthesis)`` instead, its synthetic table recorded as the answer.
+    epsilon=epsilon, **synthesis)`` instead, its synthetic table recorded as the answer, followed by
+    ``session.fidelity`` at ``synthesis["fidelity"]`` when that is given.
 
     ``rng_seed=None`` uses the secure default generator; otherwise both worlds draw from
     ``numpy.random.default_rng(rng_seed)``. ``timeout`` (Spark only) cancels the engine's jobs when the call
@@ -518,10 +519,11 @@ def outcome(
     start = time.perf_counter()
     try:
         if synthesis is not None:
-            table, chosen = (
-                session.synthesize(query, epsilon=epsilon, rng=kwargs.get("rng"), **synthesis).table,
-                None,
-            )
+            fit = {k: v for k, v in synthesis.items() if k != "fidelity"}
+            made = session.synthesize(query, epsilon=epsilon, rng=kwargs.get("rng"), **fit)
+            if "fidelity" in synthesis:
+                session.fidelity(made, epsilon=synthesis["fidelity"], random_state=0, rng=kwargs.get("rng"))
+            table, chosen = made.table, None
         else:
             result = session.sql(query, **kwargs)
             table, chosen = result.to_arrow(), result.bounds
@@ -1381,7 +1383,8 @@ def synthesis_call(
     """One ``Session.synthesize`` call: ``(query, epsilon, the other keyword arguments)``, its method drawn
     from ``methods`` (repeat one to draw it more often). Two in three are calls a session answers: 1-3
     columns of ``visits`` (whose target holds 1e308, -1e308, NaN, +-inf, 5e-324, -0.0, NULL and an age
-    beyond its bound) at an ordinary epsilon, delta and person bound; the rest draw a refused column, the
+    beyond its bound) at an ordinary epsilon, delta and person bound, a third of them followed by a charged
+    fidelity report (``fidelity``: its epsilon, two of five refused); the rest draw a refused column, the
     row-level ``people``, another query shape, or epsilon, delta and the person bound at and past the edges
     the session refuses, and bins for any column."""
     columns = rng.sample(SYNTHESIS_COLUMNS, rng.choice([1, 2, 2, 3, 3]))
@@ -1390,6 +1393,8 @@ def synthesis_call(
         options["method"] = rng.choice(methods)
     epsilon: object = rng.choice([0.5, 1, 8, 1000])
     if rng.random() < 2 / 3:
+        if rng.random() < 1 / 3:  # then a fidelity report of the synthesis, charged (some refused)
+            options["fidelity"] = rng.choice([0.5, 1, 8, 0, 2**41])
         return f"SELECT {', '.join(columns)} FROM visits", epsilon, options
     table = "visits"
     hostile = rng.choice(["column", "people", "shape", "numbers", "bins"])

@@ -64,9 +64,13 @@ from .region import constant_check_sql, declared_constants
 from .rewrite import engine_sql, public_values_sql
 from .shape import AnalyzedQuery, check_dialect, named_columns
 from .synthesis import (
+    Fidelity,
     Synthesis,
     SynthesisCodec,
     SynthesisModel,
+    fidelity_gaps,
+    fidelity_mechanism,
+    fidelity_orders,
     numeric_bounds,
     plan_synthesis,
     synthesis_request_id,
@@ -467,6 +471,80 @@ class Session:
             out.ledger_entry,
             seeded=out.seeded,
             replayed=out.replayed,
+        )
+
+    def fidelity(
+        self,
+        synthesis: Synthesis | SynthesisModel,
+        *,
+        epsilon: Number | None = None,
+        holdout: str | None = None,
+        rows: int | None = None,
+        random_state: int | np.random.Generator | None = None,
+        rng: Rng = None,
+    ) -> Fidelity:
+        """How far ``rows`` synthetic rows of ``synthesis`` (drawn with ``random_state``; by default the
+        model's row estimate) lie from the real rows in their 1-, 2- and 3-way marginals (:mod:`.synthesis`,
+        Fidelity): charged at ``epsilon`` against the table it models (one ledger entry, pure DP; ``rng`` is
+        the noise), or free against ``holdout``, a catalog table the owner declared ``public`` with the same
+        columns. Exactly one of the two; every refusal before any charge or statement."""
+        model = synthesis.model if isinstance(synthesis, Synthesis) else synthesis
+        if not isinstance(model, SynthesisModel):
+            raise ArgumentTypeError(
+                f"fidelity needs a Synthesis or a SynthesisModel, got {type(synthesis)!r}."
+            )
+        if (epsilon is None) == (holdout is None):
+            raise QueryRefused(
+                "a fidelity report is charged at an epsilon or made on a public holdout: give one."
+            )
+        codes = model.sample_codes(rows, random_state)
+        sizes = tuple(axis.size for axis in model.axes)
+        orders = fidelity_orders(len(sizes))
+        names = frozenset(axis.name for axis in model.axes)
+        if holdout is not None:
+            table = self.catalog.table(holdout)
+            if not table.public or not names <= set(table.columns):
+                raise QueryRefused(
+                    f"the holdout {holdout!r} must be a table the catalog declares public, with the columns "
+                    f"{', '.join(sorted(names))}."
+                )
+            self._check_types(table, names)
+            cells, counts = cell_counts(self._execute(cell_counts_sql(table, model.axes, 1)), len(sizes))
+            means, numbers = fidelity_gaps(cells, counts, codes, sizes, None)
+            zeros = (0.0,) * len(orders)
+            return Fidelity(
+                orders, tuple(means), zeros, tuple(numbers), len(codes), f"public holdout {holdout}"
+            )
+        assert epsilon is not None
+        source = self.catalog.table(model.table)
+        mechanism = fidelity_mechanism(epsilon, model.rows_per_person, len(orders))
+        scale = float(model.rows)
+        charge = release.Charge(
+            mechanism.privacy_loss,
+            label=f"FIDELITY OF SYNTHESIZE {model.method.upper()} FROM ({model.sql})",
+            analyst=self.analyst,
+            dataset=self.dataset or source.name,
+        )
+
+        def draw(noise: RandomSource) -> tuple[list[float], list[int]]:
+            statement = cell_counts_sql(source, model.axes, model.rows_per_person, random_order=True)
+            cells, counts = cell_counts(self._execute(statement), len(sizes))
+            gaps, numbers = fidelity_gaps(cells, counts, codes, sizes, scale)
+            return list(np.asarray(mechanism.release(np.array(gaps), rng=noise), float)), numbers
+
+        out = release.run(self.ledger, charge, draw, rng=rng, check=lambda: self._check_types(source, names))
+        released, numbers = out.value
+        half = 2 * max(scale, 1.0)
+        deviation = float(np.sqrt(2)) * mechanism.scale / half
+        return Fidelity(
+            orders,
+            tuple(value / half for value in released),
+            (deviation,) * len(orders),
+            tuple(numbers),
+            len(codes),
+            f"the bounded rows of {model.table}, charged epsilon {float(epsilon):g}",
+            mechanism.privacy_loss,
+            out.ledger_entry,
         )
 
     def views(self) -> dict[str, StoredView]:
