@@ -58,6 +58,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -117,10 +118,11 @@ class HDPView:
         return np.asarray(self.view.range_counts(lows, highs), dtype=np.float64)
 
 
-class KakeiboEstimator:
-    """kakeibo's AIM at ``(epsilon, delta)`` with its defaults (every 2-way marginal as the workload) or
-    PrivBayes at ``epsilon`` (pure DP), ``kakeibo.synth`` (issue 35), fitted on the rows the count tensor
-    stands for (one record per person), its synthetic table of the input's row count answered exactly."""
+class KakeiboSynthesis:
+    """kakeibo's MST (fitted on the count tensor, ``kakeibo.synth.mst.fit_tree``) or AIM at ``(epsilon,
+    delta)``, or PrivBayes at ``epsilon`` (pure DP), of ``kakeibo.synth`` (issue 35; AIM and PrivBayes with
+    their defaults, fitted on the rows the tensor stands for), one record per person; its synthetic table of
+    the input's row count answered exactly, as ``Synthetic`` answers dpmm's."""
 
     def __init__(
         self,
@@ -131,38 +133,19 @@ class KakeiboEstimator:
         rng: np.random.Generator,
         *,
         delta: float,
-    ) -> None:
-        from kakeibo.synth import AIM
-
-        model = AIM(epsilon, delta, ledger=False, random_state=rng).fit(
-            np.repeat(cells, counts, axis=0), sizes
-        )
-        self.cells, self.counts = sparse_counts(model.sample(int(counts.sum()), rng))
-        self.size = self.cells.size + self.counts.size
-
-    def answer(self, lows: IntMatrix, highs: IntMatrix) -> NDArray[np.float64]:
-        return true_answers(self.cells, self.counts, lows, highs)
-
-
-class KakeiboMST:
-    """kakeibo's MST (``kakeibo.synth.mst``, issue 35) fitted on the count tensor at ``(epsilon, delta)``
-    (one record per person), its synthetic table of the input's row count answered exactly, as
-    ``Synthetic`` answers dpmm's."""
-
-    def __init__(
-        self,
-        cells: IntMatrix,
-        counts: NDArray[np.int64],
-        sizes: tuple[int, ...],
-        epsilon: float,
-        rng: np.random.Generator,
-        *,
-        delta: float,
+        method: str,
     ) -> None:
         from kakeibo.noise import resolve_source
+        from kakeibo.synth import AIM, PrivBayes
         from kakeibo.synth.mst import fit_tree, rho_for
 
-        model = fit_tree(cells, counts, sizes, rho_for(epsilon, delta), 1, resolve_source(rng))
+        model: Any
+        if method == "mst":
+            model = fit_tree(cells, counts, sizes, rho_for(epsilon, delta), 1, resolve_source(rng))
+        else:
+            estimator = AIM(epsilon, delta) if method == "aim" else PrivBayes(epsilon)
+            estimator.set_params(ledger=False, random_state=rng)
+            model = estimator.fit(np.repeat(cells, counts, axis=0), sizes).model_
         self.cells, self.counts = sparse_counts(model.sample(int(counts.sum()), rng))
         self.size = self.cells.size + self.counts.size
 
@@ -195,9 +178,10 @@ def builders(args: argparse.Namespace) -> dict[str, Builder]:
         "hdpview-authors": partial(AuthorsHDPView, source=args.authors_code),
         "privbayes": partial(synth, model="privbayes"),
         "mst": partial(synth, model="mst"),
-        "kakeibo-mst": partial(KakeiboMST, delta=args.synth_delta),
-        "kakeibo-aim": partial(KakeiboEstimator, delta=args.synth_delta, method="aim"),
-        "kakeibo-privbayes": partial(KakeiboEstimator, delta=args.synth_delta, method="privbayes"),
+        **{
+            f"kakeibo-{method}": partial(KakeiboSynthesis, delta=args.synth_delta, method=method)
+            for method in ("mst", "aim", "privbayes")
+        },
     }
 
 

@@ -1,5 +1,5 @@
 """Crash test of the query service (issue 7): a real server is SIGKILLed at random moments of a load run,
-20 times, and restarted. After each restart the ledger verifies, every answer a client received has its
+``KILLS`` times, and restarted. After each restart the ledger verifies, every answer a client received has its
 ledger entry, and retrying every request (answered or cut off) charges nothing twice: an answered request
 comes back identical, and the ledger's spent equals its entries' sum."""
 
@@ -21,6 +21,9 @@ from kakeibo.service.process import free_port, start_server
 from test_service import write_service
 
 EPSILON = Fraction(1, 1000)
+#: kills per run: each lands at a random moment of six clients' load, an independent trial of the same
+#: property
+KILLS = 10
 QUERIES = (
     "SELECT COUNT(*) AS n FROM visits",
     "SELECT category, SUM(amount) AS s FROM visits GROUP BY category",
@@ -67,7 +70,7 @@ def test_sigkill_during_load_loses_and_doubles_nothing(tmp_path: Path) -> None:
                     answers[request_id] = response.json()
                 answered.set()
 
-    for round_ in range(20):
+    for round_ in range(KILLS):
         stop, answered = threading.Event(), threading.Event()
         workers = [threading.Thread(target=load, args=(round_, w, stop, answered)) for w in range(6)]
         for w in workers:
@@ -104,4 +107,4 @@ def test_sigkill_during_load_loses_and_doubles_nothing(tmp_path: Path) -> None:
     assert ledger.verify().ok
     assert len(ledger.entries()) == len(set(sent))  # one charge per request id, whether or not it was cut off
     assert ledger.spent(analyst="alice", dataset="shop") == ApproxDP(EPSILON * len(set(sent)), 0)
-    print(f"20 kills: {len(answers)} answers received, {len(set(sent))} requests sent, all charged once")
+    print(f"{KILLS} kills: {len(answers)} answers received, {len(set(sent))} requests sent, all charged once")

@@ -65,7 +65,7 @@ from ..accounting import Ledger
 from ..accounting.curves import MechanismLoss
 from ..errors import ArgumentError
 from ..mechanisms import DiscreteGaussian, Exponential
-from ..ml import RandomState, charged_run, check_count, check_ledger
+from ..ml import RandomState, check_count, check_ledger
 from ..noise import RandomSource
 from ..privacy import Number
 from .base import Synthesizer
@@ -296,8 +296,7 @@ class AIM(Synthesizer):
         plan = workload(domain, self.workload, self.degree, self.max_cells)
         rho, loss = aim_loss(self.epsilon, self.delta, len(domain), plan, 1)
         ones = np.ones(len(data), dtype=np.int64)
-        released = charged_run(
-            self,
+        self._charged_fit(
             loss,
             "AIM",
             lambda source: fit_aim(
@@ -313,9 +312,5 @@ class AIM(Synthesizer):
                 final_iterations=self.final_iterations,
             ),
         )
-        self.sizes_ = domain
-        self.rho_ = rho
-        self.privacy_loss_ = loss
-        self.ledger_entry_ = released.ledger_entry
-        self.model_ = released.value
+        self.sizes_, self.rho_ = domain, rho
         return self

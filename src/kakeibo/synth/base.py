@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 from sklearn.base import BaseEstimator
 
-from ..ml import check_count, check_fitted
+from ..ml import charged_run, check_count, check_fitted
+from ..noise import RandomSource
 
 __all__ = ["Model", "Synthesizer", "pack", "unpack"]
 
@@ -28,6 +29,15 @@ class Synthesizer(BaseEstimator):  # type: ignore[misc]
     and :class:`~kakeibo.synth.DPVAE`."""
 
     model_: Model
+
+    def _charged_fit(self, loss: Any, label: str, draw: Callable[[RandomSource], Any]) -> Any:
+        """Run ``draw`` as the fit's one charged release (:func:`~kakeibo.ml.charged_run`), keep its loss,
+        ledger entry and model (``privacy_loss_``, ``ledger_entry_``, ``model_``) and return the model."""
+        released = charged_run(self, loss, label, draw)
+        self.privacy_loss_ = loss
+        self.ledger_entry_ = released.ledger_entry
+        self.model_ = released.value
+        return released.value
 
     def sample(self, n: int, random_state: int | np.random.Generator | None = None) -> NDArray[np.int64]:
         """``n`` synthetic records drawn from the fitted model (post-processing: no charge)."""

@@ -44,7 +44,6 @@ from ..accounting import Ledger
 from ..mechanisms.base import check_positive
 from ..ml import (
     RandomState,
-    charged_run,
     check_count,
     check_ledger,
     noise_generator,
@@ -210,10 +209,6 @@ class DPVAE(Synthesizer):
             layers = unflatten(sgd(self, contributions, glorot(shapes, rng), len(data), plan, source), shapes)
             return Decoder(encoding, (layers[3], layers[4]), latent)
 
-        released = charged_run(self, plan.loss, "DPVAE.fit (DP-SGD)", draw)
-        self.encoding_ = encoding
-        self.plan_ = plan
-        self.privacy_loss_ = plan.loss
-        self.ledger_entry_ = released.ledger_entry
-        self.model_ = released.value
+        self._charged_fit(plan.loss, "DPVAE.fit (DP-SGD)", draw)
+        self.encoding_, self.plan_ = encoding, plan
         return self

@@ -72,7 +72,7 @@ from ..accounting.curves import Concentrated, MechanismLoss
 from ..errors import ArgumentError, ArgumentTypeError
 from ..mechanisms import DiscreteGaussian, Exponential
 from ..mechanisms.base import check_positive
-from ..ml import RandomState, charged_run, check_count, check_ledger
+from ..ml import RandomState, check_count, check_ledger
 from ..noise import RandomSource
 from ..privacy import ApproxDP, Number, as_fraction, zcdp_epsilon
 from .base import Synthesizer, pack, unpack
@@ -257,12 +257,8 @@ class MST(Synthesizer):
         check_ledger(self.ledger)
         rho, loss = mst_loss(self.epsilon, self.delta, domain, 1)
         ones = np.ones(len(data), dtype=np.int64)
-        released = charged_run(self, loss, "MST", lambda source: fit_tree(data, ones, domain, rho, 1, source))
-        self.sizes_ = domain
-        self.rho_ = rho
-        self.privacy_loss_ = loss
-        self.ledger_entry_ = released.ledger_entry
-        self.model_ = released.value
+        self._charged_fit(loss, "MST", lambda source: fit_tree(data, ones, domain, rho, 1, source))
+        self.sizes_, self.rho_ = domain, rho
         return self
 
 

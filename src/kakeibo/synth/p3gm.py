@@ -61,7 +61,6 @@ from ..errors import ArgumentError
 from ..mechanisms.base import check_positive
 from ..ml import (
     RandomState,
-    charged_run,
     check_count,
     noise_generator,
     symmetric,
@@ -258,12 +257,8 @@ class P3GM(Synthesizer):
             mixture = _em(points, v, components, self.em_iterations, float(sigma_em), rng)
             return self._train(encoding, points, v, mixture, shapes, plan, rng, source)
 
-        released = charged_run(self, plan.loss, "P3GM.fit (PCA, EM, DP-SGD)", draw)
-        self.encoding_ = encoding
-        self.plan_ = plan
-        self.privacy_loss_ = plan.loss
-        self.ledger_entry_ = released.ledger_entry
-        self.model_ = released.value
+        self._charged_fit(plan.loss, "P3GM.fit (PCA, EM, DP-SGD)", draw)
+        self.encoding_, self.plan_ = encoding, plan
         return self
 
     def _train(

@@ -63,7 +63,7 @@ from ..accounting import Ledger
 from ..errors import ArgumentError
 from ..mechanisms import Exponential, Geometric
 from ..mechanisms.base import check_positive
-from ..ml import RandomState, charged_run, check_count, check_ledger
+from ..ml import RandomState, check_count, check_ledger
 from ..noise import RandomSource
 from ..noise.exact import uniform_below
 from ..privacy import Number, PureDP, as_fraction
@@ -279,14 +279,10 @@ class PrivBayes(Synthesizer):
         network_mechanisms(epsilon, len(domain), 1)
         ones = np.ones(len(data), dtype=np.int64)
         settings = {"degree": self.degree, "max_cells": self.max_cells}
-        released = charged_run(
-            self,
+        self._charged_fit(
             PureDP(epsilon),
             "PrivBayes",
             lambda source: fit_network(data, ones, domain, epsilon, 1, source, **settings),
         )
         self.sizes_ = domain
-        self.privacy_loss_ = PureDP(epsilon)
-        self.ledger_entry_ = released.ledger_entry
-        self.model_ = released.value
         return self
