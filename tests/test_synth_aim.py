@@ -22,6 +22,7 @@ from kakeibo.noise import resolve_source
 from kakeibo.synth import AIM, MST, rho_for
 from kakeibo.synth import aim as aim_module
 from kakeibo.synth.pgm import model_cells
+from test_synth_mst import spy_zcdp
 
 EPSILON, DELTA = 1.0, 1e-6
 SIZES = (4, 4, 2, 3)
@@ -46,28 +47,8 @@ def tvd(x: np.ndarray, y: np.ndarray, columns: tuple[int, ...]) -> float:
     return float(np.abs(counts[0] - counts[1]).sum() / 2)
 
 
-def _spy(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The zCDP of every mechanism the fit draws from (permute-and-flip at e: e^2 / 2)."""
-    spent: list[float] = []
-    gaussian, exponential = aim_module.DiscreteGaussian, aim_module.Exponential
-
-    class CountedGaussian(gaussian):  # type: ignore[misc, valid-type]
-        def release(self, value: Any, rng: Any = None) -> Any:
-            spent.append(self.rho)
-            return super().release(value, rng)
-
-    class CountedExponential(exponential):  # type: ignore[misc, valid-type]
-        def release(self, value: Any, rng: Any = None) -> int:
-            spent.append(self.epsilon**2 / 2)
-            return int(super().release(value, rng))
-
-    monkeypatch.setattr(aim_module, "DiscreteGaussian", CountedGaussian)
-    monkeypatch.setattr(aim_module, "Exponential", CountedExponential)
-    return spent
-
-
 def test_the_rounds_compose_to_the_charged_rho_whatever_the_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    spent = _spy(monkeypatch)
+    spent = spy_zcdp(monkeypatch, aim_module)
     draws = []
     for codes in (_chain(2_000, 1), np.zeros((50, 4), dtype=np.int64)):
         spent.clear()

@@ -54,11 +54,11 @@ def test_rho_is_the_largest_that_converts_to_the_request() -> None:
         assert zcdp_epsilon(float(rho) * (1 + 1e-4), delta) > epsilon  # 6 digits: within 1e-5 relative
 
 
-def test_the_measurements_compose_to_the_charged_rho(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every DiscreteGaussian and Exponential the fit builds, summed as zCDP (permute-and-flip at e:
-    e^2 / 2), is at most the rho the ledger is charged."""
+def spy_zcdp(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[float]:
+    """The zCDP of every DiscreteGaussian and Exponential ``module``'s fits release (permute-and-flip at e
+    counted as e^2 / 2), appended as they release."""
     spent: list[float] = []
-    gaussian, exponential = mst_module.DiscreteGaussian, mst_module.Exponential
+    gaussian, exponential = module.DiscreteGaussian, module.Exponential
 
     class CountedGaussian(gaussian):  # type: ignore[misc, valid-type]
         def release(self, value: Any, rng: Any = None) -> Any:
@@ -70,8 +70,15 @@ def test_the_measurements_compose_to_the_charged_rho(monkeypatch: pytest.MonkeyP
             spent.append(self.epsilon**2 / 2)
             return int(super().release(value, rng))
 
-    monkeypatch.setattr(mst_module, "DiscreteGaussian", CountedGaussian)
-    monkeypatch.setattr(mst_module, "Exponential", CountedExponential)
+    monkeypatch.setattr(module, "DiscreteGaussian", CountedGaussian)
+    monkeypatch.setattr(module, "Exponential", CountedExponential)
+    return spent
+
+
+def test_the_measurements_compose_to_the_charged_rho(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every DiscreteGaussian and Exponential the fit builds, summed as zCDP (permute-and-flip at e:
+    e^2 / 2), is at most the rho the ledger is charged."""
+    spent = spy_zcdp(monkeypatch, mst_module)
     codes = _chain(500, 1)
     model = MST(EPSILON, DELTA, ledger=False, random_state=0).fit(codes, sizes=(4, 4, 2, 3))
     assert len(spent) == 4 + 3 + 3  # four 1-way, three picks, three 2-way

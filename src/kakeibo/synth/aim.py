@@ -95,8 +95,10 @@ MAX_CANDIDATES = 20_000
 #: the largest model (junction-tree cells) allowed for ``max_cells``
 MAX_MODEL_CELLS = 2**24
 #: the defaults of :class:`AIM` (and of ``Session.synthesize(method="aim")``): the workload's degree, the
-#: model's most cells, mirror-descent steps per round and at the end
-DEGREE, MAX_CELLS, ITERATIONS, FINAL_ITERATIONS = 2, 2**20, 100, 1000
+#: model's most cells (2 MiB of doubles; the paper's 80 MB made magic at epsilon 10 take 227 s on 2 cores,
+#: 2^18 cells 59 s at the same distances, ``benchmarks/RESULTS.md``), mirror-descent steps per round and at
+#: the end
+DEGREE, MAX_CELLS, ITERATIONS, FINAL_ITERATIONS = 2, 2**18, 100, 1000
 
 
 @dataclass(frozen=True)

@@ -364,14 +364,26 @@ def estimate(
             if home is not None:
                 theta[home] = theta[home] + potential.reshape(_shape(sizes, old, tree.cliques[home]))
     cliques = tree.cliques
+    # per clique of the tree: the attributes its measurements read (their union), so that the clique is
+    # summed down once and each gradient is a table on the union, broadcast against the clique
+    unions: dict[int, Clique] = {}
+    for m, home in zip(measurements, homes, strict=True):
+        assert home is not None  # every measured clique is inside a clique of its tree
+        unions[home] = tuple(sorted(set(unions.get(home, ())) | set(m.clique)))
 
     def loss(mu: list[FloatArray]) -> tuple[float, list[FloatArray]]:
-        value, grad = 0.0, [np.zeros_like(m) for m in mu]
+        value = 0.0
+        grad = [np.zeros(()) for _ in mu]
+        bases = {home: mu[home].sum(axis=_axes(cliques[home], union)) for home, union in unions.items()}
+        parts = {home: np.zeros(base.shape) for home, base in bases.items()}
         for m, home in zip(measurements, homes, strict=True):
-            assert home is not None  # every measured clique is inside a clique of its tree
-            diff = mu[home].sum(axis=_axes(cliques[home], m.clique)) - m.values
+            assert home is not None
+            union = unions[home]
+            diff = bases[home].sum(axis=_axes(union, m.clique)) - m.values
             value += float((diff**2).sum()) / m.sigma**2
-            grad[home] = grad[home] + (2 * diff / m.sigma**2).reshape(_shape(sizes, m.clique, cliques[home]))
+            parts[home] += (2 * diff / m.sigma**2).reshape(_shape(sizes, m.clique, union))
+        for home, part in parts.items():
+            grad[home] = part.reshape(_shape(sizes, unions[home], cliques[home]))
         return value, grad
 
     mu = _calibrate(tree, theta, total)
