@@ -184,6 +184,7 @@ EXEMPT = {
     ("correlated/repro.py", "synthetic"): "random networks for the synthetic figure: no data, no release",
     ("synth/base.py", "sample"): "synthetic rows drawn from a fitted synthesiser's model: post-processing",
     ("sql/synthesis.py", "sample"): "synthetic rows and values drawn from the stored model: post-processing",
+    ("sql/synthesis.py", "sample_codes"): "synthetic bin codes drawn from the stored model: post-processing",
 }
 
 
