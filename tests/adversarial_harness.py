@@ -1391,6 +1391,8 @@ def synthesis_call(
     options: dict[str, object] = {"delta": 1e-6, "rows_per_person": rng.choice([1, 2, 4, 9])}
     if len(methods) > 1:
         options["method"] = rng.choice(methods)
+        if options["method"] == "privbayes" and rng.random() < 2 / 3:
+            options["delta"] = 0  # pure epsilon-DP: any other delta is refused
     epsilon: object = rng.choice([0.5, 1, 8, 1000])
     if rng.random() < 2 / 3:
         if rng.random() < 1 / 3:  # then a fidelity report of the synthesis, charged (some refused)

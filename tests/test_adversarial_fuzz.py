@@ -117,14 +117,14 @@ def test_fuzz_synthesis(worlds: Worlds, ledgers: Path, monkeypatch: pytest.Monke
     """``Session.synthesize`` on both worlds: the columns (bounded, public-valued, unbounded, of refused
     types, the person's own), the person bound, epsilon, delta and bins drawn by
     ``adversarial_harness.synthesis_call``; acceptance, error, charge and schema alike. On DuckDB the
-    method is PEARL one time in six, AIM one in six, else MST (all three send the same statement, which
-    every engine runs with MST; what PEARL and AIM add, their refusals and their charges, does not touch
+    method is PEARL, AIM or PrivBayes one time in six each, else MST (all four send the same statement,
+    which every engine runs with MST; what the others add, their refusals and their charges, does not touch
     the engine), PEARL's generator trained for 5 steps and AIM's inference run for 5 (both
     post-processing of what is released)."""
     monkeypatch.setattr(synthesis_module, "PEARL_STEPS", 5)
     monkeypatch.setattr(aim_module, "ITERATIONS", 5)
     monkeypatch.setattr(aim_module, "FINAL_ITERATIONS", 5)
-    methods = ("mst",) * 4 + ("pearl", "aim") if worlds.engine == "duckdb" else ("mst",)
+    methods = ("mst",) * 3 + ("pearl", "aim", "privbayes") if worlds.engine == "duckdb" else ("mst",)
     timeout = SPARK_TIMEOUT if worlds.engine == "spark" else None
     mismatches, accepted = [], 0
     for seed in range(SYNTHESIS_SEEDS[worlds.engine]):

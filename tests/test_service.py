@@ -554,5 +554,16 @@ def test_a_synthesis_is_charged_once_from_the_grant_and_replayed_free(tmp_path: 
         past = client.post("/v1/synthesize", json={**body, "epsilon": 0.9}, headers=bearer(key))
         assert past.status_code == 409, past.text
         assert spent(client, key) == out["privacy_loss"]["epsilon"]
-        for bad in ({"delta": 0}, {"method": "gan"}, {"rows": 100_001}, {"rows_per_person": 0}):
+        for bad in ({"delta": -1e-9}, {"method": "gan"}, {"rows": 100_001}, {"rows_per_person": 0}):
             assert client.post("/v1/synthesize", json={**body, **bad}, headers=bearer(key)).status_code == 422
+        # delta 0 is PrivBayes' (pure epsilon-DP); the other methods refuse it, and PrivBayes any other delta
+        for bad in ({"delta": 0}, {"method": "privbayes"}):
+            refused = client.post("/v1/synthesize", json={**body, **bad}, headers=bearer(key))
+            assert refused.status_code == 400 and "delta" in refused.text, refused.text
+        pure = client.post(
+            "/v1/synthesize",
+            json={**body, "method": "privbayes", "delta": 0, "epsilon": 0.25},
+            headers=bearer(key),
+        )
+        assert pure.status_code == 200, pure.text
+        assert pure.json()["privacy_loss"] == {"epsilon": 0.25, "delta": 0.0}

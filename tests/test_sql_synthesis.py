@@ -295,6 +295,9 @@ def test_the_audit_refutes_a_statement_without_the_person_bound() -> None:
         (QUERY, {"delta": 5e-324}, "beyond the range of kakeibo's accounting or exact samplers"),
         (QUERY, {"epsilon": 1e-3, "rows_per_person": 1_000}, "too large for the exact samplers"),
         (QUERY, {"method": "aim", "delta": 0}, "delta in"),
+        (QUERY, {"method": "privbayes"}, "pure epsilon-DP: pass delta=0"),
+        (QUERY, {"method": "privbayes", "delta": 0, "epsilon": 2**-41}, "must lie between"),
+        (QUERY, {"method": "privbayes", "delta": 0, "rows_per_person": 0}, "rows_per_person must be"),
         (
             QUERY,
             {"method": "aim", "epsilon": 1e-3, "rows_per_person": 1_000},
@@ -398,6 +401,54 @@ def test_aim_marginals_are_close_at_a_large_epsilon(tmp_path: Path) -> None:
     codes, synthetic = _binned(real.drop(["uid"])), _binned(out.table)
     for columns in ((0,), (1,), (2,), (0, 1), (1, 2), (0, 2)):
         assert tvd(codes, synthetic, columns, sizes) < 0.05, columns
+
+
+# --- PrivBayes ------------------------------------------------------------------------------------------
+
+
+def test_a_privbayes_synthesis_is_pure_and_a_pure_budget_pays_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """method="privbayes" (delta 0): one ledger entry charged PureDP(epsilon) on a pure-epsilon budget (which
+    refuses MST); with rows_per_person=3 every discrete Laplace release is at sensitivity 3 and every pick at
+    4 x 3, their epsilons summing to exactly the charge; replay and save/load."""
+    from fractions import Fraction
+
+    from kakeibo.synth import privbayes as privbayes_module
+
+    drawn: list[tuple[float, Fraction]] = []
+    geometric, exponential = privbayes_module.Geometric, privbayes_module.Exponential
+
+    class CountedGeometric(geometric):  # type: ignore[misc, valid-type]
+        def release(self, value: Any, rng: Any = None) -> Any:
+            drawn.append((float(self.sensitivity), self.privacy_loss.epsilon))
+            return super().release(value, rng)
+
+    class CountedExponential(exponential):  # type: ignore[misc, valid-type]
+        def release(self, value: Any, rng: Any = None) -> int:
+            drawn.append((float(self.utility_sensitivity), self.privacy_loss.epsilon))
+            return int(super().release(value, rng))
+
+    monkeypatch.setattr(privbayes_module, "Geometric", CountedGeometric)
+    monkeypatch.setattr(privbayes_module, "Exponential", CountedExponential)
+    session = _session(_shop(2_000, 50), tmp_path / "ledger.sqlite", budget=10.0)
+    out = session.synthesize(
+        QUERY, epsilon=2, delta=0, method="privbayes", rows_per_person=3, rng=np.random.default_rng(51)
+    )
+    [entry] = session.ledger.entries()
+    assert entry.loss == out.privacy_loss == PureDP(2)
+    assert entry.label == f"SYNTHESIZE PRIVBAYES FROM ({QUERY}) WITH 3 ROWS PER PERSON"
+    assert {sensitivity for sensitivity, _ in drawn} == {3.0, 12.0}
+    assert sum(epsilon for _, epsilon in drawn) == 2
+    assert "fitted by PRIVBAYES at epsilon 2, delta 0" in out.note
+    again = session.synthesize(QUERY, epsilon=2, delta=0, method="privbayes", rows_per_person=3)
+    assert again.replayed and len(session.ledger.entries()) == 1
+    out.model.save(tmp_path / "model.kakeibo")
+    loaded = SynthesisModel.load(tmp_path / "model.kakeibo")
+    assert loaded.sample(1_000, random_state=6).equals(out.model.sample(1_000, random_state=6))
+    with pytest.raises(Error, match="pure epsilon-DP budget"):
+        session.synthesize(QUERY, epsilon=1, delta=DELTA)  # MST needs delta
+    assert len(session.ledger.entries()) == 1
 
 
 # --- fidelity -------------------------------------------------------------------------------------------

@@ -15,6 +15,9 @@ is fitted on that count tensor with every mechanism calibrated to ``k = rows_per
 * ``"aim"`` (:func:`kakeibo.synth.aim.fit_aim`, its defaults: every 2-way marginal as the workload): a
   person's rows change each marginal by at most ``k`` and each pick's utility by at most ``k max w_r``, every
   mechanism calibrated to that; the rounds compose to exactly ``rho``-zCDP as MST's do;
+* ``"privbayes"`` (:func:`kakeibo.synth.privbayes.fit_network`, degree 2): pure ``epsilon``-DP, so
+  ``delta`` must be 0 and a pure-epsilon budget can pay; ``k`` rows move the count and each marginal by at
+  most ``k`` in L1 and each score by at most ``4 k``, every mechanism calibrated to that;
 * ``"pearl"`` (:class:`kakeibo.synth.PEARL`, :meth:`~kakeibo.synth.PEARL.fit_cells`, its default settings
   but the training steps, :data:`PEARL_STEPS`): the characteristic-function embedding, in which ``k`` rows
   move the released sums by at most ``k sqrt(2)``, released once by the Gaussian mechanism calibrated to
@@ -23,9 +26,9 @@ is fitted on that count tensor with every mechanism calibrated to ``k = rows_per
 
 **Neighbour relation**: add or remove one person. The fit is one release through
 :func:`kakeibo.release.run`: one ledger entry, charged the method's loss (MST: the zCDP curve and the
-``(epsilon', delta)`` it converts to, and so AIM; PEARL: the Gaussian mechanism's), with the fitted model
-stored beside it (:class:`SynthesisCodec`), so the model outlives the session and a repeated request is a
-free replay.
+``(epsilon', delta)`` it converts to, and so AIM; PrivBayes: ``PureDP(epsilon)``; PEARL: the Gaussian
+mechanism's), with the fitted model stored beside it (:class:`SynthesisCodec`), so the model outlives the
+session and a repeated request is a free replay.
 
 **Why no ``rows_per_person="auto"``** (as views have): a private choice by the views' rule (the rows a
 bound drops, from a noisy histogram of persons by rows, against the rows the marginals' noise misplaces) was
@@ -60,8 +63,8 @@ marginals lie from the real rows'. The distances read the real rows, so they are
 * or free, on a hold-out the owner declared public (a catalog table with ``public = true`` and the same
   columns): the exact mean total-variation distance against its rows, binned alike.
 
-Methods: ``"mst"`` (:mod:`kakeibo.synth.mst`), ``"aim"`` (:mod:`kakeibo.synth.aim`), ``"pearl"``
-(:mod:`kakeibo.synth.pearl`).
+Methods: ``"mst"`` (:mod:`kakeibo.synth.mst`), ``"aim"`` (:mod:`kakeibo.synth.aim`), ``"privbayes"``
+(:mod:`kakeibo.synth.privbayes`), ``"pearl"`` (:mod:`kakeibo.synth.pearl`).
 """
 
 from __future__ import annotations
@@ -82,8 +85,8 @@ from ..accounting.curves import MechanismLoss
 from ..errors import ArgumentError
 from ..mechanisms import Laplace
 from ..noise import RandomSource
-from ..privacy import Number, PrivacyLoss, as_fraction
-from ..synth import aim
+from ..privacy import Number, PrivacyLoss, PureDP, as_fraction
+from ..synth import aim, privbayes
 from ..synth.base import Model
 from ..synth.mst import TreeModel, check_domain, fit_tree, marginal_counts, mst_loss
 from ..synth.pearl import PEARL, Generator
@@ -111,7 +114,7 @@ __all__ = [
 ]
 
 #: the synthesis methods ``Session.synthesize`` takes
-METHODS = ("mst", "aim", "pearl")
+METHODS = ("mst", "aim", "privbayes", "pearl")
 #: the generator's training steps of a session's PEARL fit
 PEARL_STEPS = 2000
 #: the marginal orders a fidelity report measures
@@ -159,7 +162,7 @@ def plan_synthesis(
     epsilon: Number,
     delta: Number,
     rows_per_person: object,
-) -> tuple[MechanismLoss, Fit]:
+) -> tuple[PrivacyLoss, Fit]:
     """``(the charge, the method's fit)``, every refusal before the charge: the bound on each person's rows,
     epsilon in the planner's range, and a fit whose accounting or mechanisms would leave their range."""
     sizes = check_method(method, axes)
@@ -167,10 +170,18 @@ def plan_synthesis(
     assert isinstance(rows_per_person, int)
     k = rows_per_person
     total = check_epsilon(as_fraction(epsilon, "epsilon"), "a synthesis' epsilon")
+    if method == "privbayes" and delta != 0:
+        raise QueryRefused(f"PrivBayes is pure epsilon-DP: pass delta=0, got {delta!r}.")
     try:
         if method == "mst":
             rho, loss = mst_loss(total, delta, sizes, k)
             return loss, lambda cells, counts, source: fit_tree(cells, counts, sizes, rho, k, source)
+        if method == "privbayes":
+            privbayes.network_mechanisms(total, len(sizes), k)
+            limits = {"degree": privbayes.DEGREE, "max_cells": privbayes.MAX_CELLS}
+            return PureDP(total), lambda cells, counts, source: privbayes.fit_network(
+                cells, counts, sizes, total, k, source, **limits
+            )
         if method == "aim":
             plan = aim.workload(sizes, None, aim.DEGREE, aim.MAX_CELLS)
             rho, loss = aim.aim_loss(total, delta, len(sizes), plan, k)
@@ -314,7 +325,12 @@ class Synthesis:
 
 
 #: each method's model class (its ``from_bytes``)
-_MODELS: Mapping[str, Any] = {"mst": TreeModel, "aim": GraphicalModel, "pearl": Generator}
+_MODELS: Mapping[str, Any] = {
+    "mst": TreeModel,
+    "aim": GraphicalModel,
+    "privbayes": privbayes.BayesNetwork,
+    "pearl": Generator,
+}
 
 
 class SynthesisCodec:

@@ -91,6 +91,9 @@ COUNT_SHARE = Fraction(1, 50)
 THETA = 4
 #: the score's sensitivity per record (module docstring)
 SCORE_SENSITIVITY = 4
+#: the defaults of :class:`PrivBayes` (and of ``Session.synthesize(method="privbayes")``): the most parents of
+#: an attribute, and the most cells of an attribute with its parents
+DEGREE, MAX_CELLS = 2, 2**16
 
 
 @dataclass(frozen=True, eq=False)
@@ -249,8 +252,8 @@ class PrivBayes(Synthesizer):
         self,
         epsilon: float = 1.0,
         *,
-        degree: int = 2,
-        max_cells: int = 2**16,
+        degree: int = DEGREE,
+        max_cells: int = MAX_CELLS,
         ledger: Ledger | Literal[False] | None = None,
         dataset: str | None = None,
         label: str | None = None,

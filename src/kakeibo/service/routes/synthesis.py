@@ -27,7 +27,7 @@ class SynthesisRequest(StrictRequest):
     dataset: str = Field(max_length=64)
     sql: str = Field(max_length=20_000)
     epsilon: Epsilon
-    delta: Annotated[float, Field(gt=0, lt=1, strict=True)]
+    delta: Annotated[float, Field(ge=0, lt=1, strict=True, description="0 for privbayes (pure epsilon-DP)")]
     method: Literal[METHODS] = "mst"  # type: ignore[valid-type]
     rows_per_person: RowsPerPerson = 1
     bins: Bins | None = Field(
