@@ -510,6 +510,44 @@ def test_the_fidelity_statistic_moves_by_at_most_the_person_bound() -> None:
         assert all(abs(a - b) <= len(person) + 1e-9 for a, b in zip(after, before, strict=True))
 
 
+def _fidelity_sampler(mechanism: Any) -> Any:
+    """Releases of the 1-way mean of a charged report (``fidelity_gaps`` then ``mechanism``) on two count
+    tensors: 30 rows in cell (0, 0), and the same plus a person's 2 rows there too (which moves the 1-way
+    mean by the whole bound, 2); fixed synthetic rows and row estimate (the model's, public)."""
+    sizes = (3, 2)
+    base = (np.array([[0, 0]]), np.array([30]))
+    worlds = [base, (np.array([[0, 0]]), np.array([32]))]
+    codes = np.array([[0, 0]] * 28 + [[1, 1]] * 4)
+    gaps = [synthesis_module.fidelity_gaps(c, n, codes, sizes, 32.0)[0] for c, n in worlds]
+
+    def sample(index: int, n: int, rng: np.random.Generator) -> np.ndarray:
+        source = resolve_source(rng)
+        return np.array([float(mechanism.release(np.array(gaps[index]), rng=source)[0]) for _ in range(n)])
+
+    return sample
+
+
+@pytest.mark.statistical
+def test_an_audit_of_a_charged_report_finds_no_epsilon_above_the_claim() -> None:
+    """A person of 2 rows (rows_per_person=2, two orders): 2,000 releases per world (events on 500 more),
+    95% confidence: the audit sees the person and stays below the claim 2; the negative control, the same
+    statistic released without its noise, is refuted at 1 from 300 releases."""
+    honest = synthesis_module.fidelity_mechanism(2, 2, 2)
+    result = audit(
+        _fidelity_sampler(honest), 0, 1, trials=2_000, selection_trials=500, rng=np.random.default_rng(52)
+    )
+    assert result.epsilon_lower_bound > 0.1 and not result.refutes(2.0), result
+
+    class Exact:
+        def release(self, value: Any, rng: Any = None) -> Any:
+            return np.asarray(value)
+
+    refuted = audit(
+        _fidelity_sampler(Exact()), 0, 1, trials=300, selection_trials=300, rng=np.random.default_rng(53)
+    )
+    assert refuted.refutes(1.0), refuted
+
+
 def test_a_fidelity_report_on_a_public_holdout_is_exact_and_free(tmp_path: Path) -> None:
     real, holdout = _shop(2_000, 45), _shop(1_000, 46)
     session = _session(real, tmp_path / "ledger.sqlite", holdout=holdout)

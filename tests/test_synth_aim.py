@@ -8,7 +8,6 @@ pick's utility by at most max w_r (module docstring of kakeibo.synth.aim)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -22,29 +21,11 @@ from kakeibo.noise import resolve_source
 from kakeibo.synth import AIM, MST, rho_for
 from kakeibo.synth import aim as aim_module
 from kakeibo.synth.pgm import model_cells
-from test_synth_mst import spy_zcdp
+from test_synth_mst import _chain, spy_zcdp
+from test_synth_mst import tvd as tvd_of
 
 EPSILON, DELTA = 1.0, 1e-6
 SIZES = (4, 4, 2, 3)
-
-
-def _chain(n: int, seed: int) -> np.ndarray:
-    """a uniform on 4 values; b = a with probability 0.8; c = b mod 2 with probability 0.8; e independent."""
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 4, n)
-    b = np.where(rng.random(n) < 0.8, a, rng.integers(0, 4, n))
-    c = np.where(rng.random(n) < 0.8, b % 2, rng.integers(0, 2, n))
-    return np.column_stack([a, b, c, rng.integers(0, 3, n)])
-
-
-def tvd(x: np.ndarray, y: np.ndarray, columns: tuple[int, ...]) -> float:
-    shape = tuple(SIZES[c] for c in columns)
-    counts = [
-        np.bincount(np.ravel_multi_index(tuple(z[:, c] for c in columns), shape), minlength=math.prod(shape))
-        / len(z)
-        for z in (x, y)
-    ]
-    return float(np.abs(counts[0] - counts[1]).sum() / 2)
 
 
 def test_the_rounds_compose_to_the_charged_rho_whatever_the_data(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,6 +157,11 @@ def test_candidate_weights_count_the_workload_attributes_they_share() -> None:
     assert weights == {(0,): 1.0, (1,): 3.0, (2,): 2.0, (0, 1): 4.0, (1, 2): 5.0}
     assert plan.sensitivity == 5.0
     assert aim_module.workload((2, 3, 4), [(0, 1), (1, 2)], 2, 6).candidates == ((0,), (0, 1), (1,), (2,))
+
+
+def tvd(x: np.ndarray, y: np.ndarray, columns: tuple[int, ...]) -> float:
+    """test_synth_mst's distance on this module's :data:`SIZES`."""
+    return tvd_of(x, y, columns, SIZES)
 
 
 def _triangle(n: int, seed: int) -> np.ndarray:

@@ -82,6 +82,7 @@ __all__ = [
     "MST",
     "TreeModel",
     "allocate",
+    "breadth_first",
     "check_codes",
     "check_domain",
     "concentrated_loss",
@@ -397,19 +398,33 @@ def _proportional_fit(table: FloatArray, rows: FloatArray, columns: FloatArray) 
 
 def _walk(d: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The tree's edges as (parent, child) in breadth-first order from attribute 0."""
-    neighbours: dict[int, list[int]] = {a: [] for a in range(d)}
+    return breadth_first(d, edges)[0]
+
+
+def breadth_first(count: int, edges: Sequence[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[int]]:
+    """``(order, roots)`` of the forest on nodes ``0 .. count - 1`` with ``edges``: its edges as (parent,
+    child), breadth-first (children in increasing order) from each tree's least node, and those roots."""
+    neighbours: dict[int, list[int]] = {a: [] for a in range(count)}
     for a, b in edges:
         neighbours[a].append(b)
         neighbours[b].append(a)
-    order, seen, queue = [], {0}, [0]
-    while queue:
-        parent = queue.pop(0)
-        for child in sorted(neighbours[parent]):
-            if child not in seen:
-                seen.add(child)
-                order.append((parent, child))
-                queue.append(child)
-    return order
+    order: list[tuple[int, int]] = []
+    roots: list[int] = []
+    seen: set[int] = set()
+    for root in range(count):
+        if root in seen:
+            continue
+        roots.append(root)
+        seen.add(root)
+        queue = [root]
+        while queue:
+            parent = queue.pop(0)
+            for child in sorted(neighbours[parent]):
+                if child not in seen:
+                    seen.add(child)
+                    order.append((parent, child))
+                    queue.append(child)
+    return order, roots
 
 
 def allocate(table: FloatArray, given: NDArray[np.int64], rng: np.random.Generator) -> NDArray[np.int64]:

@@ -42,7 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .base import pack, unpack
-from .mst import allocate
+from .mst import allocate, breadth_first
 
 __all__ = ["GraphicalModel", "JunctionTree", "Measurement", "estimate", "junction_tree", "model_cells"]
 
@@ -137,31 +137,15 @@ def junction_tree(sizes: Sequence[int], cliques: Sequence[Clique]) -> JunctionTr
         key=lambda t: (-t[0], t[1], t[2]),
     )
     part = list(range(len(nodes)))
-    links: dict[int, list[int]] = {i: [] for i in range(len(nodes))}
+    links: list[tuple[int, int]] = []
     for shared, i, j in pairs:
         if shared == 0:
             break
         if part[i] != part[j]:
             old, new = part[j], part[i]
             part = [new if p == old else p for p in part]
-            links[i].append(j)
-            links[j].append(i)
-    order: list[tuple[int, int]] = []
-    roots: list[int] = []
-    seen: set[int] = set()
-    for root in range(len(nodes)):
-        if root in seen:
-            continue
-        roots.append(root)
-        seen.add(root)
-        queue = [root]
-        while queue:
-            parent = queue.pop(0)
-            for child in sorted(links[parent]):
-                if child not in seen:
-                    seen.add(child)
-                    order.append((parent, child))
-                    queue.append(child)
+            links.append((i, j))
+    order, roots = breadth_first(len(nodes), links)
     return JunctionTree(sizes, tuple(nodes), tuple(order), tuple(roots))
 
 
