@@ -37,8 +37,8 @@ Reported per (data set, method, epsilon), means over ``--runs`` seeded runs:
   over every 1-way marginal, every 2-way marginal (at most 300, drawn), and 300 drawn 3-way marginals;
 * fit seconds (the child's wall time, sampling included) and the child's peak resident memory (MiB).
 
-``--suite people`` fits through ``Session.synthesize`` (``--people-method mst`` or ``pearl``) on the
-heavy-tailed tables of ``heavy_tails.py``
+``--suite people`` fits through ``Session.synthesize`` (``--people-method`` mst, aim, privbayes at delta 0,
+or pearl) on the heavy-tailed tables of ``heavy_tails.py``
 (``sales`` of ``../shared/data/gen_sales.py``: 200,000 orders of 20,000 customers, 2% of whom hold half the
 orders; ``pareto``; ``whales``), where a person has many rows and ``rows_per_person`` decides what the
 model stands for. For each ``k`` the synthetic rows are compared with *all* the real rows (the table the
@@ -338,7 +338,7 @@ def people(args: argparse.Namespace) -> None:
                 out = _people_session(table).synthesize(
                     PEOPLE_QUERY,
                     epsilon=args.people_epsilon,
-                    delta=args.delta,
+                    delta=0 if args.people_method == "privbayes" else args.delta,  # pure epsilon-DP
                     method=args.people_method,
                     rows_per_person=k,
                     rng=np.random.default_rng(run),
@@ -423,7 +423,7 @@ def main() -> None:
     parser.add_argument("--suite", choices=("data", "people"), default="data")
     parser.add_argument("--ks", default="1,2,5,10,50", help="rows_per_person of --suite people")
     parser.add_argument("--people-epsilon", type=float, default=1.0)
-    parser.add_argument("--people-method", choices=("mst", "pearl"), default="mst")
+    parser.add_argument("--people-method", choices=("mst", "aim", "privbayes", "pearl"), default="mst")
     parser.add_argument("--figure", type=Path, help="draw the sales figure to this file")
     parser.add_argument("--figure-k", type=int, default=10)
     args = parser.parse_args()
