@@ -567,3 +567,51 @@ def test_a_synthesis_is_charged_once_from_the_grant_and_replayed_free(tmp_path: 
         )
         assert pure.status_code == 200, pure.text
         assert pure.json()["privacy_loss"] == {"epsilon": 0.25, "delta": 0.0}
+
+
+def test_a_fidelity_report_names_the_analysts_own_synthesis_and_is_charged_from_the_grant(
+    tmp_path: Path,
+) -> None:
+    """POST /v1/fidelity on the ledger entry a synthesis answered with: charged (epsilon, 0) from the
+    analyst's grant, one new entry, distances in [0, 1] with their noise's deviation; another analyst, an
+    entry that does not exist and an entry that is not a synthesis get the same refusal (400, nothing
+    charged); a report past the grant is a 409; neither or both of epsilon and holdout, or a holdout the
+    catalog does not declare public, a 400."""
+    config, admin_key = write_service(tmp_path)
+    config.write_text(config.read_text().replace("budget = 1.5", 'budget = 1.5\ndelta_budget = "1e-5"'))
+    body = {"dataset": "shop", "sql": "SELECT category, amount FROM visits", "epsilon": 0.5, "delta": 1e-6}
+    with TestClient(create_app(ServiceConfig.from_toml(config))) as client:
+        key, other = make_analyst(client, admin_key, "alice"), make_analyst(client, admin_key, "bob")
+        made = client.post("/v1/synthesize", json={**body, "rows": 10}, headers=bearer(key)).json()
+        counted = ask(client, key, sql="SELECT COUNT(*) AS n FROM visits", epsilon=0.1)
+        assert counted.status_code == 200, counted.text
+        before = spent(client, key)
+        request = {"dataset": "shop", "synthesis": made["ledger_entry"], "rows": 2000, "random_state": 3}
+        report = client.post("/v1/fidelity", json={**request, "epsilon": 0.2}, headers=bearer(key))
+        assert report.status_code == 200, report.text
+        out = report.json()
+        assert out["orders"] == [1, 2] and out["marginals"] == [2, 1] and out["rows"] == 2000
+        assert all(0 <= d <= 1 for d in out["distances"]) and all(s > 0 for s in out["deviations"])
+        assert out["privacy_loss"] == {"epsilon": 0.2, "delta": 0.0}
+        assert out["ledger_entry"] not in (None, made["ledger_entry"], counted.json()["ledger_entry"])
+        assert spent(client, key) == pytest.approx(before + 0.2, abs=1e-12)
+        [refusal] = {
+            (answer.status_code, answer.json()["detail"].replace(str(entry), "N"))
+            for entry, who in (
+                (made["ledger_entry"], other),
+                (10**6, key),
+                (counted.json()["ledger_entry"], key),
+            )
+            for answer in [
+                client.post(
+                    "/v1/fidelity", json={**request, "synthesis": entry, "epsilon": 0.1}, headers=bearer(who)
+                )
+            ]
+        }
+        assert refusal == (400, "there is no synthesis of yours at ledger entry N of this dataset."), refusal
+        past = client.post("/v1/fidelity", json={**request, "epsilon": 0.9}, headers=bearer(key))
+        assert past.status_code == 409, past.text
+        for bad in ({}, {"epsilon": 0.1, "holdout": "visits"}, {"holdout": "visits"}):
+            refused = client.post("/v1/fidelity", json={**request, **bad}, headers=bearer(key))
+            assert refused.status_code == 400, refused.text
+        assert spent(client, key) == pytest.approx(before + 0.2, abs=1e-12) and spent(client, other) == 0

@@ -5,8 +5,9 @@ bodies that break the schema), and they are sent in-process (ASGI, no network).
 Each request carries a valid key: the admin's on admin operations, an analyst's elsewhere, and now and then
 the other role's or none. Most query bodies are steered towards the served dataset, a few known queries,
 affordable epsilons and a new idempotency key (a repeated request replays its first answer), most synthesis
-bodies towards the served table and an affordable (epsilon, delta) (the dataset has a delta budget), and
-half the admin requests towards a second analyst, so that answers, charges and admin writes happen as well as
+bodies towards the served table and an affordable (epsilon, delta) (the dataset has a delta budget), most
+fidelity bodies towards a synthesis answered earlier and an affordable epsilon, and half the admin requests
+towards a second analyst, so that answers, charges and admin writes happen as well as
 refusals. For every answer:
 
 * its status is one the document lists for the operation, and its body matches the documented schema
@@ -15,8 +16,8 @@ refusals. For every answer:
 * no refusal quotes the category value the catalog does not declare.
 
 Afterwards the ledger verifies and every charge in it is an answered request: the ledger entries are the
-entries the 200 answers of ``/v1/query``, ``/v1/views`` and ``/v1/synthesize`` named (and at most one more
-per charged failure of a query, 503 or 500).
+entries the 200 answers of ``/v1/query``, ``/v1/views``, ``/v1/synthesize`` and ``/v1/fidelity`` named
+(and at most one more per charged failure of a query, 503 or 500).
 
 ``KAKEIBO_FUZZ_EXAMPLES`` sets the number of requests (500 by default: about ten seconds); the run is
 derandomized, so a failure reproduces.
@@ -59,6 +60,8 @@ QUERIES = [
     "SELECT COUNT(*) FROM secrets",  # refused: not in the catalog
 ]
 FRESH = itertools.count()  # idempotency keys of steered queries, each new
+SYNTHESES: list[int] = []  # the ledger entries of answered syntheses, which fidelity bodies are steered to
+CHARGING = ("/v1/query", "/v1/views", "/v1/synthesize", "/v1/fidelity")
 #: the 500s the service answers by design (each charged or the administrator's to fix)
 DESIGNED_500 = {str(ReleaseFailed()), MISCONFIGURED}
 CHECKS = [checks.status_code_conformance, checks.content_type_conformance, checks.response_schema_conformance]
@@ -96,6 +99,15 @@ def steer(case: Any, data: st.DataObject) -> None:
             body["epsilon"] = data.draw(st.floats(0.01, 2.0), label="epsilon")
             body["delta"] = data.draw(st.sampled_from([1e-9, 1e-6]), label="delta")
             body["rows"] = data.draw(st.integers(0, 50), label="rows")
+    elif case.path == "/v1/fidelity" and body is not None:
+        if often(data, "dataset"):
+            body["dataset"] = "shop"
+        if SYNTHESES and often(data, "synthesis"):
+            body["synthesis"] = data.draw(st.sampled_from(SYNTHESES), label="synthesis")
+        if often(data, "spend"):
+            body.pop("holdout", None)
+            body["epsilon"] = data.draw(st.floats(0.01, 1.0), label="epsilon")
+            body["rows"] = data.draw(st.integers(1, 50), label="rows")
     elif case.path.startswith("/v1/admin/") and data.draw(st.booleans(), label="admin"):
         if body is not None:
             body.update({k: v for k, v in (("analyst", OTHER), ("dataset", "shop")) if k in body})
@@ -177,9 +189,12 @@ def test_the_service_answers_as_its_document_says(tmp_path: Path, monkeypatch: p
                 assert response.json()["detail"] in DESIGNED_500, response.text
             if status != 200:
                 assert SECRET_CATEGORY not in response.text, response.text
-            if case.path in ("/v1/query", "/v1/views", "/v1/synthesize"):  # the charging operations
-                if status == 200 and response.json()["ledger_entry"] is not None:  # None: a view's answer
-                    answered.add(response.json()["ledger_entry"])
+            if case.path in CHARGING:
+                entry = response.json()["ledger_entry"] if status == 200 else None
+                if entry is not None:  # None: a view's answer, or a fidelity report on a public holdout
+                    answered.add(entry)
+                    if case.path == "/v1/synthesize":
+                        SYNTHESES.append(entry)
                 elif status in (500, 503):
                     charged_failures += 1
 
@@ -198,3 +213,4 @@ def test_the_service_answers_as_its_document_says(tmp_path: Path, monkeypatch: p
     # the property was checked on real answers: 19 to 30 of them seen, the number moving with the tests run
     # before this one in the same process (the draws are derandomized, yet not independent of that)
     assert requests >= EXAMPLES and len(answered) >= 15, seen
+    assert seen["POST", "/v1/fidelity", 200] >= 5, seen  # 27 alone; fidelity reports on real syntheses

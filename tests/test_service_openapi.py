@@ -38,6 +38,7 @@ EXPECTED = {  # what each operation answers besides 200, by design
     ("post", "/v1/views"): KEYED | {400, 403, 409, 422, 500, 503},
     ("get", "/v1/views"): KEYED | {403, 422},
     ("post", "/v1/synthesize"): KEYED | {400, 403, 409, 422, 500, 503},
+    ("post", "/v1/fidelity"): KEYED | {400, 403, 409, 422, 500, 503},
 }
 
 

@@ -547,6 +547,19 @@ class Session:
             out.ledger_entry,
         )
 
+    def stored_synthesis(self, entry: int) -> SynthesisModel:
+        """The model of the synthesis this session's analyst fitted at ledger entry ``entry`` (read from the
+        ledger, free): how the service names a synthesis for :meth:`fidelity`. Refused alike whether the entry
+        does not exist, is another analyst's or dataset's, or is not a synthesis."""
+        entries = self.ledger.entries(analyst=self.analyst, dataset=self.dataset)
+        found = next((e for e in entries if e.seq == entry and e.label.startswith("SYNTHESIZE ")), None)
+        payload = None
+        if found is not None and (found.request_id or "").startswith("synth:"):
+            payload = self.ledger.stored_release(found.request_id or "")
+        if payload is None:
+            raise QueryRefused(f"there is no synthesis of yours at ledger entry {entry!r} of this dataset.")
+        return SynthesisCodec().decode(payload)[0]
+
     def views(self) -> dict[str, StoredView]:
         """The views this session's analyst built over its data, by name (read from the ledger)."""
         if self._views is None:

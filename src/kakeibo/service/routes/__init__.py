@@ -3,7 +3,7 @@
 
 * :mod:`.queries` -- ``POST /v1/query``, ``POST /v1/explain``
 * :mod:`.views` -- ``POST /v1/views``, ``GET /v1/views``
-* :mod:`.synthesis` -- ``POST /v1/synthesize``
+* :mod:`.synthesis` -- ``POST /v1/synthesize``, ``POST /v1/fidelity``
 * :mod:`.budgets` -- ``GET /v1/budget``, ``POST /v1/admin/budgets``
 * :mod:`.ledger` -- ``GET /v1/history``, ``GET /v1/ledger/verify``
 * :mod:`.admin` -- analysts and grants (``/v1/admin/analysts...``, ``/v1/admin/grants...``)
