@@ -23,7 +23,13 @@ draws it (:func:`kakeibo.ml.dpsgd.lattice_gaussian`: float noise rounded to a la
    ``em_iterations`` times: each record's responsibilities ``r`` under the current released mixture and the
    statistics ``[r_k, r_k z, r_k z^2]`` over ``k``, summed and released at once. One record moves them by at
    most ``sqrt(sum_k r_k^2 (1 + ||z||^2 + ||z^2||^2)) <= sqrt(3)`` (``sum_k r_k^2 <= 1``, ``||z|| <= 1``);
-   noise ``sqrt(3) sigma_em``. The M-step is post-processing of the noisy sums.
+   noise ``sqrt(3) sigma_em``. The M-step is post-processing of the noisy sums. The default is one component
+   and one iteration: one component is the default of the authors' code (``src/synthesize.py``,
+   ``--gmm_n_comp 1``), and with one component every responsibility is 1, so each iteration would release
+   the same sums again (one release at the whole EM share carries what ``T`` releases at ``1/T`` of it
+   would). More components pay for themselves only when the mixture's released counts dwarf the noise:
+   on wdbc (398 training rows, epsilon 1) three components and 20 iterations gave two components whose
+   means were mostly noise (``benchmarks/RESULTS.md``, issue 35).
 3. *DP-SGD* (:func:`kakeibo.ml.dpsgd.train`) on the per-record loss: squared reconstruction error of ``z ~
    q(z | x) = N(u V, diag(exp(log var(x))))`` plus the KL divergence from ``q`` to the mixture, approximated
    as P3GM does (its Eq. 9: ``-log sum_k pi_k exp(-KL(q || N_k))``).
@@ -192,8 +198,8 @@ class P3GM(Synthesizer):
         *,
         ordinal: Sequence[bool] | None = None,
         latent: int = 10,
-        components: int = 3,
-        em_iterations: int = 20,
+        components: int = 1,
+        em_iterations: int = 1,
         shares: tuple[float, float] = (0.1, 0.1),
         hidden: int = 1000,
         epochs: float = 5,
