@@ -9,16 +9,21 @@ decoder first pre-trained for free on rows the released PCA and mixture imply. I
 encoding.
 
 **Data.** Integer ``codes`` and ``sizes``, encoded as for :class:`~kakeibo.synth.PEARL`: points ``x`` of
-``[0, 1]^w``. Each is centred on the domain's middle and scaled, ``u = (x - 1/2) / (sqrt(w) / 2)``, so that
-``||u|| <= 1`` for every record with no clipping (the paper's code centres on the data's own mean, which it
-does not charge).
+``[0, 1]^w``.
 
 **The releases** (neighbour relation: add or remove one record), all with Gaussian noise drawn as DP-SGD
 draws it (:func:`kakeibo.ml.dpsgd.lattice_gaussian`: float noise rounded to a lattice far below the noise):
 
-1. *DP-PCA* (Analyze Gauss, Dwork et al. 2014): the upper triangle of ``sum u u^T``; one record moves it by
-   ``||u u^T||_F = ||u||^2 <= 1``; noise ``sigma_pca``. The components ``V`` are the top ``latent``
-   eigenvectors of the noisy matrix; a record's projection ``z = u V`` has ``||z|| <= 1``.
+0. *The centre*: the sums ``[1, u]`` of ``u = (x - 1/2) / (sqrt(w) / 2)`` (``||u|| <= 1`` for every point
+   of the cube), which one record moves by at most ``sqrt(2)``; noise ``sqrt(2) sigma_mean``. The centre
+   ``m`` is the noisy mean of the points, clipped into the cube. Each record is then centred and shrunk into
+   the unit ball, ``y = (x - m) / max(1, ||x - m||)``, as the authors' code clips its rows (their code
+   centres on the data's exact mean, which it does not charge; here the mean is released first). Why
+   centre: with the domain's middle as the centre, the mean's direction took most of the second moment and
+   the variation was below the PCA's noise on german, wdbc and digits (``benchmarks/RESULTS.md``).
+1. *DP-PCA* (Analyze Gauss, Dwork et al. 2014): the upper triangle of ``sum y y^T``; one record moves it by
+   ``||y y^T||_F = ||y||^2 <= 1``; noise ``sigma_pca``. The components ``V`` are the top ``latent``
+   eigenvectors of the noisy matrix; a record's projection ``z = y V`` has ``||z|| <= 1``.
 2. *DP-EM* (Park, Foulds, Chaudhuri and Welling 2017) for a mixture of ``components`` diagonal Gaussians,
    ``em_iterations`` times: each record's responsibilities ``r`` under the current released mixture and the
    statistics ``[r_k, r_k z, r_k z^2]`` over ``k``, summed and released at once. One record moves them by at
@@ -31,12 +36,12 @@ draws it (:func:`kakeibo.ml.dpsgd.lattice_gaussian`: float noise rounded to a la
    on wdbc (398 training rows, epsilon 1) three components and 20 iterations gave two components whose
    means were mostly noise (``benchmarks/RESULTS.md``, issue 35).
 3. *DP-SGD* (:func:`kakeibo.ml.dpsgd.train`) on the per-record loss: squared reconstruction error of ``z ~
-   q(z | x) = N(u V, diag(exp(log var(x))))`` plus the KL divergence from ``q`` to the mixture, approximated
+   q(z | x) = N(y V, diag(exp(log var(x))))`` plus the KL divergence from ``q`` to the mixture, approximated
    as P3GM does (its Eq. 9: ``-log sum_k pi_k exp(-KL(q || N_k))``).
 
-**Accounting.** ``sigma_pca`` and ``sigma_em`` are set so that PCA and EM would each cost ``shares`` of the
-zCDP ``rho`` the request converts to (``(0.1, 0.1)`` by default); DP-SGD's noise multiplier is then the
-least whose PLD, composed with theirs, is within ``(epsilon, delta)``
+**Accounting.** ``sigma_mean``, ``sigma_pca`` and ``sigma_em`` are set so that the centre, PCA and EM would
+each cost ``shares`` of the zCDP ``rho`` the request converts to (:data:`SHARES` by default); DP-SGD's
+noise multiplier is then the least whose PLD, composed with theirs, is within ``(epsilon, delta)``
 (:func:`kakeibo.ml.dpsgd.calibrate` with ``fixed``). The charge is that composition's
 :class:`~kakeibo.accounting.MechanismLoss`: one ledger entry per fit.
 
@@ -87,6 +92,8 @@ VARIANCE_FLOOR = 1e-4
 #: the sensitivities PCA and EM are noised for, relative to the analysis' 1 and sqrt(3): the margin covers
 #: the float error of ``||u|| <= 1`` and of the eigenvectors' orthonormality (about 1e-15)
 MARGIN = 1 + 2**-20
+#: the default shares of rho of the centre, the PCA and the EM (module docstring, Accounting)
+SHARES = (0.05, 0.3, 0.1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,15 +141,16 @@ def m_step(noisy: FloatArray, latent: int) -> Mixture:
 
 @functools.lru_cache(maxsize=16)
 def _record_gradients(shapes: tuple[tuple[int, int], ...]) -> Any:
-    """A jitted ``(flat parameters, points, standard normals, V, scale, mixture arrays) -> one gradient per
+    """A jitted ``(flat parameters, points, standard normals, V, centre, mixture arrays) -> one gradient per
     record`` of the DP-SGD loss (module docstring, 3): each row depends on its record and draw only. The
     encoder's mean layer of the shared network is not used (its gradient is 0)."""
     import jax
     import jax.numpy as jnp
 
-    def loss(flat: Any, x: Any, e: Any, v: Any, scale: Any, weights: Any, means: Any, variances: Any) -> Any:
+    def loss(flat: Any, x: Any, e: Any, v: Any, centre: Any, weights: Any, means: Any, variances: Any) -> Any:
         (w1, b1), _, (wv, bv), decoder_in, decoder_out = unflatten(flat, shapes)
-        mean = ((x - 0.5) / scale) @ v
+        y = x - centre
+        mean = (y / jnp.maximum(1.0, jnp.linalg.norm(y))) @ v
         log_var = jnp.clip(jax.nn.relu(x @ w1 + b1) @ wv + bv, -30.0, 30.0)
         z = mean + jnp.exp(log_var / 2) * e
         reconstruction = decode((decoder_in, decoder_out), z, jnp)
@@ -187,7 +195,7 @@ class P3GM(Synthesizer):
     DP-SGD composed) and keeps the decoder and the mixture (``model_``); ``sample(n)`` is free.
 
     ``ordinal`` as for :class:`~kakeibo.synth.DPVAE`; ``latent`` (PCA components), ``components`` and
-    ``em_iterations`` (the mixture), ``shares`` (of rho for PCA and EM), ``hidden``, ``epochs``,
+    ``em_iterations`` (the mixture), ``shares`` (of rho for the centre, PCA and EM), ``hidden``, ``epochs``,
     ``batch_size``, ``learning_rate``, ``clip_norm`` (DP-SGD; 5 epochs of expected batches of 200, the
     paper's setting for adult), ``pretrain_steps`` (free pre-training)."""
 
@@ -200,7 +208,7 @@ class P3GM(Synthesizer):
         latent: int = 10,
         components: int = 1,
         em_iterations: int = 1,
-        shares: tuple[float, float] = (0.1, 0.1),
+        shares: tuple[float, float, float] = SHARES,
         hidden: int = 1000,
         epochs: float = 5,
         batch_size: int = 200,
@@ -230,19 +238,29 @@ class P3GM(Synthesizer):
         self.label = label
         self.random_state = random_state
 
-    def plan(self, records: int) -> tuple[Fraction, Fraction, TrainingPlan]:
-        """``(sigma_pca, sigma_em, the DP-SGD plan)`` for ``records`` (public; module docstring,
+    def plan(self, records: int) -> tuple[tuple[Fraction, Fraction, Fraction], TrainingPlan]:
+        """``((sigma_mean, sigma_pca, sigma_em), the DP-SGD plan)`` for ``records`` (public; module docstring,
         Accounting); every refusal here is free."""
-        pca_share, em_share = (check_positive(share, "each share") for share in self.shares)
-        if pca_share + em_share >= 1:
+        if len(self.shares) != 3:
+            raise ArgumentError(
+                f"shares must be three: the centre's, the PCA's and the EM's, got {self.shares!r}."
+            )
+        shares = [check_positive(share, "each share") for share in self.shares]
+        if sum(shares) >= 1:
             raise ArgumentError(f"shares must leave DP-SGD part of the budget, got {self.shares!r}.")
         iterations = check_count(self.em_iterations, "em_iterations")
-        rho = rho_for(self.epsilon, self.delta)
-        sigma_pca = four_digits(Fraction(math.sqrt(1 / (2 * float(rho) * pca_share))), up=True)
-        sigma_em = four_digits(Fraction(math.sqrt(iterations / (2 * float(rho) * em_share))), up=True)
-        fixed = ((GaussianNoise(sigma_pca), 1), (GaussianNoise(sigma_em), iterations))
+        rho = float(rho_for(self.epsilon, self.delta))
+        sigmas = tuple(
+            four_digits(Fraction(math.sqrt(releases / (2 * rho * share))), up=True)
+            for releases, share in zip((1, 1, iterations), shares, strict=True)
+        )
+        fixed = (
+            (GaussianNoise(sigmas[0]), 1),
+            (GaussianNoise(sigmas[1]), 1),
+            (GaussianNoise(sigmas[2]), iterations),
+        )
         plan = epoch_plan(self.epsilon, self.delta, records, self.batch_size, self.epochs, fixed)
-        return sigma_pca, sigma_em, plan
+        return (sigmas[0], sigmas[1], sigmas[2]), plan
 
     def fit(self, codes: ArrayLike, sizes: Sequence[int]) -> P3GM:
         """PCA, EM, pre-training and DP-SGD as one :func:`kakeibo.release.run` (checks and calibration
@@ -253,17 +271,19 @@ class P3GM(Synthesizer):
         latent = min(latent, encoding.width)
         components = check_count(self.components, "components")
         check_count(self.pretrain_steps, "pretrain_steps")
-        sigma_pca, sigma_em, plan = self.plan(len(data))
+        (sigma_mean, sigma_pca, sigma_em), plan = self.plan(len(data))
         shapes = network_shapes(encoding.width, hidden, latent)
         points = encoding.encode(data)
 
         def draw(source: RandomSource) -> Decoder:
             rng = noise_generator(source)
-            v = _pca(points, latent, float(sigma_pca), rng)
-            mixture = _em(points, v, components, self.em_iterations, float(sigma_em), rng)
-            return self._train(encoding, points, v, mixture, shapes, plan, rng, source)
+            centre = _centre(points, float(sigma_mean), rng)
+            y = centred(points, centre)
+            v = _pca(y, latent, float(sigma_pca), rng)
+            mixture = _em(y @ v, components, self.em_iterations, float(sigma_em), rng)
+            return self._train(encoding, points, centre, v, mixture, shapes, plan, rng, source)
 
-        self._charged_fit(plan.loss, "P3GM.fit (PCA, EM, DP-SGD)", draw)
+        self._charged_fit(plan.loss, "P3GM.fit (centre, PCA, EM, DP-SGD)", draw)
         self.encoding_, self.plan_ = encoding, plan
         return self
 
@@ -271,6 +291,7 @@ class P3GM(Synthesizer):
         self,
         encoding: Encoding,
         points: FloatArray,
+        centre: FloatArray,
         v: FloatArray,
         mixture: Mixture,
         shapes: tuple[tuple[int, int], ...],
@@ -281,14 +302,13 @@ class P3GM(Synthesizer):
         """Pre-train the decoder on rows the released ``v`` and ``mixture`` imply (free), then DP-SGD."""
         import jax.numpy as jnp
 
-        scale = math.sqrt(encoding.width) / 2
         layers = unflatten(glorot(shapes, rng), shapes)
         optimizer, step = _pretrain_step(shapes, float(self.learning_rate))
         decoder = [(jnp.asarray(w, jnp.float32), jnp.asarray(b, jnp.float32)) for w, b in layers[3:]]
         state = optimizer.init(decoder)
         for _ in range(self.pretrain_steps):
             z = mixture.sample(256, rng)
-            implied = np.clip(0.5 + scale * (z @ v.T), 0.0, 1.0)
+            implied = np.clip(centre + z @ v.T, 0.0, 1.0)
             decoder, state = step(
                 decoder, state, jnp.asarray(z, jnp.float32), jnp.asarray(implied, jnp.float32)
             )
@@ -296,7 +316,8 @@ class P3GM(Synthesizer):
         start = np.concatenate([part.ravel() for layer in layers for part in layer])
         gradients = _record_gradients(shapes)
         fixed = tuple(
-            jnp.asarray(a, jnp.float32) for a in (v, scale, mixture.weights, mixture.means, mixture.variances)
+            jnp.asarray(a, jnp.float32)
+            for a in (v, centre, mixture.weights, mixture.means, mixture.variances)
         )
         narrow = points.astype(np.float32)
 
@@ -307,20 +328,34 @@ class P3GM(Synthesizer):
         return Decoder(encoding, (trained[3], trained[4]), v.shape[1], mixture)
 
 
-def _pca(points: FloatArray, latent: int, sigma: float, rng: np.random.Generator) -> FloatArray:
-    """Release 1 (module docstring): the top ``latent`` eigenvectors (columns) of the noisy second moment of
-    the centred, scaled points."""
+def _centre(points: FloatArray, sigma: float, rng: np.random.Generator) -> FloatArray:
+    """Release 0 (module docstring): the points' noisy mean, clipped into the cube."""
     width = points.shape[1]
     u = (points - 0.5) / (math.sqrt(width) / 2)
+    bound = math.sqrt(2) * MARGIN
+    sums = np.concatenate([[len(points)], u.sum(axis=0)])
+    noisy = lattice_gaussian(sums, sigma * bound, bound, rng)
+    return np.asarray(np.clip(0.5 + math.sqrt(width) / 2 * noisy[1:] / max(noisy[0], 1.0), 0.0, 1.0))
+
+
+def centred(points: FloatArray, centre: FloatArray) -> FloatArray:
+    """Each point less ``centre``, shrunk into the unit ball: ``y = (x - m) / max(1, ||x - m||)``."""
+    y = points - centre
+    return np.asarray(y / np.maximum(1.0, np.linalg.norm(y, axis=1, keepdims=True)), dtype=np.float64)
+
+
+def _pca(y: FloatArray, latent: int, sigma: float, rng: np.random.Generator) -> FloatArray:
+    """Release 1 (module docstring): the top ``latent`` eigenvectors (columns) of the noisy second moment of
+    the centred points ``y``."""
+    width = y.shape[1]
     upper = np.triu_indices(width)
-    noisy = lattice_gaussian((u.T @ u)[upper], sigma * MARGIN, MARGIN, rng)
+    noisy = lattice_gaussian((y.T @ y)[upper], sigma * MARGIN, MARGIN, rng)
     values, vectors = np.linalg.eigh(symmetric(noisy, width))
     return np.asarray(vectors[:, np.argsort(values)[::-1][:latent]], dtype=np.float64)
 
 
 def _em(
-    points: FloatArray,
-    v: FloatArray,
+    z: FloatArray,
     components: int,
     iterations: int,
     sigma: float,
@@ -328,8 +363,7 @@ def _em(
 ) -> Mixture:
     """Release 2 (module docstring): ``iterations`` noisy EM steps from a public start (means drawn from
     ``N(0, 0.3^2)``, unit-scale variances, equal weights)."""
-    latent = v.shape[1]
-    z = ((points - 0.5) / (math.sqrt(points.shape[1]) / 2)) @ v
+    latent = z.shape[1]
     mixture = Mixture(
         np.full(components, 1 / components),
         rng.normal(0, 0.3, (components, latent)),
