@@ -102,8 +102,10 @@ def steer(case: Any, data: st.DataObject) -> None:
     elif case.path == "/v1/fidelity" and body is not None:
         if often(data, "dataset"):
             body["dataset"] = "shop"
-        if SYNTHESES and often(data, "synthesis"):
-            body["synthesis"] = data.draw(st.sampled_from(SYNTHESES), label="synthesis")
+        # drawn alike whatever SYNTHESES holds (hypothesis replays an example and must see the same draws)
+        steered, pick = often(data, "synthesis"), data.draw(st.integers(0, 2**16), label="which synthesis")
+        if steered and SYNTHESES:
+            body["synthesis"] = SYNTHESES[pick % len(SYNTHESES)]
         if often(data, "spend"):
             body.pop("holdout", None)
             body["epsilon"] = data.draw(st.floats(0.01, 1.0), label="epsilon")

@@ -28,6 +28,7 @@ ROUTES = [
     ("POST", "/v1/views", "create_view_v1_views_post"),
     ("GET", "/v1/views", "list_views_v1_views_get"),
     ("POST", "/v1/synthesize", "synthesize_v1_synthesize_post"),
+    ("POST", "/v1/fidelity", "fidelity_v1_fidelity_post"),
     ("POST", "/v1/explain", "explain_v1_explain_post"),
     ("GET", "/v1/budget", "budget_v1_budget_get"),
     ("GET", "/v1/history", "history_v1_history_get"),

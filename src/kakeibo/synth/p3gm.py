@@ -191,8 +191,8 @@ def _pretrain_step(shapes: tuple[tuple[int, int], ...], learning_rate: float) ->
 
 
 class P3GM(Synthesizer):
-    """P3GM synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once (PCA, EM and
-    DP-SGD composed) and keeps the decoder and the mixture (``model_``); ``sample(n)`` is free.
+    """P3GM synthetic data (module docstring): ``fit(codes, sizes=)`` charges the ledger once (centre, PCA, EM
+    and DP-SGD composed) and keeps the decoder and the mixture (``model_``); ``sample(n)`` is free.
 
     ``ordinal`` as for :class:`~kakeibo.synth.DPVAE`; ``latent`` (PCA components), ``components`` and
     ``em_iterations`` (the mixture), ``shares`` (of rho for the centre, PCA and EM), ``hidden``, ``epochs``,
@@ -263,8 +263,8 @@ class P3GM(Synthesizer):
         return (sigmas[0], sigmas[1], sigmas[2]), plan
 
     def fit(self, codes: ArrayLike, sizes: Sequence[int]) -> P3GM:
-        """PCA, EM, pre-training and DP-SGD as one :func:`kakeibo.release.run` (checks and calibration
-        first, free; then the budget check, the releases, the charge)."""
+        """The centre, PCA, EM, pre-training and DP-SGD as one :func:`kakeibo.release.run` (checks and
+        calibration first, free; then the budget check, the releases, the charge)."""
         encoding = make_encoding(sizes, self.ordinal, None)
         data, _ = check_codes(codes, encoding.sizes)
         hidden, latent = check_network(self)
