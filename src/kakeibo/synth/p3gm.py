@@ -89,8 +89,9 @@ IntMatrix = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
 #: the least variance of a mixture component on any latent dimension (a noisy M-step can go below 0)
 VARIANCE_FLOOR = 1e-4
-#: the sensitivities PCA and EM are noised for, relative to the analysis' 1 and sqrt(3): the margin covers
-#: the float error of ``||u|| <= 1`` and of the eigenvectors' orthonormality (about 1e-15)
+#: the sensitivities the centre, PCA and EM are noised for, relative to the analysis' sqrt(2), 1 and sqrt(3):
+#: the margin covers the float error of ``||u|| <= 1``, of the shrink ``||y|| <= 1`` and of the
+#: eigenvectors' orthonormality (about 1e-15)
 MARGIN = 1 + 2**-20
 #: the default shares of rho of the centre, the PCA and the EM (module docstring, Accounting)
 SHARES = (0.05, 0.3, 0.1)
@@ -250,17 +251,15 @@ class P3GM(Synthesizer):
             raise ArgumentError(f"shares must leave DP-SGD part of the budget, got {self.shares!r}.")
         iterations = check_count(self.em_iterations, "em_iterations")
         rho = float(rho_for(self.epsilon, self.delta))
-        sigmas = tuple(
-            four_digits(Fraction(math.sqrt(releases / (2 * rho * share))), up=True)
-            for releases, share in zip((1, 1, iterations), shares, strict=True)
+        releases = (1, 1, iterations)
+        sigma_mean, sigma_pca, sigma_em = (
+            four_digits(Fraction(math.sqrt(count / (2 * rho * share))), up=True)
+            for count, share in zip(releases, shares, strict=True)
         )
-        fixed = (
-            (GaussianNoise(sigmas[0]), 1),
-            (GaussianNoise(sigmas[1]), 1),
-            (GaussianNoise(sigmas[2]), iterations),
-        )
+        sigmas = (sigma_mean, sigma_pca, sigma_em)
+        fixed = tuple((GaussianNoise(sigma), count) for sigma, count in zip(sigmas, releases, strict=True))
         plan = epoch_plan(self.epsilon, self.delta, records, self.batch_size, self.epochs, fixed)
-        return (sigmas[0], sigmas[1], sigmas[2]), plan
+        return sigmas, plan
 
     def fit(self, codes: ArrayLike, sizes: Sequence[int]) -> P3GM:
         """The centre, PCA, EM, pre-training and DP-SGD as one :func:`kakeibo.release.run` (checks and
