@@ -185,6 +185,12 @@ EXEMPT = {
     ("synth/base.py", "sample"): "synthetic rows drawn from a fitted synthesiser's model: post-processing",
     ("sql/synthesis.py", "sample"): "synthetic rows and values drawn from the stored model: post-processing",
     ("sql/synthesis.py", "sample_codes"): "synthetic bin codes drawn from the stored model: post-processing",
+    (
+        "crypto/parties.py",
+        "bounded_histogram",
+    ): "which rows each person keeps: a data owner's coin, no release",
+    ("crypto/parties.py", "_noise"): "the analytics server's share of two-server noise, in its own process; "
+    "only the provider decrypts, inside its charged release.run",
 }
 
 

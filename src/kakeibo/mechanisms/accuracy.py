@@ -25,6 +25,8 @@ import math
 import warnings
 from typing import Protocol
 
+import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ndtr, ndtri
 
 from ..errors import ArgumentError, ArgumentTypeError
@@ -42,6 +44,7 @@ __all__ = [
     "geometric_epsilon_for",
     "geometric_error",
     "geometric_failure_probability",
+    "geometric_sum_error",
     "laplace_epsilon_for",
     "laplace_error",
     "laplace_failure_probability",
@@ -162,6 +165,35 @@ def geometric_error(*, sensitivity: Number, epsilon: Number, beta: float) -> flo
     while _geometric_log_tail(ratio, m + 1) > log_beta:
         m += 1
     return float(m)
+
+
+#: the values of ``s`` at which :func:`geometric_sum_error` evaluates its Chernoff bound
+CHERNOFF_POINTS = 64
+
+
+def geometric_sum_error(*, scale: float, weights: ArrayLike, beta: float, step: float = 1.0) -> float:
+    """``a`` with ``Pr(|sum_b w_b Z_b| > a) <= beta`` for independent discrete Laplace noises ``Z_b`` of
+    ``scale`` (``P(Z = z) ∝ e^(-|z|/scale)``) on a grid of ``step`` (``step * Z_b``), by Chernoff: for every
+    ``s`` with ``s w_b step < 1/scale``, ``Pr(sum > a) <= exp(-s a) prod_b M(s w_b)`` with the exact moment
+    generating function ``M(u) = (1 - q)^2 / ((1 - q e^(u step)) (1 - q e^(-u step)))``, ``q =
+    e^(-1/scale)``; both tails at ``beta / 2`` give ``a = (ln(2/beta) + sum_b ln M(s w_b)) / s``, minimised
+    over :data:`CHERNOFF_POINTS` values of ``s`` (each one a valid bound). Tight for many terms; for a few,
+    a union bound over each noise's own tail can be smaller (callers take the lesser).
+
+    >>> round(geometric_sum_error(scale=1.0, weights=[1.0] * 100, beta=0.05), 1)  # the sum's sd: 13.6
+    37.3
+    """
+    beta = check_beta(beta)
+    w = np.asarray(weights, np.float64)
+    w = w[w > 0]
+    if w.size == 0:
+        return 0.0
+    s_max = 1 / (scale * step * float(w.max()))
+    s = s_max * (1 - np.geomspace(1e-6, 1 - 1e-9, CHERNOFF_POINTS))[:, None]  # strictly inside (0, s_max)
+    v = s * w[None] * step
+    one_minus_q = -math.expm1(-1 / scale)
+    log_m = 2 * math.log(one_minus_q) - np.log(-np.expm1(v - 1 / scale)) - np.log(-np.expm1(-v - 1 / scale))
+    return float(((math.log(2 / beta) + log_m.sum(axis=1)) / s[:, 0]).min())
 
 
 def geometric_epsilon_for(*, sensitivity: Number, tolerance: Number, beta: float) -> float:

@@ -49,6 +49,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ArgumentError
 from ..mechanisms import Exponential, Laplace
+from ..mechanisms.accuracy import CHERNOFF_POINTS, geometric_sum_error
 from ..noise import exact, resolve_source
 from ..noise.source import RandomSource
 
@@ -72,8 +73,6 @@ DENSE_MARGINAL = 2**22
 CACHED_CELLS = 2**24
 #: the sensitivity of a block's aggregation error (and so of a cut's score) to one row (module docstring)
 AE_SENSITIVITY = 2
-#: the values of ``s`` at which :func:`noise_bound` evaluates its Chernoff bound, each over every block
-CHERNOFF_POINTS = 64
 
 
 @dataclass(frozen=True)
@@ -219,26 +218,15 @@ def _corners(prefix: FloatArray, starts: IntArray, stops: IntArray) -> FloatArra
 def noise_bound(noise: Laplace, weights: FloatArray, beta: float) -> float:
     """``a`` with ``Pr(|sum_b w_b Z_b| > a) <= beta`` for independent noises ``Z_b`` of ``noise`` (integer
     totals lie on its grid, so each ``Z_b`` is ``2^k`` times a discrete Laplace of ``t`` steps): the smaller
-    of two valid bounds.
-
-    * Chernoff, for many blocks: for every ``s`` with ``s w_b 2^k < 1/t``, ``Pr(sum > a) <= exp(-s a) prod_b
-      M(s w_b)`` with the exact moment generating function ``M(u) = (1 - q)^2 / ((1 - q e^(u 2^k)) (1 - q
-      e^(-u 2^k)))``, ``q = e^(-1/t)``; both tails at ``beta / 2`` give ``a = (ln(2/beta) + sum_b ln M(s w_b))
-      / s``, minimised over :data:`CHERNOFF_POINTS` values of ``s`` (each one a valid bound).
-    * The union bound, for few: every ``|Z_b|`` within the mechanism's bound at ``beta / n`` for the ``n``
-      blocks the query overlaps, so ``a = sum_b w_b error_bound(beta / n)`` (for one block, the mechanism's
-      own bound)."""
+    of two valid bounds, Chernoff for many blocks (:func:`~kakeibo.mechanisms.accuracy.geometric_sum_error`)
+    and, for few, the union bound: every ``|Z_b|`` within the mechanism's bound at ``beta / n`` for the
+    ``n`` blocks the query overlaps, so ``a = sum_b w_b error_bound(beta / n)`` (for one block, the
+    mechanism's own bound)."""
     w = weights[weights > 0]
     if w.size == 0:
         return 0.0
     k, t = noise.grid(1)
-    step = math.ldexp(1.0, k)
-    s_max = 1 / (t * step * float(w.max()))
-    s = s_max * (1 - np.geomspace(1e-6, 1 - 1e-9, CHERNOFF_POINTS))[:, None]  # strictly inside (0, s_max)
-    v = s * w[None] * step
-    one_minus_q = -math.expm1(-1 / t)
-    log_m = 2 * math.log(one_minus_q) - np.log(-np.expm1(v - 1 / t)) - np.log(-np.expm1(-v - 1 / t))
-    chernoff = float(((math.log(2 / beta) + log_m.sum(axis=1)) / s[:, 0]).min())
+    chernoff = geometric_sum_error(scale=t, weights=w, beta=beta, step=math.ldexp(1.0, k))
     return min(chernoff, float(w.sum()) * noise.error_bound(beta / w.size))
 
 

@@ -1,0 +1,267 @@
+"""The parties of an encrypted DP summary (Crypto-epsilon's architecture, Roy Chowdhury et al., SIGMOD 2020;
+HE-friendly partitioning over it, Ushiyama et al., IEEE BigData 2022; seed 002 p.99-101).
+
+* **Data owners** (:class:`DataOwner`) bound each person's rows, histogram them over the public
+  :class:`Domain` and encrypt two linear encodings of the histogram under the provider's public key: its
+  adjacent gaps and its prefix sums (linear, so the owners' ciphertexts simply add up, and the server never
+  needs a rotation).
+* **The analytics server** (:class:`AnalyticsServer`) holds the public key only. It adds the owners'
+  ciphertexts, adds its own noise to the encrypted gaps for the provider to decrypt, builds the encrypted
+  summary (the prefix sums at the block ends, masked everywhere else, plus both parties' cumulative noise),
+  and for each range count masks the summary down to the at most four block ends the answer reads.
+* **The crypto service provider** (:class:`CryptoServiceProvider`) holds the secret key and the ledger.
+  It decrypts only values that carry the server's noise: the noisy gaps (adding its own noise and choosing
+  the partition, inside one charged release) and the masked summary of each query. The summary is charged
+  once, when the provider's noise enters it; range counts read from it are post-processing.
+
+What each party sees, and which noise covers it, is the threat table in ``docs/architecture.md`` ("Encrypted
+summaries"). The servers are semi-honest and do not collude: a server that deviated (sending the provider
+an unnoised ciphertext to decrypt) would learn data, and nothing here can stop it; the provider does refuse
+a query ciphertext with values outside the slots the query reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .. import release
+from ..accounting import Ledger, LedgerEntry
+from ..errors import ArgumentError, Error
+from ..mechanisms import Geometric
+from ..noise import resolve_source
+from ..noise.source import RandomSource
+from .he import KeyPair, PublicKey
+from .partition import Partition, RangeCount, SummaryPlan, cumulative_at_ends
+
+__all__ = [
+    "MAX_OWNERS",
+    "MAX_OWNER_ROWS",
+    "AnalyticsServer",
+    "CryptoServiceProvider",
+    "DataOwner",
+    "Domain",
+    "ProtocolError",
+    "Upload",
+    "bounded_histogram",
+]
+
+IntArray = NDArray[np.int64]
+#: an owner's histogram holds at most 2^32 rows and a server adds at most 32 owners: every prefix sum stays
+#: within 2^37 (:data:`~kakeibo.crypto.he.CAPACITY`), so no encrypted sum can wrap
+MAX_OWNER_ROWS = 2**32
+MAX_OWNERS = 32
+
+
+class ProtocolError(Error):
+    """A party received a message the protocol does not allow (the semi-honest assumption broke)."""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The public binning of one numeric attribute: ``bins`` equal bins over ``[lower, upper]``; values
+    outside are clamped into the first or last bin."""
+
+    lower: float
+    upper: float
+    bins: int
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.lower) and np.isfinite(self.upper) and self.lower < self.upper):
+            raise ArgumentError("a domain needs finite bounds with lower < upper.")
+        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2:
+            raise ArgumentError(f"a domain needs at least 2 bins, got {self.bins!r}.")
+
+    def bin_of(self, values: ArrayLike) -> IntArray:
+        """The bin of each value. Halves are subtracted, so no difference overflows at +-1e308; the
+        position is clipped before the cast, so infinities land in the end bins. NaN is refused."""
+        v = np.asarray(values, np.float64)
+        if np.isnan(v).any():
+            raise ArgumentError("a value to histogram is NaN: drop or impute it before encrypting.")
+        with np.errstate(over="ignore"):  # a value far outside a narrow domain: +-inf, clipped below
+            position = (v / 2 - self.lower / 2) / (self.upper / 2 - self.lower / 2) * self.bins
+        return np.floor(np.clip(position, 0, self.bins - 1)).astype(np.int64)
+
+
+def bounded_histogram(
+    persons: ArrayLike, values: ArrayLike, domain: Domain, max_rows: int, rng: Any = None
+) -> IntArray:
+    """The histogram of at most ``max_rows`` rows of each person (chosen uniformly at random among theirs;
+    the owner's own coin, before encryption, as DP SQL bounds a person's rows). One person then moves it by
+    at most ``max_rows`` in L1."""
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise ArgumentError(f"max_rows must be a positive integer, got {max_rows!r}.")
+    who, bins = np.asarray(persons), domain.bin_of(values)
+    if who.shape != bins.shape or who.ndim != 1:
+        raise ArgumentError("persons and values must be two vectors of the same length.")
+    if who.size > MAX_OWNER_ROWS:
+        raise ArgumentError(f"one owner encrypts at most 2^32 rows, got {who.size}.")
+    _, person = np.unique(who, return_inverse=True)
+    order = np.lexsort((resolve_source(rng).words(who.size), person))  # each person's rows, shuffled
+    sorted_person = person[order]
+    first = np.r_[0, np.flatnonzero(np.diff(sorted_person)) + 1]
+    rank = np.arange(who.size) - np.repeat(first, np.diff(np.r_[first, who.size]))
+    return np.bincount(bins[order][rank < max_rows], minlength=domain.bins).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One owner's encrypted encodings: the gaps (``bins - 1`` slots) and the prefix sums (``bins``)."""
+
+    gaps: list[bytes]
+    prefix: list[bytes]
+    bins: int
+
+
+class DataOwner:
+    """A data owner: its rows stay here; it sends only ciphertexts of its bounded histogram."""
+
+    def __init__(
+        self, persons: ArrayLike, values: ArrayLike, domain: Domain, max_rows: int, rng: Any = None
+    ) -> None:
+        self.histogram = bounded_histogram(persons, values, domain, max_rows, rng)
+
+    def upload(self, public_key: bytes) -> Upload:
+        key = PublicKey(public_key)
+        h = self.histogram
+        return Upload(key.encrypt(np.diff(h)).serialize(), key.encrypt(np.cumsum(h)).serialize(), h.size)
+
+
+class AnalyticsServer:
+    """The server that computes on ciphertexts; it holds the public key only (:class:`PublicKey` refuses
+    key bytes with a secret key in them)."""
+
+    def __init__(self, public_key: bytes, plan: SummaryPlan, rng: Any = None) -> None:
+        if plan.parties != 2:
+            raise ArgumentError("the encrypted protocol has two servers: plan it with parties=2.")
+        self.key, self.plan, self._rng = PublicKey(public_key), plan, rng
+        self.owners = 0
+        self._gaps: Any = None
+        self._prefix: Any = None
+        self._summary: Any = None
+        self._partition: Partition | None = None
+
+    @property
+    def holds_secret_key(self) -> bool:
+        return self.key.holds_secret_key
+
+    def receive(self, upload: Upload) -> None:
+        """Add one owner's ciphertexts."""
+        if upload.bins != self.plan.bins:
+            raise ProtocolError(f"an upload of {upload.bins} bins for a plan of {self.plan.bins}.")
+        if self.owners == MAX_OWNERS:
+            raise ProtocolError(f"a server adds at most {MAX_OWNERS} owners' histograms.")
+        gaps, prefix = self.key.load(upload.gaps, upload.bins - 1), self.key.load(upload.prefix, upload.bins)
+        self._gaps = gaps if self._gaps is None else self._gaps + gaps
+        self._prefix = prefix if self._prefix is None else self._prefix + prefix
+        self.owners += 1
+
+    def _noise(self, mechanism: Geometric, size: int) -> IntArray:
+        """The server's own draw of a two-server noise: it releases nothing itself (only the provider
+        decrypts, inside its charged release)."""
+        return self.plan.noise(mechanism, size, resolve_source(self._rng))
+
+    def noisy_gaps(self) -> list[bytes]:
+        """The encrypted gaps plus the server's noise, for the provider to decrypt."""
+        if self._gaps is None:
+            raise ProtocolError("no owner has uploaded a histogram.")
+        noisy = self._gaps.plus(self._noise(self.plan.gap_noise, self.plan.bins - 1))
+        serialized: list[bytes] = noisy.serialize()
+        return serialized
+
+    def summarise(self, ends: Sequence[int], provider_noise: list[bytes]) -> None:
+        """The encrypted summary: the prefix sums at the block ends (0 elsewhere) plus both parties'
+        cumulative block noise."""
+        if self._prefix is None:
+            raise ProtocolError("no owner has uploaded a histogram.")
+        partition = Partition(tuple(int(e) for e in ends))
+        if partition.bins != self.plan.bins:
+            raise ProtocolError("the partition does not cover the plan's bins.")
+        mask = np.zeros(self.plan.bins, np.int64)
+        mask[list(partition.ends)] = 1
+        own = cumulative_at_ends(partition, self._noise(self.plan.count_noise, partition.blocks))
+        theirs = self.key.load(provider_noise, self.plan.bins)
+        self._summary = self._prefix.times(mask).plus(own) + theirs
+        self._partition = partition
+
+    def query(self, lo: int, hi: int) -> list[bytes]:
+        """The summary masked to the block ends the range count ``lo .. hi`` reads."""
+        if self._summary is None or self._partition is None:
+            raise ProtocolError("the summary is not built yet.")
+        mask = np.zeros(self.plan.bins, np.int64)
+        mask[[e for e, _ in self._partition.terms(lo, hi)]] = 1
+        masked: list[bytes] = self._summary.times(mask).serialize()
+        return masked
+
+
+class CryptoServiceProvider:
+    """The key holder: decrypts only noisy values, charges the summary to ``ledger`` (a :class:`Ledger` or
+    its path) through :func:`kakeibo.release.run`, and keeps the log of every vector it decrypted
+    (``decryptions``: the step and the values, the audit trail of what it saw)."""
+
+    def __init__(
+        self,
+        ledger: Ledger | str,
+        plan: SummaryPlan,
+        rng: Any = None,
+        *,
+        label: str = "encrypted summary",
+        analyst: str | None = None,
+        dataset: str | None = None,
+    ) -> None:
+        if plan.parties != 2:
+            raise ArgumentError("the encrypted protocol has two servers: plan it with parties=2.")
+        self.ledger = Ledger(ledger) if isinstance(ledger, str) else ledger
+        self.plan, self.rng = plan, rng
+        self._charge = release.Charge(plan.privacy_loss, label, analyst, dataset)
+        self._keys = KeyPair()
+        self._public = self._keys.public()
+        self._key = PublicKey(self._public)
+        self._partition: Partition | None = None
+        self.entry: LedgerEntry | None = None
+        self.decryptions: list[tuple[str, IntArray]] = []
+
+    def public_key(self) -> bytes:
+        return self._public
+
+    def _decrypt(self, step: str, data: list[bytes], size: int) -> IntArray:
+        values = self._keys.decrypt(data, size)
+        self.decryptions.append((step, values))
+        return values
+
+    def summarise(self, noisy_gaps: list[bytes] | None) -> tuple[tuple[int, ...], list[bytes]]:
+        """Choose the partition (from the server's noisy gaps plus the provider's noise, for the HE-friendly
+        method) and encrypt the provider's cumulative block noise, in one charged release; returns the
+        block ends and that ciphertext for the server."""
+        plan, key = self.plan, self._key
+        if (noisy_gaps is None) != (plan.method == "equi-width"):
+            raise ProtocolError("noisy gaps come with the HE-friendly method, and only with it.")
+
+        def draw(source: RandomSource) -> tuple[Partition, list[bytes]]:
+            if noisy_gaps is None:
+                partition = plan.fixed_partition()
+            else:
+                seen = self._decrypt("gaps", noisy_gaps, plan.bins - 1)
+                partition = plan.partition(seen + plan.noise(plan.gap_noise, plan.bins - 1, source))
+            noise = cumulative_at_ends(partition, plan.noise(plan.count_noise, partition.blocks, source))
+            return partition, key.encrypt(noise).serialize()
+
+        out = release.run(self.ledger, self._charge, draw, rng=self.rng)
+        self._partition, self.entry = out.value[0], out.ledger_entry
+        return out.value[0].ends, out.value[1]
+
+    def answer(self, masked: list[bytes], lo: int, hi: int, beta: float = 0.05) -> RangeCount:
+        """The range count ``lo .. hi`` from the server's masked summary, with its noise's error bound."""
+        if self._partition is None:
+            raise ProtocolError("the summary is not built yet.")
+        terms = self._partition.terms(lo, hi)
+        seen = self._decrypt("query", masked, self.plan.bins)
+        outside = np.ones(seen.size, bool)
+        outside[[e for e, _ in terms]] = False
+        if seen[outside].any():
+            raise ProtocolError("the server's query ciphertext holds values the query does not read.")
+        return RangeCount.of(self.plan, self._partition, seen, lo, hi, beta)
