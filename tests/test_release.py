@@ -187,7 +187,7 @@ EXEMPT = {
     ("sql/synthesis.py", "sample_codes"): "synthetic bin codes drawn from the stored model: post-processing",
     (
         "crypto/parties.py",
-        "bounded_histogram",
+        "kept_rows",
     ): "which rows each person keeps: a data owner's coin, no release",
     ("crypto/parties.py", "_noise"): "the analytics server's share of two-server noise, in its own process; "
     "only the provider decrypts, inside its charged release.run",

@@ -7,6 +7,10 @@
   charges the summary to its ledger through :func:`kakeibo.release.run`
   (:mod:`~kakeibo.crypto.partition`, :mod:`~kakeibo.crypto.parties`, :mod:`~kakeibo.crypto.protocol`).
   :class:`Summary` builds the same summary in plaintext.
+* **A private join of two organisations** (:func:`private_join`, :mod:`~kakeibo.crypto.join`): persons
+  matched on doubly blinded X25519 pseudonyms (each organisation's key never leaves it), a DP contingency
+  table of the joined persons' attributes, cells below ``k`` suppressed after the noise; neither organisation
+  learns the intersection.
 
 >>> import numpy as np
 >>> from kakeibo.accounting import Ledger
@@ -19,6 +23,7 @@
 PureDP(epsilon=Fraction(1, 2))
 """
 
+from .join import JoinPlan, JoinTable, Matcher, Organisation, private_join
 from .parties import AnalyticsServer, CryptoServiceProvider, DataOwner, Domain, ProtocolError, Upload
 from .partition import METHODS, Partition, RangeCount, Summary, SummaryPlan
 from .protocol import EncryptedSummary, OwnerData, Party, encrypted_summary
@@ -30,6 +35,10 @@ __all__ = [
     "DataOwner",
     "Domain",
     "EncryptedSummary",
+    "JoinPlan",
+    "JoinTable",
+    "Matcher",
+    "Organisation",
     "OwnerData",
     "Partition",
     "Party",
@@ -39,4 +48,5 @@ __all__ = [
     "SummaryPlan",
     "Upload",
     "encrypted_summary",
+    "private_join",
 ]

@@ -48,6 +48,7 @@ __all__ = [
     "ProtocolError",
     "Upload",
     "bounded_histogram",
+    "kept_rows",
 ]
 
 IntArray = NDArray[np.int64]
@@ -87,25 +88,34 @@ class Domain:
         return np.floor(np.clip(position, 0, self.bins - 1)).astype(np.int64)
 
 
-def bounded_histogram(
-    persons: ArrayLike, values: ArrayLike, domain: Domain, max_rows: int, rng: Any = None
-) -> IntArray:
-    """The histogram of at most ``max_rows`` rows of each person (chosen uniformly at random among theirs;
-    the owner's own coin, before encryption, as DP SQL bounds a person's rows). One person then moves it by
-    at most ``max_rows`` in L1."""
+def kept_rows(persons: ArrayLike, max_rows: int, rng: Any = None) -> IntArray:
+    """The indices of at most ``max_rows`` rows of each person, chosen uniformly at random among theirs (a
+    data owner's own coin, before anything leaves it, as DP SQL bounds a person's rows)."""
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
         raise ArgumentError(f"max_rows must be a positive integer, got {max_rows!r}.")
-    who, bins = np.asarray(persons), domain.bin_of(values)
-    if who.shape != bins.shape or who.ndim != 1:
-        raise ArgumentError("persons and values must be two vectors of the same length.")
+    who = np.asarray(persons)
+    if who.ndim != 1:
+        raise ArgumentError("persons must be a vector.")
     if who.size > MAX_OWNER_ROWS:
-        raise ArgumentError(f"one owner encrypts at most 2^32 rows, got {who.size}.")
+        raise ArgumentError(f"one owner holds at most 2^32 rows, got {who.size}.")
     _, person = np.unique(who, return_inverse=True)
     order = np.lexsort((resolve_source(rng).words(who.size), person))  # each person's rows, shuffled
     sorted_person = person[order]
     first = np.r_[0, np.flatnonzero(np.diff(sorted_person)) + 1]
     rank = np.arange(who.size) - np.repeat(first, np.diff(np.r_[first, who.size]))
-    return np.bincount(bins[order][rank < max_rows], minlength=domain.bins).astype(np.int64)
+    kept: IntArray = np.sort(order[rank < max_rows])
+    return kept
+
+
+def bounded_histogram(
+    persons: ArrayLike, values: ArrayLike, domain: Domain, max_rows: int, rng: Any = None
+) -> IntArray:
+    """The histogram of the rows :func:`kept_rows` keeps: one person moves it by at most ``max_rows`` in
+    L1."""
+    bins = domain.bin_of(values)
+    if np.shape(persons) != bins.shape:
+        raise ArgumentError("persons and values must be two vectors of the same length.")
+    return np.bincount(bins[kept_rows(persons, max_rows, rng)], minlength=domain.bins).astype(np.int64)
 
 
 @dataclass(frozen=True)
