@@ -24,7 +24,7 @@ PureDP(epsilon=Fraction(1, 2))
 """
 
 from .join import JoinPlan, JoinTable, Matcher, Organisation, private_join
-from .parties import AnalyticsServer, CryptoServiceProvider, DataOwner, Domain, ProtocolError, Upload
+from .parties import AnalyticsServer, CryptoServiceProvider, DataOwner, Domain, Grid, ProtocolError, Upload
 from .partition import METHODS, Partition, RangeCount, Summary, SummaryPlan
 from .protocol import EncryptedSummary, OwnerData, Party, encrypted_summary
 
@@ -35,6 +35,7 @@ __all__ = [
     "DataOwner",
     "Domain",
     "EncryptedSummary",
+    "Grid",
     "JoinPlan",
     "JoinTable",
     "Matcher",

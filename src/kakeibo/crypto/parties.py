@@ -22,6 +22,8 @@ a query ciphertext with values outside the slots the query reads.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +38,7 @@ from ..mechanisms import Geometric
 from ..noise import resolve_source
 from ..noise.source import RandomSource
 from .he import KeyPair, PublicKey
-from .partition import Partition, RangeCount, SummaryPlan, cumulative_at_ends
+from .partition import Partition, RangeCount, Segments, SummaryPlan, cumulative_at_ends
 
 __all__ = [
     "MAX_OWNERS",
@@ -45,6 +47,7 @@ __all__ = [
     "CryptoServiceProvider",
     "DataOwner",
     "Domain",
+    "Grid",
     "ProtocolError",
     "Upload",
     "bounded_histogram",
@@ -77,15 +80,72 @@ class Domain:
         if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2:
             raise ArgumentError(f"a domain needs at least 2 bins, got {self.bins!r}.")
 
-    def bin_of(self, values: ArrayLike) -> IntArray:
+    @property
+    def cells(self) -> int:
+        return self.bins
+
+    def cell_of(self, values: ArrayLike) -> IntArray:
         """The bin of each value. Halves are subtracted, so no difference overflows at +-1e308; the
         position is clipped before the cast, so infinities land in the end bins. NaN is refused."""
         v = np.asarray(values, np.float64)
+        if v.ndim != 1:
+            raise ArgumentError("the values of one attribute are a vector.")
         if np.isnan(v).any():
             raise ArgumentError("a value to histogram is NaN: drop or impute it before encrypting.")
         with np.errstate(over="ignore"):  # a value far outside a narrow domain: +-inf, clipped below
             position = (v / 2 - self.lower / 2) / (self.upper / 2 - self.lower / 2) * self.bins
         return np.floor(np.clip(position, 0, self.bins - 1)).astype(np.int64)
+
+    def segments(self, lows: Sequence[int], highs: Sequence[int]) -> Segments:
+        """The range of bins ``lows[0] .. highs[0]``, as :class:`Grid` gives a box."""
+        return Grid((self,)).segments(lows, highs)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The public binning of several numeric attributes: the cells of the product of their domains,
+    numbered row-major (the last attribute varies fastest), so a histogram over them is one vector and an
+    axis-aligned box is one range of cells per row of its leading attributes (:meth:`segments`)."""
+
+    axes: tuple[Domain, ...]
+
+    def __post_init__(self) -> None:
+        if not self.axes or not all(isinstance(a, Domain) for a in self.axes):
+            raise ArgumentError("a grid is one or more Domains.")
+
+    @property
+    def cells(self) -> int:
+        return math.prod(a.bins for a in self.axes)
+
+    def cell_of(self, values: ArrayLike) -> IntArray:
+        """The cell of each row of ``values`` (rows by attributes)."""
+        v = np.asarray(values, np.float64)
+        if v.ndim == 1 and len(self.axes) == 1:
+            v = v[:, None]
+        if v.ndim != 2 or v.shape[1] != len(self.axes):
+            raise ArgumentError(f"values are rows of {len(self.axes)} attributes.")
+        bins = tuple(a.cell_of(v[:, i]) for i, a in enumerate(self.axes))
+        cells: IntArray = np.ravel_multi_index(bins, tuple(a.bins for a in self.axes)).astype(np.int64)
+        return cells
+
+    def segments(self, lows: Sequence[int], highs: Sequence[int]) -> Segments:
+        """The cells of the box ``lows[i] <= bin of attribute i <= highs[i]`` (inclusive), as disjoint
+        increasing ranges (adjacent ones merged)."""
+        sizes = tuple(a.bins for a in self.axes)
+        if len(lows) != len(sizes) or len(highs) != len(sizes):
+            raise ArgumentError(f"a box gives a low and a high bin for each of the {len(sizes)} attributes.")
+        if any(not 0 <= lo <= hi < n for lo, hi, n in zip(lows, highs, sizes, strict=True)):
+            raise ArgumentError("a box's bins must satisfy 0 <= low <= high < bins, on every attribute.")
+        out: list[tuple[int, int]] = []
+        leading = [range(int(lo), int(hi) + 1) for lo, hi in zip(lows[:-1], highs[:-1], strict=True)]
+        for row in itertools.product(*leading):
+            base = int(np.ravel_multi_index((*row, 0), sizes))
+            lo, hi = base + int(lows[-1]), base + int(highs[-1])
+            if out and out[-1][1] + 1 == lo:
+                out[-1] = (out[-1][0], hi)
+            else:
+                out.append((lo, hi))
+        return tuple(out)
 
 
 def kept_rows(persons: ArrayLike, max_rows: int, rng: Any = None) -> IntArray:
@@ -108,14 +168,14 @@ def kept_rows(persons: ArrayLike, max_rows: int, rng: Any = None) -> IntArray:
 
 
 def bounded_histogram(
-    persons: ArrayLike, values: ArrayLike, domain: Domain, max_rows: int, rng: Any = None
+    persons: ArrayLike, values: ArrayLike, domain: Domain | Grid, max_rows: int, rng: Any = None
 ) -> IntArray:
-    """The histogram of the rows :func:`kept_rows` keeps: one person moves it by at most ``max_rows`` in
-    L1."""
-    bins = domain.bin_of(values)
-    if np.shape(persons) != bins.shape:
-        raise ArgumentError("persons and values must be two vectors of the same length.")
-    return np.bincount(bins[kept_rows(persons, max_rows, rng)], minlength=domain.bins).astype(np.int64)
+    """The histogram over ``domain``'s cells of the rows :func:`kept_rows` keeps: one person moves it by at
+    most ``max_rows`` in L1."""
+    cells = domain.cell_of(values)
+    if np.shape(persons) != cells.shape:
+        raise ArgumentError("persons and values must have one row each.")
+    return np.bincount(cells[kept_rows(persons, max_rows, rng)], minlength=domain.cells).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -131,7 +191,7 @@ class DataOwner:
     """A data owner: its rows stay here; it sends only ciphertexts of its bounded histogram."""
 
     def __init__(
-        self, persons: ArrayLike, values: ArrayLike, domain: Domain, max_rows: int, rng: Any = None
+        self, persons: ArrayLike, values: ArrayLike, domain: Domain | Grid, max_rows: int, rng: Any = None
     ) -> None:
         self.histogram = bounded_histogram(persons, values, domain, max_rows, rng)
 
@@ -198,12 +258,12 @@ class AnalyticsServer:
         self._summary = self._prefix.times(mask).plus(own) + theirs
         self._partition = partition
 
-    def query(self, lo: int, hi: int) -> list[bytes]:
-        """The summary masked to the block ends the range count ``lo .. hi`` reads."""
+    def query(self, segments: Segments) -> list[bytes]:
+        """The summary masked to the block ends the count over ``segments`` reads."""
         if self._summary is None or self._partition is None:
             raise ProtocolError("the summary is not built yet.")
         mask = np.zeros(self.plan.bins, np.int64)
-        mask[[e for e, _ in self._partition.terms(lo, hi)]] = 1
+        mask[[e for e, _ in self._partition.terms(segments)]] = 1
         masked: list[bytes] = self._summary.times(mask).serialize()
         return masked
 
@@ -264,14 +324,14 @@ class CryptoServiceProvider:
         self._partition, self.entry = out.value[0], out.ledger_entry
         return out.value[0].ends, out.value[1]
 
-    def answer(self, masked: list[bytes], lo: int, hi: int, beta: float = 0.05) -> RangeCount:
-        """The range count ``lo .. hi`` from the server's masked summary, with its noise's error bound."""
+    def answer(self, masked: list[bytes], segments: Segments, beta: float = 0.05) -> RangeCount:
+        """The count over ``segments`` from the server's masked summary, with its noise's error bound."""
         if self._partition is None:
             raise ProtocolError("the summary is not built yet.")
-        terms = self._partition.terms(lo, hi)
+        terms = self._partition.terms(segments)
         seen = self._decrypt("query", masked, self.plan.bins)
         outside = np.ones(seen.size, bool)
         outside[[e for e, _ in terms]] = False
         if seen[outside].any():
             raise ProtocolError("the server's query ciphertext holds values the query does not read.")
-        return RangeCount.of(self.plan, self._partition, seen, lo, hi, beta)
+        return RangeCount.of(self.plan, self._partition, seen, segments, beta)

@@ -49,9 +49,12 @@ from ..mechanisms.base import check_beta
 from ..noise.source import RandomSource
 from ..privacy import Number, PureDP, positive_fraction
 
-__all__ = ["METHODS", "Partition", "RangeCount", "Summary", "SummaryPlan", "cumulative_at_ends"]
+__all__ = ["METHODS", "Partition", "RangeCount", "Segments", "Summary", "SummaryPlan", "cumulative_at_ends"]
 
 IntArray = NDArray[np.int64]
+#: a range count's cells: disjoint ranges ``(lo, hi)`` of cells, inclusive, in increasing order (one for a
+#: range of one attribute; a box of several is one range per row of its leading attributes, :class:`Grid`)
+Segments = tuple[tuple[int, int], ...]
 #: how a summary chooses its blocks
 METHODS = ("he-friendly", "equi-width")
 
@@ -98,36 +101,47 @@ class Partition:
         above = [abs(int(g)) * threshold.denominator > threshold.numerator for g in gaps]
         return cls((*(i for i, cut in enumerate(above) if cut), gaps.size))
 
-    def terms(self, lo: int, hi: int) -> list[tuple[int, Fraction]]:
-        """The range count of bins ``lo .. hi`` as ``sum of w * S[e]`` over at most four block ends ``e``,
-        where ``S[e]`` is the cumulative (noisy) count of every block up to the one ending at ``e``: full
-        blocks by a difference of two ends, a partly covered block by its share of its own count."""
-        if not 0 <= lo <= hi < self.bins:
-            raise ArgumentError(f"a range of bins must satisfy 0 <= lo <= hi < {self.bins}.")
-        first, last = (int(np.searchsorted(self.ends, b)) for b in (lo, hi))
+    def _segments(self, segments: Segments) -> Segments:
+        ordered = tuple((int(lo), int(hi)) for lo, hi in segments)
+        if not ordered or any(not 0 <= lo <= hi < self.bins for lo, hi in ordered):
+            raise ArgumentError(
+                f"a range count is one or more ranges lo .. hi with 0 <= lo <= hi < {self.bins}."
+            )
+        if any(b[0] <= a[1] for a, b in itertools.pairwise(ordered)):
+            raise ArgumentError("a range count's ranges must be disjoint and in increasing order.")
+        return ordered
+
+    def terms(self, segments: Segments) -> list[tuple[int, Fraction]]:
+        """The count over the bins of ``segments`` (disjoint ranges ``lo .. hi``, inclusive) as ``sum of w *
+        S[e]`` over block ends ``e`` (at most four per range), where ``S[e]`` is the cumulative (noisy) count
+        of every block up to the one ending at ``e``: full blocks by a difference of two ends, a partly
+        covered block by its share of its own count."""
         out: dict[int, Fraction] = {}
 
-        def add(block: int, w: Fraction) -> None:  # w * (S[end of block] - S[end of the block before])
-            out[self.ends[block]] = out.get(self.ends[block], Fraction(0)) + w
-            if block > 0:
-                out[self.ends[block - 1]] = out.get(self.ends[block - 1], Fraction(0)) - w
+        def add(end: int, w: Fraction) -> None:
+            out[end] = out.get(end, Fraction(0)) + w
 
-        for block in range(first, last + 1):
-            start = 0 if block == 0 else self.ends[block - 1] + 1
-            covered = min(hi, self.ends[block]) - max(lo, start) + 1
-            if first < block < last:  # the middle blocks, whole: their terms telescope
-                continue
-            add(block, Fraction(covered, self.ends[block] - start + 1))
-        if last - first >= 2:  # the whole blocks between: S[end of last - 1] - S[end of first]
-            out[self.ends[last - 1]] = out.get(self.ends[last - 1], Fraction(0)) + 1
-            out[self.ends[first]] = out.get(self.ends[first], Fraction(0)) - 1
+        for lo, hi in self._segments(segments):
+            first, last = (int(np.searchsorted(self.ends, b)) for b in (lo, hi))
+            for block in {first, last}:  # the ends: each by its covered share of its own count
+                start = 0 if block == 0 else self.ends[block - 1] + 1
+                covered = min(hi, self.ends[block]) - max(lo, start) + 1
+                w = Fraction(covered, self.ends[block] - start + 1)
+                add(self.ends[block], w)
+                if block > 0:
+                    add(self.ends[block - 1], -w)
+            if last - first >= 2:  # the whole blocks between telescope: S[end of last - 1] - S[end of first]
+                add(self.ends[last - 1], Fraction(1))
+                add(self.ends[first], Fraction(-1))
         return [(e, w) for e, w in sorted(out.items()) if w != 0]
 
-    def shares(self, lo: int, hi: int) -> NDArray[np.float64]:
-        """The share of each block the range ``lo .. hi`` covers (the weights on the blocks' noises)."""
+    def shares(self, segments: Segments) -> NDArray[np.float64]:
+        """The share of each block the ranges cover (the weights on the blocks' noises)."""
         starts = np.array((0, *(e + 1 for e in self.ends[:-1])), np.int64)
         ends = np.asarray(self.ends, np.int64)
-        covered = np.clip(np.minimum(hi, ends) - np.maximum(lo, starts) + 1, 0, None)
+        covered = np.zeros(ends.size, np.int64)
+        for lo, hi in self._segments(segments):
+            covered += np.clip(np.minimum(hi, ends) - np.maximum(lo, starts) + 1, 0, None)
         shares: NDArray[np.float64] = covered / (ends - starts + 1)
         return shares
 
@@ -219,13 +233,13 @@ class SummaryPlan:
         noise: IntArray = mechanism.release(np.zeros(size, np.int64), rng=source)
         return noise
 
-    def error_bound(self, partition: Partition, lo: int, hi: int, beta: float) -> float:
+    def error_bound(self, partition: Partition, segments: Segments, beta: float) -> float:
         """``a`` with ``Pr(|answer - noise-free answer| > a) <= beta`` for the range ``lo .. hi``: the noise
         only (each block's count spread evenly over its bins is the noise-free answer; how far that is from
         the true count depends on the data and is not bounded here). Every covered block carries
         ``parties`` independent geometric draws; :func:`~kakeibo.mechanisms.accuracy.geometric_sum_error`."""
         check_beta(beta)
-        shares = partition.shares(lo, hi)
+        shares = partition.shares(segments)
         weights = np.repeat(shares[shares > 0], self.parties)
         noise = self.count_noise
         union = float(weights.sum()) * noise.error_bound(beta / weights.size)
@@ -242,24 +256,23 @@ def cumulative_at_ends(partition: Partition, block_values: IntArray) -> IntArray
 
 @dataclass(frozen=True)
 class RangeCount:
-    """A range count of bins ``lo .. hi`` read from a summary: ``value``, and ``error`` with
+    """A count over the cells ``segments`` read from a summary: ``value``, and ``error`` with
     ``Pr(|value - noise-free value| > error) <= 1 - confidence`` (the noise only: see
     :meth:`SummaryPlan.error_bound`)."""
 
-    lo: int
-    hi: int
+    segments: Segments
     value: float
     error: float
     confidence: float
 
     @classmethod
     def of(
-        cls, plan: SummaryPlan, partition: Partition, cumulative: IntArray, lo: int, hi: int, beta: float
+        cls, plan: SummaryPlan, partition: Partition, cumulative: IntArray, segments: Segments, beta: float
     ) -> RangeCount:
         """The answer from the cumulative noisy counts at the block ends (exact rationals, rounded once)."""
-        terms = partition.terms(lo, hi)
+        terms = partition.terms(segments)
         value = float(sum((w * int(cumulative[e]) for e, w in terms), Fraction(0)))
-        return cls(lo, hi, value, plan.error_bound(partition, lo, hi, beta), 1 - beta)
+        return cls(tuple(segments), value, plan.error_bound(partition, segments, beta), 1 - beta)
 
 
 @dataclass(frozen=True)
@@ -304,5 +317,10 @@ class Summary:
         out = release.run(ledger, release.Charge(plan.privacy_loss, label), draw, rng=rng)
         return cls(plan, out.value[0], out.value[1], out.ledger_entry)
 
+    def count(self, segments: Segments, beta: float = 0.05) -> RangeCount:
+        """The count over the cells of ``segments`` (see :data:`Segments`)."""
+        return RangeCount.of(self.plan, self.partition, self.cumulative, segments, beta)
+
     def range_count(self, lo: int, hi: int, beta: float = 0.05) -> RangeCount:
-        return RangeCount.of(self.plan, self.partition, self.cumulative, lo, hi, beta)
+        """The count over the cells ``lo .. hi``."""
+        return self.count(((lo, hi),), beta)

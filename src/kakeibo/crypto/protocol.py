@@ -21,8 +21,8 @@ from typing import Any
 
 from ..accounting import Ledger
 from ..errors import ArgumentError
-from .parties import AnalyticsServer, CryptoServiceProvider, DataOwner, Domain, Upload
-from .partition import RangeCount, SummaryPlan
+from .parties import AnalyticsServer, CryptoServiceProvider, DataOwner, Domain, Grid, Upload
+from .partition import RangeCount, Segments, SummaryPlan
 
 __all__ = ["EncryptedSummary", "OwnerData", "Party", "encrypted_summary"]
 
@@ -112,12 +112,17 @@ class EncryptedSummary:
     owners: list[Party]
     transcript: list[tuple[str, str, str, int]] = field(default_factory=list)
 
-    def range_count(self, lo: int, hi: int, beta: float = 0.05) -> RangeCount:
-        masked = self.server("query", lo, hi)
-        self.transcript.append(("analyst", "AnalyticsServer", "query range", 16))
+    def count(self, segments: Segments, beta: float = 0.05) -> RangeCount:
+        """The count over the cells of ``segments`` (see :data:`~kakeibo.crypto.partition.Segments`)."""
+        masked = self.server("query", segments)
+        self.transcript.append(("analyst", "AnalyticsServer", "query range", _size(segments)))
         self.transcript.append(("AnalyticsServer", "CryptoServiceProvider", "masked summary", _size(masked)))
-        result: RangeCount = self.provider("answer", masked, lo, hi, beta)
+        result: RangeCount = self.provider("answer", masked, segments, beta)
         return result
+
+    def range_count(self, lo: int, hi: int, beta: float = 0.05) -> RangeCount:
+        """The count over the cells ``lo .. hi``."""
+        return self.count(((lo, hi),), beta)
 
     def rebuild(self) -> None:
         """A new summary over the same uploaded ciphertexts: a new release, charged again."""
@@ -147,7 +152,7 @@ def _size(message: Any) -> int:
 
 def encrypted_summary(
     owners: Sequence[OwnerData],
-    domain: Domain,
+    domain: Domain | Grid,
     plan: SummaryPlan,
     ledger: Ledger | str,
     *,
@@ -165,8 +170,8 @@ def encrypted_summary(
     Charged once, to ``ledger``, by the provider: ``plan.privacy_loss``."""
     if not owners:
         raise ArgumentError("a summary needs at least one data owner.")
-    if domain.bins != plan.bins:
-        raise ArgumentError(f"the domain has {domain.bins} bins and the plan {plan.bins}.")
+    if domain.cells != plan.bins:
+        raise ArgumentError(f"the domain has {domain.cells} cells and the plan {plan.bins} bins.")
     if processes and not isinstance(ledger, str):
         raise ArgumentError("with processes, pass the ledger's path: the provider opens it in its process.")
     provider_rng, server_rng, owner_rngs = rngs or (None, None, [None] * len(owners))
