@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_rappor.py
 	$(BIN)/python benchmarks/bench_heavy_hitters.py
 	$(BIN)/python benchmarks/bench_correlated.py
+	$(BIN)/python benchmarks/bench_crypto.py --rows 10000 100000
 	$(BIN)/python benchmarks/bench_erm.py $(if $(DIFFPRIVLIB_PYTHON),--diffprivlib-python $(DIFFPRIVLIB_PYTHON))
 
 clean:

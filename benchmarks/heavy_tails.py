@@ -38,13 +38,14 @@ CATEGORIES = [f"cat{i:02d}" for i in range(30)]
 GEN_SALES = Path(__file__).resolve().parents[2] / "shared" / "data" / "gen_sales.py"
 
 
-def sales() -> pa.Table:
-    """The table of ``gen_sales.py``, generated into a temporary file by the script itself."""
+def sales(columns: tuple[str, ...] = ("customer_id", "region", "category", "amount")) -> pa.Table:
+    """The table of ``gen_sales.py`` (these of its columns), generated into a temporary file by the script
+    itself."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "sales.duckdb"
         subprocess.run([sys.executable, str(GEN_SALES), str(out)], check=True, capture_output=True)
         con = duckdb.connect(str(out), read_only=True)
-        table = con.sql("SELECT customer_id, region, category, amount FROM sales").to_arrow_table()
+        table = con.sql(f"SELECT {', '.join(columns)} FROM sales").to_arrow_table()
         con.close()
     return table
 

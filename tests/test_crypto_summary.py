@@ -198,6 +198,20 @@ def _neighbours(plan: SummaryPlan) -> tuple[np.ndarray, np.ndarray]:
     return np.array([0, t - s, 2 * t]), np.array([0, t, 2 * t])
 
 
+def _audit_partition(plan: SummaryPlan, seed: int, neighbours: SummaryPlan | None = None) -> Any:
+    """30,000 partitions per histogram of :func:`_neighbours` (of ``neighbours``' plan, default ``plan``),
+    events chosen from 3,000 more, 95% confidence."""
+    d, d_prime = _neighbours(neighbours or plan)
+    return audit(
+        _partition_codes(plan),
+        d,
+        d_prime,
+        trials=30_000,
+        selection_trials=3_000,
+        rng=np.random.default_rng(seed),
+    )
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize("sensitivity", [1, 3])
 def test_an_audit_of_the_partition_finds_no_epsilon_above_its_share(sensitivity: int) -> None:
@@ -214,15 +228,7 @@ def test_an_audit_of_the_partition_finds_no_epsilon_above_its_share(sensitivity:
         parties=1,
     )
     assert plan.gap_epsilon == 1
-    d, d_prime = _neighbours(plan)
-    result = audit(
-        _partition_codes(plan),
-        d,
-        d_prime,
-        trials=30_000,
-        selection_trials=3_000,
-        rng=np.random.default_rng(36),
-    )
+    result = _audit_partition(plan, 36)
     assert result.epsilon_lower_bound > 0.5 and not result.refutes(1.0), result
 
 
@@ -238,16 +244,7 @@ def test_the_audit_refutes_gap_noise_calibrated_to_one_gap() -> None:
             return partition_module.Geometric(sensitivity=1, epsilon=self.gap_epsilon)
 
     leaky = OneGap(**{f: getattr(plan, f) for f in plan.__dataclass_fields__})
-    d, d_prime = _neighbours(plan)
-    result = audit(
-        _partition_codes(leaky),
-        d,
-        d_prime,
-        trials=30_000,
-        selection_trials=3_000,
-        rng=np.random.default_rng(37),
-    )
-    assert result.refutes(1.0), result
+    assert _audit_partition(leaky, 37, neighbours=plan).refutes(1.0)
 
 
 # -- the parties ------------------------------------------------------------------------------------------

@@ -65,14 +65,22 @@ class Party:
         self._process = context.Process(target=_serve, args=(child, factory, args, kwargs), daemon=True)
         self._process.start()
         child.close()
-        ok, error = self._connection.recv()
-        if not ok:
-            self._process.join()
-            raise error
+        self._started = (
+            False  # the party's construction is awaited at the first call, so parties start in parallel
+        )
+
+    def _await_start(self) -> None:
+        if not self._started:
+            ok, error = self._connection.recv()
+            if not ok:
+                self._process.join()
+                raise error
+            self._started = True
 
     def __call__(self, method: str, *args: Any) -> Any:
         if self._local is not None:
             return getattr(self._local, method)(*args)
+        self._await_start()
         self._connection.send((method, args))
         ok, result = self._connection.recv()
         if not ok:
@@ -85,6 +93,7 @@ class Party:
 
     def close(self) -> None:
         if self._process is not None and self._process.is_alive():
+            self._await_start()
             self._connection.send(None)
             self._process.join(timeout=30)
             if self._process.is_alive():
@@ -189,16 +198,19 @@ def encrypted_summary(
     )
     started: list[Party] = [provider]
     try:
+        holders = []
+        for data, rng in zip(owners, owner_rngs, strict=True):  # started alongside the provider
+            holders.append(
+                Party(DataOwner, data.persons, data.values, domain, max_rows, rng, process=processes)
+            )
+            started.append(holders[-1])
         public = provider("public_key")
         server = Party(AnalyticsServer, public, plan, server_rng, process=processes)
         started.append(server)
-        summary = EncryptedSummary(plan, provider, server, [])
+        summary = EncryptedSummary(plan, provider, server, holders)
         log = summary.transcript
         log.append(("CryptoServiceProvider", "AnalyticsServer", "public key", len(public)))
-        for data, rng in zip(owners, owner_rngs, strict=True):
-            owner = Party(DataOwner, data.persons, data.values, domain, max_rows, rng, process=processes)
-            started.append(owner)
-            summary.owners.append(owner)
+        for owner in summary.owners:
             log.append(("CryptoServiceProvider", "DataOwner", "public key", len(public)))
             upload: Upload = owner("upload", public)
             server("receive", upload)
