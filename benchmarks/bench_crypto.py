@@ -27,6 +27,8 @@ Sections, each timed side by side in one run:
   included). The summaries' figures are means over ``--runs`` plaintext builds with the protocol's two
   noises (the encrypted protocol's distribution: ``tests/test_crypto_summary.py``), and one row is one run
   through the encrypted protocol.
+* **Scaling**: the HE-friendly summary's steps (every party in this process) at 1,024 to 65,536 cells,
+  against kakeibo's plaintext build: HE-friendly partitioning is one pass over the gaps, ``O(n)``.
 * **Private join**: two organisations' tables of ``n`` customers each (half shared) with a 5- and a
   4-valued attribute: the raw join and count (numpy) against ``private_join`` (three processes).
 
@@ -303,6 +305,44 @@ def _boxes(
     return np.array(lows), np.array(highs)
 
 
+def scaling(rows: int, cells_list: list[int]) -> None:
+    """The summary's HE steps against the number of cells, every party in this process (no pipes)."""
+    print(
+        f"\n### The HE-friendly summary's steps against the number of cells ({rows:,} uniform rows, eps 1)\n"
+    )
+    print(
+        "| cells | ciphertexts per vector | owner: encrypt | server: noisy gaps | provider: decrypt, cut, "
+        "encrypt its noise | server: summary | rebuild in all | plaintext Summary.build | ratio |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    rng = np.random.default_rng(rows)
+    persons, values = np.arange(rows), rng.uniform(0, 1, rows)
+    for cells in cells_list:
+        domain = Domain(0.0, 1.0, cells)
+        plan = SummaryPlan.of("he-friendly", 1, cells)
+        ledger = Ledger(":memory:", budget=10**6)
+        with encrypted_summary(
+            [OwnerData(persons, values)], domain, plan, ledger, max_rows=1, processes=False
+        ) as enc:
+            owner, server, provider = enc.owners[0]._local, enc.server._local, enc.provider._local
+            public = provider.public_key()
+            encrypt = _best(lambda owner=owner, public=public: owner.upload(public), 3)
+            gaps = server.noisy_gaps()
+            t_gaps = _best(server.noisy_gaps, 3)
+            start = time.perf_counter()
+            ends, noise = provider.summarise(gaps)
+            t_provider = time.perf_counter() - start
+            t_server = _best(lambda server=server, ends=ends, noise=noise: server.summarise(ends, noise), 3)
+            t_rebuild = _best(enc.rebuild, 3)
+        histogram = bounded_histogram(persons, values, domain, 1)
+        plain = _best(lambda h=histogram, p=plan, led=ledger: Summary.build(h, p, led), 3)
+        print(
+            f"| {cells:,} | {-(-cells // SLOTS)} | {encrypt * 1e3:.0f} ms | {t_gaps * 1e3:.0f} ms "
+            f"| {t_provider * 1e3:.0f} ms | {t_server * 1e3:.0f} ms | {t_rebuild * 1e3:.0f} ms "
+            f"| {plain * 1e3:.0f} ms | {t_rebuild / plain:.1f}x |"
+        )
+
+
 def join(sizes: list[int]) -> None:
     print("\n### Private join of two organisations (n customers each, half shared; epsilon 1, k 10)\n")
     print("| n per side | raw join and count (numpy) | private_join (3 processes) | ratio |")
@@ -338,7 +378,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--owners", type=int, default=4)
     parser.add_argument("--max-rows", type=int, default=10)
-    parser.add_argument("--sections", default="he,build,accuracy,join")
+    parser.add_argument("--sections", default="he,build,accuracy,scaling,join")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
     if "he" in sections:
@@ -363,6 +403,8 @@ def main() -> None:
         for rows in args.rows:
             for shape in ("sales", "sales2", "plateaus"):
                 accuracy(rows, shape, args.owners, args.max_rows, args.epsilons, args.queries, args.runs)
+    if "scaling" in sections:
+        scaling(max(args.rows), [1024, 4096, 16384, 65536])
     if "join" in sections:
         join(args.rows)
 

@@ -430,6 +430,8 @@ def test_extreme_values_land_in_the_end_bins_and_nan_is_refused() -> None:
         narrow.cell_of(np.array([0.5, np.nan]))
     with pytest.raises(ArgumentError, match="finite"):
         Domain(0, np.inf, 4)
+    with pytest.raises(ArgumentError, match="apart"):
+        Domain(0, 5e-324, 4)  # its half rounds to 0: every position would be 0 / 0
 
 
 @pytest.mark.parametrize(
@@ -442,6 +444,8 @@ def test_extreme_values_land_in_the_end_bins_and_nan_is_refused() -> None:
         ({"epsilon": 0}, "epsilon"),
         ({"parties": 3}, "parties"),
         ({"width": 0}, "width"),
+        ({"epsilon": Fraction(1, 2**25)}, "too small"),
+        ({"epsilon": Fraction(4, 2**25), "split": Fraction(1, 8)}, "too small"),  # the gaps' noise alone
     ],
 )
 def test_a_bad_plan_is_refused_by_name(kwargs: dict[str, Any], match: str) -> None:

@@ -75,8 +75,10 @@ class Domain:
     bins: int
 
     def __post_init__(self) -> None:
-        if not (np.isfinite(self.lower) and np.isfinite(self.upper) and self.lower < self.upper):
-            raise ArgumentError("a domain needs finite bounds with lower < upper.")
+        if not (np.isfinite(self.lower) and np.isfinite(self.upper) and self.upper / 2 - self.lower / 2 > 0):
+            raise ArgumentError(
+                "a domain needs finite bounds with lower < upper (apart by more than 1e-323)."
+            )
         if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2:
             raise ArgumentError(f"a domain needs at least 2 bins, got {self.bins!r}.")
 

@@ -55,6 +55,10 @@ IntArray = NDArray[np.int64]
 #: a range count's cells: disjoint ranges ``(lo, hi)`` of cells, inclusive, in increasing order (one for a
 #: range of one attribute; a box of several is one range per row of its leading attributes, :class:`Grid`)
 Segments = tuple[tuple[int, int], ...]
+#: the largest noise scale a plan accepts: the provider encrypts its cumulative block noise, which must stay
+#: within :data:`~kakeibo.crypto.he.CAPACITY` (2^37); a sum of 65,536 draws at scale 2^24 has a standard
+#: deviation near 2^33, so exceeding it would take a deviation of more than 16 of them
+MAX_NOISE_SCALE = 2**24
 #: how a summary chooses its blocks
 METHODS = ("he-friendly", "equi-width")
 
@@ -189,7 +193,14 @@ class SummaryPlan:
         if share >= 1:
             raise ArgumentError("split is the partition's share of epsilon: strictly between 0 and 1.")
         t = None if threshold is None else positive_fraction(threshold, "threshold")
-        return cls(method, positive_fraction(epsilon, "epsilon"), bins, sensitivity, share, t, width, parties)
+        plan = cls(method, positive_fraction(epsilon, "epsilon"), bins, sensitivity, share, t, width, parties)
+        noises = [plan.count_noise] + ([plan.gap_noise] if method == "he-friendly" else [])
+        if max(n.scale for n in noises) > MAX_NOISE_SCALE:
+            raise ArgumentError(
+                "epsilon is too small for an encrypted summary: its noise would not fit the encryption's "
+                "plaintext space (a noise scale of at most 2^24, sensitivity / epsilon)."
+            )
+        return plan
 
     @property
     def privacy_loss(self) -> PureDP:
