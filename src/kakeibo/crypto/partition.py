@@ -84,10 +84,14 @@ class Partition:
         return len(self.ends)
 
     @property
+    def starts(self) -> tuple[int, ...]:
+        """Each block's first bin."""
+        return (0, *(e + 1 for e in self.ends[:-1]))
+
+    @property
     def sets(self) -> list[list[int]]:
         """The blocks as lists of bins (the slide's ``B``, counted from 0)."""
-        starts = (0, *(e + 1 for e in self.ends[:-1]))
-        return [list(range(s, e + 1)) for s, e in zip(starts, self.ends, strict=True)]
+        return [list(range(s, e + 1)) for s, e in zip(self.starts, self.ends, strict=True)]
 
     @classmethod
     def equi_width(cls, bins: int, width: int) -> Partition:
@@ -125,10 +129,11 @@ class Partition:
         def add(end: int, w: Fraction) -> None:
             out[end] = out.get(end, Fraction(0)) + w
 
+        starts = self.starts
         for lo, hi in self._segments(segments):
             first, last = (int(np.searchsorted(self.ends, b)) for b in (lo, hi))
             for block in {first, last}:  # the ends: each by its covered share of its own count
-                start = 0 if block == 0 else self.ends[block - 1] + 1
+                start = starts[block]
                 covered = min(hi, self.ends[block]) - max(lo, start) + 1
                 w = Fraction(covered, self.ends[block] - start + 1)
                 add(self.ends[block], w)
@@ -141,7 +146,7 @@ class Partition:
 
     def shares(self, segments: Segments) -> NDArray[np.float64]:
         """The share of each block the ranges cover (the weights on the blocks' noises)."""
-        starts = np.array((0, *(e + 1 for e in self.ends[:-1])), np.int64)
+        starts = np.asarray(self.starts, np.int64)
         ends = np.asarray(self.ends, np.int64)
         covered = np.zeros(ends.size, np.int64)
         for lo, hi in self._segments(segments):
@@ -319,8 +324,7 @@ class Summary:
                 partition = plan.fixed_partition()
             else:
                 partition = plan.partition(np.diff(h) + noise(plan.gap_noise, plan.bins - 1))
-            starts = np.array((0, *(e + 1 for e in partition.ends[:-1])), np.int64)
-            counts = np.add.reduceat(h.astype(np.int64), starts)
+            counts = np.add.reduceat(h.astype(np.int64), partition.starts)
             return partition, cumulative_at_ends(
                 partition, counts + noise(plan.count_noise, partition.blocks)
             )
